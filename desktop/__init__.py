@@ -1,0 +1,1 @@
+"""Desktop surfaces: tray icon and loopback dashboard (clients of the engine)."""

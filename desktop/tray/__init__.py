@@ -1,0 +1,1 @@
+"""Tray icon, menu, bounded status prober, engine launcher."""

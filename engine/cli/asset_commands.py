@@ -1,0 +1,186 @@
+"""put, list, get, edit, delete, history, diff."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from engine.cli.context import Context, UsageError
+
+
+def _meta_pairs(values: list[str] | None) -> dict[str, str] | None:
+    if values is None:
+        return None
+    meta: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--meta takes KEY=VALUE, got {item!r}")
+        meta[key] = value
+    return meta
+
+
+def _body(args: argparse.Namespace) -> str | None:
+    sources = [args.body is not None, args.body_stdin, args.body_file is not None]
+    if sum(sources) > 1:
+        raise UsageError("use one of --body, --body-stdin, --body-file")
+    if args.body_stdin:
+        return sys.stdin.read()
+    if args.body_file is not None:
+        try:
+            with open(args.body_file, encoding="utf-8") as handle:
+                return handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {args.body_file}: {exc.__class__.__name__}") from None
+    body: str | None = args.body
+    return body
+
+
+def _content_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--title")
+    p.add_argument("--body")
+    p.add_argument("--body-stdin", action="store_true", help="read the body from standard input")
+    p.add_argument("--body-file", help="read the body from a UTF-8 file")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
+    p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="repeatable")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("put", parents=[common], help="store a new memory")
+    _content_options(p)
+    p.set_defaults(func=cmd_put)
+
+    p = sub.add_parser("list", parents=[common], help="list current memories, newest first")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--tag")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("get", parents=[common], help="show one memory")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("edit", parents=[common], help="edit a memory (a new revision on its base)")
+    p.add_argument("id")
+    _content_options(p)
+    p.add_argument("--base", help="the revision you are editing (default: the current head)")
+    p.add_argument("--resolve", action="store_true", help="write a revision whose parents are all heads")
+    p.set_defaults(func=cmd_edit)
+
+    p = sub.add_parser("delete", parents=[common], help="delete (tombstone; history is kept)")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("history", parents=[common], help="list the revisions of a memory")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("diff", parents=[common], help="unified diff between revisions")
+    p.add_argument("id")
+    p.add_argument("rev_a", nargs="?")
+    p.add_argument("rev_b", nargs="?")
+    p.set_defaults(func=cmd_diff)
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
+def cmd_put(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.title:
+        raise UsageError("put needs --title")
+    body = _body(args) or ""
+    result = ctx.request(
+        {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": _meta_pairs(args.meta) or {}}
+    )
+    ctx.emit(result, f"{result['short_id']}  (revision {result['short_revision']})")
+    return 0
+
+
+def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "list", "limit": args.limit, "offset": args.offset}
+    if args.tag:
+        body["tag"] = args.tag
+    result = ctx.request(body)
+    lines = []
+    for item in result["items"]:
+        tags = f"  [{', '.join(item['tags'])}]" if item["tags"] else ""
+        flag = "  CONFLICT" if item["conflict"] else ""
+        lines.append(f"{item['short_id']}  {_when(item['updated_ms'])}  {item['title']}{tags}{flag}")
+    if not lines:
+        lines.append("(no memories)")
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "get", "id": args.id})
+    views = result["head_contents"] or [result]
+    blocks = []
+    if result["conflict"]:
+        blocks.append(f"CONFLICT: {len(views)} heads; resolve with `memories edit {result['short_id']} --resolve`")
+    for view in views:
+        tags = ", ".join(view["tags"])
+        head = [f"id:       {result['short_id']}", f"revision: {view['short_revision']}", f"title:    {view['title']}"]
+        if tags:
+            head.append(f"tags:     {tags}")
+        head.extend(f"{k}: {v}" for k, v in sorted(view["meta"].items()))
+        blocks.append("\n".join(head) + "\n\n" + view["body"])
+    ctx.emit(result, "\n\n---\n\n".join(blocks))
+    return 0
+
+
+def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "edit", "id": args.id, "resolve": args.resolve}
+    if args.title is not None:
+        body["title"] = args.title
+    text = _body(args)
+    if text is not None:
+        body["body"] = text
+    if args.tags is not None:
+        body["tags"] = args.tags
+    meta = _meta_pairs(args.meta)
+    if meta is not None:
+        body["meta"] = meta
+    if args.base:
+        body["base"] = args.base
+    elif not args.resolve:
+        # The base is the head we read now: if someone edits in between, the engine
+        # records a conflict instead of silently overwriting their edit (HI-4).
+        # A conflicted asset makes the engine answer `conflict` whatever the base.
+        current = ctx.request({"op": "get", "id": args.id})
+        body["base"] = current["revision"]
+    result = ctx.request(body)
+    note = "  CONFLICT: the base was stale; both versions are kept" if result["conflict"] else ""
+    ctx.emit(result, f"{result['short_id']}  (revision {result['short_revision']}){note}")
+    return 0
+
+
+def cmd_delete(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "delete", "id": args.id})
+    ctx.emit(result, f"deleted {result['short_id']} (kept in history)")
+    return 0
+
+
+def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "history", "id": args.id})
+    lines = []
+    for rev in result["revisions"]:
+        marks = (" (deleted)" if rev["tombstone"] else "") + (" HEAD" if rev["head"] else "")
+        parents = ",".join(p[:12] for p in rev["parents"]) or "-"
+        lines.append(f"{rev['short_revision']}  {_when(rev['created_ms'])}  {rev['author']}  parents {parents}  {rev['title']}{marks}")
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_diff(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "diff", "id": args.id}
+    if args.rev_a:
+        body["rev_a"] = args.rev_a
+    if args.rev_b:
+        body["rev_b"] = args.rev_b
+    result = ctx.request(body)
+    ctx.emit(result, result["diff"] or "(no differences)")
+    return 0

@@ -1,0 +1,114 @@
+"""What every command needs: the data home, output mode, and a connection to the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.config import Paths, resolve_home
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
+
+__all__ = ["Context", "UsageError"]
+
+
+class UsageError(Exception):
+    """Wrong command-line usage (exit code 2)."""
+
+
+@dataclass
+class Context:
+    paths: Paths
+    json_output: bool
+    _client: IpcClient | None = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, home: str | None, json_output: bool) -> Context:
+        return cls(Paths(resolve_home(home)), json_output)
+
+    # -- engine connection -------------------------------------------------------------
+    def client(self) -> IpcClient:
+        if self._client is None:
+            client = IpcClient(self.paths.socket)
+            try:
+                client.connect()
+            except MemoriesError as exc:
+                if exc.code == "daemon_unavailable":
+                    raise MemoriesError(
+                        "daemon_unavailable", "The engine is not running; `memories unlock` starts it."
+                    ) from None
+                raise
+            self._client = client
+        return self._client
+
+    def request(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return self.client().request(body, timeout=timeout)
+
+    def engine_running(self) -> bool:
+        try:
+            self.client()
+        except MemoriesError:
+            return False
+        return True
+
+    def ensure_engine(self, wait_seconds: float = 15.0) -> bool:
+        """Start the daemon detached if it is not running; True if this call started it."""
+        if self.engine_running():
+            return False
+        self.paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.paths.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stderr_path = self.paths.log_dir / "daemon-stderr.log"
+        with open(stderr_path, "ab") as stderr:
+            os.chmod(stderr_path, 0o600)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "engine.cli", "--home", str(self.paths.home), "daemon", "run"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+                close_fds=True,
+            )
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline:
+            if self.engine_running():
+                return True
+            code = process.poll()
+            if code is not None:
+                if code == 3 and self.engine_running():
+                    return False  # another starter won the race: same outcome
+                raise MemoriesError(
+                    "store_in_use" if code == 3 else "daemon_unavailable",
+                    _last_line(stderr_path) or "The engine exited while starting.",
+                )
+            time.sleep(0.02)
+        raise MemoriesError("timeout", "The engine did not start in time.")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- output --------------------------------------------------------------------------
+    def emit(self, result: Any, text: str | None = None) -> None:
+        if self.json_output:
+            print(json.dumps(result, ensure_ascii=False, sort_keys=True))
+        elif text is not None:
+            print(text)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    line = lines[-1] if lines else ""
+    prefix = "memories: error "
+    if line.startswith(prefix) and "]: " in line:
+        return line.split("]: ", 1)[1]
+    return line

@@ -1,0 +1,131 @@
+"""init, unlock, lock, sudo, status, daemon start|stop|status|run."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from engine.cli.context import Context
+from engine.cli.password import read_password
+from engine.errors import MemoriesError
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("init", parents=[common], help="create a new vault (asks twice for a password)")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("unlock", parents=[common], help="unlock the vault (starts the engine if needed)")
+    p.add_argument("--password-stdin", action="store_true")
+    p.set_defaults(func=cmd_unlock)
+
+    p = sub.add_parser("sudo", parents=[common], help="elevate this shell session for a few minutes")
+    p.add_argument("--password-stdin", action="store_true")
+    p.set_defaults(func=cmd_sudo)
+
+    p = sub.add_parser("lock", parents=[common], help="lock the vault now")
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("status", parents=[common], help="show whether the vault is locked, with counts")
+    p.set_defaults(func=cmd_status)
+
+    daemon = sub.add_parser("daemon", parents=[common], help="control the engine daemon")
+    dsub = daemon.add_subparsers(dest="daemon_command", metavar="ACTION", parser_class=type(daemon))
+    for name, func, text in (
+        ("start", cmd_daemon_start, "start the engine in the background"),
+        ("stop", cmd_daemon_stop, "stop the engine (locks the vault)"),
+        ("status", cmd_daemon_status, "is the engine running, with its PID"),
+        ("run", cmd_daemon_run, "run the engine in the foreground"),
+    ):
+        dp = dsub.add_parser(name, parents=[common], help=text)
+        dp.set_defaults(func=func)
+    daemon.set_defaults(func=lambda ctx, args: (daemon.print_help(), 2)[1])
+
+
+def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
+    if ctx.paths.store.exists():
+        raise MemoriesError("already_initialized")
+    password = read_password(args.password_stdin, confirm=True, prompt="New vault password: ")
+    ctx.ensure_engine()
+    result = ctx.request({"op": "init", "password": password}, timeout=120)
+    ctx.emit(result, f"Vault created in {ctx.paths.home} and unlocked.")
+    return 0
+
+
+def cmd_unlock(ctx: Context, args: argparse.Namespace) -> int:
+    if not ctx.paths.store.exists():
+        raise MemoriesError("not_initialized")
+    password = read_password(args.password_stdin, prompt="Vault password: ")
+    ctx.ensure_engine()
+    result = ctx.request({"op": "unlock", "password": password}, timeout=120)
+    ctx.emit(result, "Already unlocked." if result.get("already") else "Unlocked.")
+    return 0
+
+
+def cmd_sudo(ctx: Context, args: argparse.Namespace) -> int:
+    password = read_password(args.password_stdin, prompt="Vault password (sudo): ")
+    result = ctx.request({"op": "sudo", "password": password}, timeout=120)
+    ctx.emit(result, f"Elevated for {result['seconds'] // 60} minutes in this shell session.")
+    return 0
+
+
+def cmd_lock(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "lock"})
+    ctx.emit(result, "Locked.")
+    return 0
+
+
+def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    if not ctx.engine_running():
+        result: dict[str, Any] = {"state": "not_running"}
+    else:
+        result = ctx.request({"op": "desktop_status"}, timeout=5)
+    if result["state"] == "unlocked":
+        text = f"unlocked: {result['assets']} assets in {result['vaults']} vault(s)"
+        if result.get("conflicts"):
+            text += f", {result['conflicts']} in conflict"
+    else:
+        text = {"not_running": "engine not running (vault locked)", "uninitialized": "no vault yet: run `memories init`"}.get(
+            result["state"], result["state"]
+        )
+    ctx.emit(result, text)
+    return 0
+
+
+def cmd_daemon_start(ctx: Context, args: argparse.Namespace) -> int:
+    started = ctx.ensure_engine()
+    info = ctx.request({"op": "daemon_info"})
+    ctx.emit({**info, "started": started}, f"engine {'started' if started else 'already running'} (PID {info['pid']})")
+    return 0
+
+
+def cmd_daemon_stop(ctx: Context, args: argparse.Namespace) -> int:
+    if not ctx.engine_running():
+        ctx.emit({"stopped": False, "running": False}, "engine not running")
+        return 0
+    pid = ctx.request({"op": "daemon_info"})["pid"]
+    ctx.request({"op": "shutdown"})
+    ctx.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and ctx.engine_running():
+        ctx.close()
+        time.sleep(0.05)
+    ctx.close()
+    ctx.emit({"stopped": True, "pid": pid}, f"engine stopped (PID {pid})")
+    return 0
+
+
+def cmd_daemon_status(ctx: Context, args: argparse.Namespace) -> int:
+    if not ctx.engine_running():
+        ctx.emit({"running": False}, "engine not running")
+        return 0
+    info = ctx.request({"op": "daemon_info"})
+    ctx.emit({"running": True, **info}, f"engine running (PID {info['pid']}), {'locked' if info['locked'] else 'unlocked'}")
+    return 0
+
+
+def cmd_daemon_run(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.daemon import run_daemon  # heavy imports only in the daemon
+
+    return run_daemon(ctx.paths)

@@ -1,0 +1,96 @@
+"""Data-home paths and the TOML config (which never holds secrets).
+
+Kept stdlib-light: the CLI imports this on every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Paths", "resolve_home", "EngineConfig", "load_config"]
+
+# AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS); keep a margin.
+_MAX_SOCKET_PATH = 100
+
+
+def resolve_home(explicit: str | None = None) -> Path:
+    """``--home`` wins, then ``MEMORIES_HOME``, then the platform's user data dir."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    env = os.environ.get("MEMORIES_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    import platformdirs  # imported lazily: only needed without an explicit home
+
+    return Path(platformdirs.user_data_dir("memories", appauthor=False)).resolve()
+
+
+@dataclass(frozen=True)
+class Paths:
+    home: Path
+
+    @property
+    def store(self) -> Path:
+        return self.home / "store.db"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.home / "engine.lock"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def socket(self) -> Path:
+        """The engine socket, inside a private 0700 directory.
+
+        Deep homes (pytest's tmp dirs) would overflow the AF_UNIX limit, so they
+        fall back to a per-user runtime directory keyed by the home's digest.
+        """
+        candidate = self.home / "run" / "engine.sock"
+        if sys.platform == "win32" or len(os.fsencode(candidate)) <= _MAX_SOCKET_PATH:
+            return candidate
+        digest = hashlib.sha256(os.fsencode(self.home)).hexdigest()[:20]
+        runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memories-{os.getuid()}"
+        return Path(runtime) / f"memories-{digest}" / "engine.sock"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    idle_lock_seconds: float = 15 * 60
+    sudo_seconds: float = 5 * 60
+    max_password_failures_per_minute: int = 5
+
+
+def load_config(paths: Paths) -> EngineConfig:
+    """Read ``[engine]`` from config.toml; unknown keys are ignored with defaults kept."""
+    try:
+        data = tomllib.loads(paths.config_file.read_text("utf-8"))
+    except FileNotFoundError:
+        return EngineConfig()
+    engine = data.get("engine", {})
+    if not isinstance(engine, dict):
+        return EngineConfig()
+    defaults = EngineConfig()
+
+    def number(key: str, default: float) -> float:
+        value = engine.get(key)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else default
+
+    return EngineConfig(
+        idle_lock_seconds=number("idle_lock_minutes", defaults.idle_lock_seconds / 60) * 60,
+        sudo_seconds=number("sudo_minutes", defaults.sudo_seconds / 60) * 60,
+        max_password_failures_per_minute=int(
+            number("max_password_failures_per_minute", defaults.max_password_failures_per_minute)
+        ),
+    )

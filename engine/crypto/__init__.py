@@ -1,0 +1,1 @@
+"""Cryptographic building blocks: KDF, AEAD, chunked content, keys, canonical encoding."""

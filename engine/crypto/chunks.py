@@ -1,0 +1,48 @@
+"""Content split into independently authenticated 256 KiB chunks (ST-4).
+
+Each chunk is sealed with the revision's data key; its associated data binds
+the asset, the field (summary or body), the chunk index and the total count,
+so chunks cannot be reordered, dropped, moved between assets or truncated.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from engine.crypto.aead import AeadError, open_sealed, seal
+
+__all__ = ["CHUNK_BYTES", "seal_chunks", "open_chunks", "ChunkError"]
+
+CHUNK_BYTES = 256 * 1024
+_AAD_TAG = b"memories.chunk\x00\x01"
+
+
+class ChunkError(Exception):
+    """Chunks are missing, reordered, truncated or do not authenticate."""
+
+
+def _aad(context: bytes, index: int, total: int) -> bytes:
+    return _AAD_TAG + struct.pack(">H", len(context)) + context + struct.pack(">II", index, total)
+
+
+def seal_chunks(key: bytes, plaintext: bytes, context: bytes) -> list[bytes]:
+    """Split ``plaintext`` into sealed chunks; empty content is one empty chunk."""
+    total = max(1, -(-len(plaintext) // CHUNK_BYTES))
+    view = memoryview(plaintext)
+    return [
+        seal(key, bytes(view[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]), _aad(context, i, total))
+        for i in range(total)
+    ]
+
+
+def open_chunks(key: bytes, chunks: list[bytes], context: bytes) -> bytes:
+    total = len(chunks)
+    if total == 0:
+        raise ChunkError("no chunks")
+    parts = []
+    for index, sealed in enumerate(chunks):
+        try:
+            parts.append(open_sealed(key, sealed, _aad(context, index, total)))
+        except AeadError as exc:
+            raise ChunkError(f"chunk {index} of {total} failed authentication") from exc
+    return b"".join(parts)

@@ -1,0 +1,68 @@
+"""Argon2id password-derived keys with parameters stored in the store header (ST-3)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import nacl.pwhash.argon2id as argon2id
+
+__all__ = ["KdfParams", "derive_key", "calibrate"]
+
+SALT_BYTES = argon2id.SALTBYTES
+# 256 MiB makes GPU/ASIC guessing expensive while fitting any desktop.
+DEFAULT_MEMLIMIT = 256 * 1024 * 1024
+DEFAULT_TARGET_SECONDS = 0.7
+
+
+@dataclass(frozen=True)
+class KdfParams:
+    salt: bytes
+    opslimit: int
+    memlimit: int
+    algorithm: str = "argon2id13"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "algorithm": self.algorithm,
+            "salt": self.salt,
+            "opslimit": self.opslimit,
+            "memlimit": self.memlimit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> KdfParams:
+        salt, ops, mem, alg = data["salt"], data["opslimit"], data["memlimit"], data["algorithm"]
+        if not (isinstance(salt, bytes) and isinstance(ops, int) and isinstance(mem, int)):
+            raise ValueError("malformed KDF parameters")
+        if alg != "argon2id13" or len(salt) != SALT_BYTES:
+            raise ValueError("unsupported KDF parameters")
+        return cls(salt=salt, opslimit=ops, memlimit=mem)
+
+
+def derive_key(password: str, params: KdfParams) -> bytes:
+    return bytes(
+        argon2id.kdf(32, password.encode("utf-8"), params.salt, params.opslimit, params.memlimit)
+    )
+
+
+def calibrate(target_seconds: float | None = None) -> KdfParams:
+    """Pick Argon2id parameters so one derivation takes about ``target_seconds``.
+
+    ``MEMORIES_KDF_TARGET_MS`` overrides the target (the test suite uses a tiny
+    one to stay fast; the chosen parameters are stored in the header, so a weak
+    choice is visible and never silent).
+    """
+    env = os.environ.get("MEMORIES_KDF_TARGET_MS")
+    if target_seconds is None:
+        target_seconds = int(env) / 1000 if env and env.isdigit() else DEFAULT_TARGET_SECONDS
+    salt = os.urandom(SALT_BYTES)
+    if target_seconds < 0.1:
+        return KdfParams(salt=salt, opslimit=argon2id.OPSLIMIT_MIN, memlimit=8 * 1024 * 1024)
+    probe = KdfParams(salt=salt, opslimit=1, memlimit=DEFAULT_MEMLIMIT)
+    started = time.perf_counter()
+    derive_key("calibration", probe)
+    per_pass = max(time.perf_counter() - started, 1e-3)
+    opslimit = max(2, min(10, round(target_seconds / per_pass)))
+    return KdfParams(salt=salt, opslimit=opslimit, memlimit=DEFAULT_MEMLIMIT)

@@ -1,0 +1,103 @@
+"""The engine daemon process: writer lock, Service, IPC server, idle auto-lock.
+
+Started by ``memories daemon run`` (foreground) or ``memories daemon start`` /
+``memories unlock`` (detached). It is the only process that opens the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from logging.handlers import RotatingFileHandler
+from typing import Any
+
+from engine.config import Paths, load_config
+from engine.errors import MemoriesError
+from engine.ipc.peer import Peer, caller_namespace
+from engine.ipc.server import IpcServer
+from engine.service.caller import Caller
+from engine.store.writer_lock import WriterLock
+
+__all__ = ["run_daemon"]
+
+log = logging.getLogger("memories.engine")
+EXIT_STORE_IN_USE = 3
+
+
+def _setup_logging(paths: Paths) -> None:
+    """Op names, outcomes and error codes only: never content, IDs or passwords (ST-1)."""
+    paths.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handler = RotatingFileHandler(paths.log_dir / "engine.log", maxBytes=2_000_000, backupCount=3)
+    os.chmod(paths.log_dir / "engine.log", 0o600)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger("memories")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+
+
+async def _serve(paths: Paths) -> int:
+    from engine.service import handlers  # noqa: F401  (registers every op)
+    from engine.service.service import Service
+
+    service = Service(paths, load_config(paths))
+    executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memories-op")
+    loop = asyncio.get_running_loop()
+
+    async def handle(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid)
+        op = body.get("op") if isinstance(body.get("op"), str) else "?"
+        try:
+            result = await loop.run_in_executor(executor, service.dispatch, body, caller)
+        except MemoriesError as exc:
+            log.info("op=%s error=%s", op, exc.code)
+            raise
+        except Exception as exc:
+            # Only the type: an exception's text could carry request data.
+            log.error("op=%s internal error type=%s", op, type(exc).__name__)
+            raise MemoriesError("internal") from None
+        log.info("op=%s ok", op)
+        return result
+
+    server = IpcServer(paths.socket, handle)
+    await server.start()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("engine started pid=%d", os.getpid())
+    try:
+        while not stop.is_set() and not service.shutdown_event.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.5)
+            await loop.run_in_executor(executor, service.check_idle)
+    finally:
+        await server.close()
+        service.lock_now("shutdown")
+        if service.store is not None:
+            service.store.close()
+        executor.shutdown(wait=True, cancel_futures=True)
+        log.info("engine stopped")
+    return 0
+
+
+def run_daemon(paths: Paths) -> int:
+    os.umask(0o077)
+    paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = WriterLock(paths.lock_file)
+    try:
+        lock.acquire()
+    except MemoriesError as exc:
+        print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return EXIT_STORE_IN_USE
+    try:
+        _setup_logging(paths)
+        return asyncio.run(_serve(paths))
+    except MemoriesError as exc:
+        print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()

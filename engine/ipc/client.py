@@ -1,0 +1,203 @@
+"""Lean synchronous IPC client for the CLI (SPEC API-2, API-8).
+
+Imported on the CLI's startup path, which must stay under 150 ms: stdlib ``socket`` /
+``os`` / ``time`` plus :mod:`engine.errors` and :mod:`engine.ipc.framing` only. In
+particular no :mod:`asyncio`, :mod:`ctypes` or :mod:`engine.ipc.server`.
+
+The client also authenticates the *server*: the CLI sends passwords over this socket, so
+on Linux it checks with ``SO_PEERCRED`` that the listening process runs as our own uid;
+elsewhere it checks that the socket directory belongs to us (the server only ever binds
+inside a 0700 directory it owns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from engine.errors import MemoriesError, error_from_wire
+from engine.ipc.framing import (
+    MAX_FRAME_BYTES,
+    MAX_REQUEST_ID,
+    WIRE_VERSION,
+    encode_frame,
+    make_request,
+    read_frame_sync,
+)
+
+__all__ = ["IpcClient"]
+
+_UCRED = struct.Struct("3i")
+
+
+class IpcClient:
+    """One connection to the engine; requests are sent and answered one at a time."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        timeout: float = 30.0,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        verify_server: bool = True,
+    ) -> None:
+        self._path = Path(socket_path)
+        self._timeout = timeout
+        self._max_frame_bytes = max_frame_bytes
+        self._verify_server = verify_server
+        self._sock: socket.socket | None = None
+        self._next_id = 1
+
+    @property
+    def socket_path(self) -> Path:
+        return self._path
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def connect(self) -> None:
+        """Connect (idempotent). ``daemon_unavailable`` if the socket is missing/refused."""
+        if self._sock is not None:
+            return
+        if not hasattr(socket, "AF_UNIX"):
+            raise MemoriesError(
+                "daemon_unavailable", "Unix sockets are unavailable; use the named pipe."
+            )
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self._timeout)
+        try:
+            sock.connect(os.fspath(self._path))
+        except TimeoutError:
+            sock.close()
+            raise MemoriesError("timeout", "The engine did not accept the connection in time.") from None
+        except PermissionError:
+            sock.close()
+            raise MemoriesError(
+                "permission_denied", "The engine socket is not accessible to this user."
+            ) from None
+        except OSError:
+            # FileNotFoundError, ConnectionRefusedError, ENOTDIR, path too long, ...
+            sock.close()
+            raise MemoriesError("daemon_unavailable") from None
+        try:
+            if self._verify_server:
+                self._check_server(sock)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+
+    def _check_server(self, sock: socket.socket) -> None:
+        uid = os.getuid()
+        try:
+            if sys.platform.startswith("linux"):
+                raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+                owner = _UCRED.unpack(raw)[1] & 0xFFFFFFFF
+            else:
+                owner = os.stat(self._path.parent).st_uid
+        except OSError:
+            owner = -1
+        if owner != uid:
+            raise MemoriesError(
+                "permission_denied", "The socket is not served by this user's engine."
+            )
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> IpcClient:
+        self.connect()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ requests
+
+    def _take_id(self) -> int:
+        req_id = self._next_id
+        self._next_id = 1 if req_id >= MAX_REQUEST_ID else req_id + 1
+        return req_id
+
+    def request(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Send one request and return its ``result``, or raise its typed error.
+
+        ``timeout`` (default: the client's) bounds the whole exchange; on timeout the
+        connection is closed (a late answer must not be mistaken for the next one) and
+        ``MemoriesError("timeout")`` is raised. The next request reconnects.
+        """
+        if not isinstance(body, dict):
+            raise MemoriesError("invalid_input", "A request body must be a JSON object.")
+        req_id = self._take_id()
+        frame = encode_frame(make_request(req_id, body), max_bytes=self._max_frame_bytes)
+        self.connect()
+        sock = self._sock
+        assert sock is not None
+        limit = self._timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        try:
+            sock.settimeout(limit)
+            # The engine may have answered (e.g. `busy`) and closed before reading our
+            # request; what it sent is still readable, so go on and read it.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(frame)
+            response = read_frame_sync(sock, self._max_frame_bytes, deadline=deadline)
+        except TimeoutError:
+            self.close()
+            raise MemoriesError("timeout") from None
+        except ConnectionError:
+            # PeerClosed / TruncatedFrame / reset: no usable answer.
+            self.close()
+            raise MemoriesError(
+                "daemon_unavailable", "The engine closed the connection without answering."
+            ) from None
+        except MemoriesError:
+            self.close()  # a malformed answer leaves the stream in an unknown state
+            raise
+        except OSError:
+            self.close()
+            raise MemoriesError("daemon_unavailable") from None
+        return self._unwrap(req_id, response)
+
+    def _malformed(self) -> MemoriesError:
+        self.close()
+        return MemoriesError("internal", "The engine sent a malformed response.")
+
+    def _unwrap(self, req_id: int, response: dict[str, Any]) -> dict[str, Any]:
+        version = response.get("v")
+        if type(version) is not int or version != WIRE_VERSION:
+            self.close()
+            raise MemoriesError("unsupported_wire_version")
+        ok = response.get("ok")
+        resp_id = response.get("id")
+        if ok is True:
+            result = response.get("result")
+            if type(resp_id) is not int or resp_id != req_id or not isinstance(result, dict):
+                raise self._malformed()
+            return result
+        if ok is False:
+            if resp_id is None:
+                # A connection-level answer (busy, framing trouble): the engine may close
+                # this connection, so start afresh next time.
+                self.close()
+            elif type(resp_id) is not int or resp_id != req_id:
+                raise self._malformed()
+            raise error_from_wire(response.get("error"))
+        raise self._malformed()

@@ -1,0 +1,268 @@
+"""Wire v1 framing and envelopes for local IPC (SPEC API-2, API-8).
+
+A frame is a 4-byte big-endian unsigned length followed by exactly that many bytes of
+UTF-8 JSON, and the JSON must be an object. Envelopes::
+
+    request   {"v": 1, "id": <int>, "body": {...}}
+    success   {"v": 1, "id": <same int>, "ok": true, "result": {...}}
+    failure   {"v": 1, "id": <int or null>, "ok": false, "error": {"code": ..., "message": ...}}
+
+This module is imported by the lean CLI client, so it must stay stdlib-only and must not
+import :mod:`asyncio` at module level (the async reader imports it lazily).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import struct
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from engine.errors import MemoriesError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; keeps asyncio off the CLI start path
+    import asyncio
+
+__all__ = [
+    "WIRE_VERSION",
+    "MAX_FRAME_BYTES",
+    "MAX_REQUEST_ID",
+    "HEADER_BYTES",
+    "TruncatedFrame",
+    "PeerClosed",
+    "encode_frame",
+    "decode_body",
+    "read_frame",
+    "read_frame_sync",
+    "make_request",
+    "make_ok",
+    "make_error",
+    "parse_request",
+]
+
+WIRE_VERSION = 1
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+HEADER_BYTES = 4
+# Request ids must survive a round trip through JavaScript clients (desktop, web), whose
+# numbers are IEEE doubles: keep them within the safe-integer range.
+MAX_REQUEST_ID = 2**53 - 1
+
+_HEADER = struct.Struct(">I")
+_REQUEST_KEYS = frozenset({"v", "id", "body"})
+# A lone UTF-16 surrogate can only reach a decoded string through a \uD800-\uDFFF escape
+# (raw surrogates are not valid UTF-8). Cheap pre-filter before the exact check.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class TruncatedFrame(ConnectionError):
+    """The peer closed the stream in the middle of a frame (header or body)."""
+
+    def __init__(self, received: int, expected: int | None) -> None:
+        self.received = received
+        self.expected = expected
+        super().__init__("The connection closed in the middle of a frame.")
+
+
+class PeerClosed(ConnectionError):
+    """The peer closed the stream cleanly before sending any byte of a frame (sync reader)."""
+
+    def __init__(self) -> None:
+        super().__init__("The connection closed before a frame arrived.")
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    """Serialize ``obj`` as one frame (header + compact UTF-8 JSON).
+
+    Raises ``MemoriesError("frame_too_large")`` when the body exceeds ``max_bytes`` and
+    ``MemoriesError("invalid_input")`` when ``obj`` is not representable as strict JSON
+    (non-JSON types, NaN/Infinity, lone surrogates).
+    """
+    if not isinstance(obj, dict):
+        raise MemoriesError("invalid_input", "A frame must carry a JSON object.")
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        body = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        # ValueError covers NaN/Infinity, circular references and UnicodeEncodeError.
+        raise MemoriesError("invalid_input", "The message cannot be encoded as JSON.") from None
+    if len(body) > max_bytes:
+        raise MemoriesError("frame_too_large")
+    return _HEADER.pack(len(body)) + body
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _reject_constant(name: str) -> NoReturn:
+    # NaN / Infinity / -Infinity are not JSON (RFC 8259); Python would accept them.
+    raise ValueError(name)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        # Different parsers keep different duplicates; refuse the ambiguity outright.
+        raise ValueError("duplicate key")
+    return obj
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    """Decode a frame body: strict UTF-8, strict JSON, and it must be an object.
+
+    Every failure is ``MemoriesError("invalid_json")``; nothing of the input is echoed.
+    """
+    try:
+        text = body.decode("utf-8")
+        obj = json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
+        )
+        if _SURROGATE_ESCAPE.search(body) is not None:
+            # Escaped lone surrogates decode fine but can never be re-encoded as UTF-8;
+            # reject them here so they cannot poison later responses or storage.
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except (UnicodeError, ValueError, RecursionError):
+        # ValueError includes json.JSONDecodeError and the int-digits limit; RecursionError
+        # comes from deeply nested arrays/objects.
+        raise MemoriesError("invalid_json") from None
+    if not isinstance(obj, dict):
+        raise MemoriesError("invalid_json", "The frame must contain a JSON object.")
+    return obj
+
+
+def _check_length(length: int, max_bytes: int) -> None:
+    if length > max_bytes:
+        raise MemoriesError("frame_too_large")
+
+
+async def read_frame(
+    reader: asyncio.StreamReader,
+    max_bytes: int,
+    *,
+    idle_timeout: float | None = None,
+    frame_timeout: float | None = None,
+) -> dict[str, Any] | None:
+    """Read one frame from ``reader``.
+
+    * Returns ``None`` on a clean EOF before the first byte of a frame.
+    * Raises ``MemoriesError("frame_too_large")`` as soon as the header announces more than
+      ``max_bytes``, without reading (or buffering) the body.
+    * Raises :class:`TruncatedFrame` when the stream ends inside a frame.
+    * Raises ``MemoriesError("invalid_json")`` for bad UTF-8, bad JSON or a non-object.
+    * Raises :class:`TimeoutError` when the first byte does not arrive within
+      ``idle_timeout``, or the rest of the frame (header and body) does not arrive within
+      ``frame_timeout`` of the first byte. ``None`` disables either bound.
+    """
+    import asyncio  # lazy: keeps the sync client free of asyncio
+
+    try:
+        async with asyncio.timeout(idle_timeout):
+            first = await reader.readexactly(1)
+    except asyncio.IncompleteReadError:
+        return None
+    received = 1
+    length = -1
+    try:
+        async with asyncio.timeout(frame_timeout):
+            rest = await reader.readexactly(HEADER_BYTES - 1)
+            received += len(rest)
+            (length,) = _HEADER.unpack(first + rest)
+            _check_length(length, max_bytes)
+            body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        expected = None if length < 0 else HEADER_BYTES + length
+        raise TruncatedFrame(received + len(exc.partial), expected) from None
+    return decode_body(body)
+
+
+def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    got = 0
+    while got < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("frame read deadline passed")
+            sock.settimeout(remaining)
+        chunk = sock.recv(min(n - got, 1024 * 1024))
+        if not chunk:
+            if already + got == 0:
+                raise PeerClosed()
+            raise TruncatedFrame(already + got, None)
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame_sync(
+    sock: socket.socket, max_bytes: int, *, deadline: float | None = None
+) -> dict[str, Any]:
+    """Blocking counterpart of :func:`read_frame` for the CLI client.
+
+    Raises :class:`PeerClosed` on a clean EOF before any byte, :class:`TruncatedFrame` on
+    EOF inside a frame, ``MemoriesError`` (``frame_too_large`` / ``invalid_json``) as
+    :func:`read_frame` does, and lets :class:`TimeoutError` (``socket.timeout``) and other
+    :class:`OSError` from the socket propagate. ``deadline`` (a ``time.monotonic()``
+    value) bounds the whole frame; without it the socket's own timeout applies per recv.
+    """
+    header = _recv_exactly(sock, HEADER_BYTES, 0, deadline)
+    (length,) = _HEADER.unpack(header)
+    _check_length(length, max_bytes)
+    body = _recv_exactly(sock, length, HEADER_BYTES, deadline)
+    return decode_body(body)
+
+
+# --------------------------------------------------------------------------- envelopes
+
+
+def make_request(id: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Build a request envelope."""
+    return {"v": WIRE_VERSION, "id": id, "body": body}
+
+
+def make_ok(id: int, result: dict[str, Any]) -> dict[str, Any]:
+    """Build a success response envelope."""
+    return {"v": WIRE_VERSION, "id": id, "ok": True, "result": result}
+
+
+def make_error(id: int | None, error: MemoriesError) -> dict[str, Any]:
+    """Build a failure response envelope from a typed error (``id`` is null when unknown)."""
+    return {"v": WIRE_VERSION, "id": id, "ok": False, "error": error.to_wire()}
+
+
+def _is_int(value: object) -> bool:
+    # bool is a subclass of int in Python; JSON true/false must not pass as 1/0.
+    return type(value) is int
+
+
+def parse_request(obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Validate a request envelope and return ``(id, body)``.
+
+    ``v`` is checked first (a future version may change every other key):
+    a present ``v`` other than 1 is ``unsupported_wire_version``; a missing ``v``, a
+    non-integer or out-of-range ``id``, a non-object ``body`` or any extra key is
+    ``invalid_request``.
+    """
+    if not isinstance(obj, dict):
+        raise MemoriesError("invalid_request", "The request must be a JSON object.")
+    if "v" not in obj:
+        raise MemoriesError("invalid_request", "The request has no wire version field `v`.")
+    version = obj["v"]
+    if not _is_int(version) or version != WIRE_VERSION:
+        raise MemoriesError("unsupported_wire_version")
+    extra = set(obj) - _REQUEST_KEYS
+    if extra:
+        raise MemoriesError("invalid_request", "The request envelope has unknown fields.")
+    req_id = obj.get("id")
+    if not isinstance(req_id, int) or isinstance(req_id, bool) or not 0 <= req_id <= MAX_REQUEST_ID:
+        raise MemoriesError(
+            "invalid_request", "The request `id` must be an integer from 0 to 2^53-1."
+        )
+    body = obj.get("body")
+    if not isinstance(body, dict):
+        raise MemoriesError("invalid_request", "The request `body` must be a JSON object.")
+    return req_id, body

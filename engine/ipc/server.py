@@ -1,0 +1,319 @@
+"""Unix-domain-socket IPC server (SPEC API-2, API-8).
+
+Security and robustness properties:
+
+* The socket lives in a directory that is ours and mode 0700; the socket is 0600 and is
+  created under umask 0o177 so it is never observable with wider permissions.
+* Every connection's peer UID (``SO_PEERCRED`` / ``getpeereid``) must equal ours; others
+  are closed at once without a byte of response.
+* At most ``max_connections`` connections are served; one more gets a ``busy`` frame.
+* Each connection is its own task: header+body must arrive within ``frame_read_timeout``
+  of the first byte, the next frame must start within ``idle_timeout``, and frames are
+  bounded by ``max_frame_bytes`` (checked on the header, before reading the body). A slow,
+  stalled or garbage-spewing client therefore only ever costs its own task.
+* Handler failures become typed error frames. Unexpected exceptions become ``internal``
+  with a fixed sentence; only the exception *type* is logged. Frame contents are never
+  logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import MemoriesError
+from engine.ipc.framing import (
+    MAX_FRAME_BYTES,
+    TruncatedFrame,
+    encode_frame,
+    make_error,
+    make_ok,
+    parse_request,
+    read_frame,
+)
+from engine.ipc.peer import Peer, peer_of
+
+__all__ = ["IpcServer", "Handler", "dispatch", "prepare_socket_dir", "INTERNAL_MESSAGE"]
+
+log = logging.getLogger("memories.ipc")
+
+Handler = Callable[[dict[str, Any], Peer], Awaitable[dict[str, Any]]]
+
+INTERNAL_MESSAGE = "The engine hit an unexpected error; nothing was changed."
+# sun_path is 108 bytes on Linux and 104 on macOS/BSD, including the terminating NUL.
+_MAX_SUN_PATH = 103
+_SOCKET_UMASK = 0o177
+_DIR_MODE = 0o700
+_SOCKET_MODE = 0o600
+
+
+def _encode_error(req_id: int | None, error: MemoriesError, max_bytes: int) -> bytes:
+    try:
+        return encode_frame(make_error(req_id, error), max_bytes=max_bytes)
+    except MemoriesError:
+        # The error's details were not encodable (or huge): fall back to the bare code.
+        bare = MemoriesError(error.code, error.message)
+        try:
+            return encode_frame(make_error(req_id, bare), max_bytes=max_bytes)
+        except MemoriesError:
+            fallback = MemoriesError("internal", INTERNAL_MESSAGE)
+            return encode_frame(make_error(req_id, fallback))
+
+
+async def dispatch(
+    req_id: int, body: dict[str, Any], peer: Peer, handler: Handler, max_bytes: int
+) -> bytes:
+    """Run ``handler`` for one parsed request and return the encoded response frame.
+
+    Shared by the Unix-socket server and the Windows named-pipe server.
+    """
+    try:
+        result = await handler(body, peer)
+        if not isinstance(result, dict):
+            raise TypeError("handler returned a non-dict result")
+        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes)
+    except MemoriesError as exc:
+        # Includes frame_too_large / invalid_input from encoding an oversized or
+        # non-JSON result: the framing is intact, so the connection stays usable.
+        return _encode_error(req_id, exc, max_bytes)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the whole point: never crash the daemon
+        # Never str(exc): messages may carry secrets. The type name is safe to log.
+        log.error("ipc handler failed with %s", type(exc).__name__)
+        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+
+
+def prepare_socket_dir(directory: Path) -> None:
+    """Create ``directory`` as 0700, or verify an existing one is ours and 0700.
+
+    An existing directory owned by us with a wider mode is tightened; one owned by someone
+    else, or a symlink, is refused with ``permission_denied``.
+    """
+    uid = os.getuid()
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # lost a race: verify what is there
+            os.mkdir(directory, _DIR_MODE)
+        st = os.lstat(directory)
+    if stat.S_ISLNK(st.st_mode):
+        raise MemoriesError("permission_denied", "The socket directory is a symbolic link.")
+    if not stat.S_ISDIR(st.st_mode):
+        raise MemoriesError("io_error", "The socket directory path is not a directory.")
+    if st.st_uid != uid:
+        raise MemoriesError(
+            "permission_denied", "The socket directory is owned by another user."
+        )
+    if stat.S_IMODE(st.st_mode) != _DIR_MODE:
+        os.chmod(directory, _DIR_MODE, follow_symlinks=False)
+        if stat.S_IMODE(os.lstat(directory).st_mode) != _DIR_MODE:
+            raise MemoriesError(
+                "permission_denied", "The socket directory mode could not be set to 0700."
+            )
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """Remove a socket file left by a dead engine; refuse a live one or a non-socket."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise MemoriesError(
+            "io_error", "Something that is not a socket occupies the socket path."
+        )
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(os.fspath(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        raise MemoriesError("store_in_use") from None
+    finally:
+        probe.close()
+    raise MemoriesError("store_in_use")
+
+
+class IpcServer:
+    """Serve Wire v1 requests on a Unix domain socket (SPEC API-2)."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        handler: Handler,
+        *,
+        max_connections: int = 16,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        frame_read_timeout: float = 10.0,
+        idle_timeout: float = 120.0,
+        write_timeout: float = 30.0,
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        if not 0 < max_frame_bytes <= MAX_FRAME_BYTES:
+            raise ValueError("max_frame_bytes must be in 1..MAX_FRAME_BYTES")
+        self._path = Path(socket_path)
+        self._handler = handler
+        self._max_connections = max_connections
+        self._max_frame_bytes = max_frame_bytes
+        self._frame_read_timeout = frame_read_timeout
+        self._idle_timeout = idle_timeout
+        self._write_timeout = write_timeout
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._active = 0
+        self._inode: tuple[int, int] | None = None
+        self._uid = os.getuid()
+
+    @property
+    def socket_path(self) -> Path:
+        return self._path
+
+    @property
+    def active_connections(self) -> int:
+        """Connections currently being served (not counting refused / busy ones)."""
+        return self._active
+
+    async def start(self) -> None:
+        """Prepare the directory, bind the 0600 socket and start accepting."""
+        if self._server is not None:
+            raise RuntimeError("server already started")
+        if len(os.fsencode(self._path)) > _MAX_SUN_PATH:
+            raise MemoriesError("io_error", "The socket path is too long for this platform.")
+        prepare_socket_dir(self._path.parent)
+        _remove_stale_socket(self._path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            old_umask = os.umask(_SOCKET_UMASK)
+            try:
+                sock.bind(os.fspath(self._path))
+            finally:
+                os.umask(old_umask)
+            os.chmod(self._path, _SOCKET_MODE, follow_symlinks=False)
+            st = os.lstat(self._path)
+            self._inode = (st.st_dev, st.st_ino)
+            sock.listen(max(64, self._max_connections * 2))
+            sock.setblocking(False)
+            self._server = await asyncio.start_unix_server(self._on_connect, sock=sock)
+        except BaseException:
+            sock.close()
+            self._unlink_own_socket()
+            raise
+
+    async def close(self) -> None:
+        """Stop listening, close every connection and remove the socket file."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if server is not None:
+            await server.wait_closed()
+        self._unlink_own_socket()
+
+    def _unlink_own_socket(self) -> None:
+        # Only remove the file we bound: a newer engine may own the path by now.
+        if self._inode is None:
+            return
+        try:
+            st = os.lstat(self._path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+        self._inode = None
+
+    # ------------------------------------------------------------------ connections
+
+    async def _on_connect(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        counted = False
+        try:
+            sock = writer.get_extra_info("socket")
+            try:
+                peer = peer_of(sock)
+            except MemoriesError:
+                log.warning("ipc: refused a connection whose credentials are unavailable")
+                return
+            if peer.uid != self._uid:
+                log.warning("ipc: refused a connection from uid %d", peer.uid)
+                return
+            if self._active >= self._max_connections:
+                log.warning("ipc: refused a connection: %d already open", self._active)
+                busy = _encode_error(None, MemoriesError("busy"), self._max_frame_bytes)
+                await self._send(writer, busy)
+                return
+            self._active += 1
+            counted = True
+            await self._serve(reader, writer, peer)
+        except (ConnectionError, TimeoutError):
+            pass  # peer went away or stopped reading: nothing to answer
+        except OSError as exc:
+            log.warning("ipc: connection failed with %s", type(exc).__name__)
+        except Exception as exc:  # never let asyncio log a message/traceback
+            log.error("ipc: connection task failed with %s", type(exc).__name__)
+        finally:
+            if counted:
+                self._active -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _send(self, writer: asyncio.StreamWriter, frame: bytes) -> None:
+        writer.write(frame)
+        await asyncio.wait_for(writer.drain(), self._write_timeout)
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer
+    ) -> None:
+        max_bytes = self._max_frame_bytes
+        while True:
+            try:
+                obj = await read_frame(
+                    reader,
+                    max_bytes,
+                    idle_timeout=self._idle_timeout,
+                    frame_timeout=self._frame_read_timeout,
+                )
+            except (TruncatedFrame, TimeoutError):
+                return  # close silently: nobody is there to read an answer
+            except MemoriesError as exc:
+                await self._send(writer, _encode_error(None, exc, max_bytes))
+                if exc.code == "frame_too_large":
+                    return  # the body was not read: the stream cannot be resynchronized
+                continue  # invalid_json: the frame boundary is intact
+            if obj is None:
+                return  # clean EOF
+            try:
+                req_id, body = parse_request(obj)
+            except MemoriesError as exc:
+                await self._send(writer, _encode_error(None, exc, max_bytes))
+                continue
+            response = await dispatch(req_id, body, peer, self._handler, max_bytes)
+            await self._send(writer, response)

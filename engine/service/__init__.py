@@ -1,0 +1,1 @@
+"""The Service: typed requests, one dispatcher, session state, intents and audit."""

@@ -1,0 +1,235 @@
+"""Asset ops on the shared revision DAG: put, edit (with conflicts), get, list, delete, history, diff."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine.crypto.keys import fingerprint
+from engine.errors import MemoriesError
+from engine.service import requests as rq
+from engine.service.caller import Caller
+from engine.service.projections import asset_summary, content_view, revision_ref
+from engine.service.registry import op
+from engine.service.service import Service, Unlocked
+from engine.vault.diff import text_projection, unified_diff
+from engine.vault.index import AssetEntry
+from engine.vault.revision import Revision, build_revision, chunk_count
+
+# Kinds a generic put may create; later features (cards, files, credentials) add theirs.
+ORDINARY_KINDS = {"memory"}
+
+
+def make_summary(title: str, tags: list[str], meta: dict[str, str], **extra: Any) -> dict[str, Any]:
+    tags_clean = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
+    return {"title": title, "tags": tags_clean, "meta": dict(meta), **extra}
+
+
+def new_revision(
+    service: Service,
+    state: Unlocked,
+    *,
+    asset_id: bytes,
+    kind: str,
+    parents: list[bytes],
+    summary: dict[str, Any],
+    body: str,
+    tombstone: bool = False,
+    reserved: list[int] | None = None,
+) -> tuple[Revision, list[tuple[int, bytes]]]:
+    """Encrypt and sign a revision of the default vault; nothing is written yet."""
+    store = service.require_store()
+    data = body.encode("utf-8")
+    seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
+    vault = state.vault
+    built = build_revision(
+        identity=state.identity,
+        vault_id=vault.vault_id,
+        policy_head=vault.policy.head,
+        epoch=vault.policy.epoch,
+        epoch_key=vault.current_key,
+        asset_id=asset_id,
+        kind=kind,
+        parents=parents,
+        tombstone=tombstone,
+        summary=summary,
+        body=data,
+        content_seqs=seqs,
+    )
+    return built.revision, built.content_rows
+
+
+def write_one(
+    service: Service, state: Unlocked, caller: Caller, op_name: str, rev: Revision, rows: list[tuple[int, bytes]]
+) -> dict[str, Any]:
+    audit = service.audit_record(state, op_name, caller, outcome="ok", assets=[rev.asset_id])
+    service.commit(state, [rev], rows, [audit])
+    return {
+        "id": rev.asset_id.hex(),
+        "short_id": state.index.short_id(rev.asset_id),
+        **revision_ref(rev),
+        "conflict": state.index.assets[rev.asset_id].in_conflict,
+    }
+
+
+def visible_entry(state: Unlocked, ref: str) -> AssetEntry:
+    entry = state.index.resolve(ref)
+    if state.index.is_deleted(entry):
+        raise MemoriesError("not_found", "That asset was deleted; it is still in `memories history`.")
+    return entry
+
+
+@op(rq.Put, mcp_allowed=True)
+def put(service: Service, request: rq.Put, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    if request.kind not in ORDINARY_KINDS:
+        raise MemoriesError("invalid_input", f"A generic put cannot create kind {request.kind!r}.")
+    rev, rows = new_revision(
+        service,
+        state,
+        asset_id=os.urandom(16),
+        kind=request.kind,
+        parents=[],
+        summary=make_summary(request.title, request.tags, request.meta),
+        body=request.body,
+    )
+    return write_one(service, state, caller, "put", rev, rows)
+
+
+@op(rq.Edit, mcp_allowed=True)
+def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
+    """HI-4: the new revision's parent is the named base; a stale base makes a conflict."""
+    state = service.require_unlocked()
+    entry = visible_entry(state, request.id)
+    if entry.kind not in ORDINARY_KINDS:
+        raise MemoriesError("invalid_input", "This asset kind is not edited with a generic edit.")
+    heads = state.index.head_revisions(entry)
+    if request.resolve:
+        parents = [h.rev_id for h in heads]
+        base = state.index.resolve_revision(entry, request.base) if request.base else None
+        if base is not None and base.rev_id not in parents:
+            raise MemoriesError("stale_base", "The base named for a resolution must be one of the current heads.")
+        source = base or max((h for h in heads if not h.tombstone), key=lambda r: (r.created_ms, r.seq))
+    else:
+        if request.base is None:
+            raise MemoriesError("invalid_request", "An edit must name the base revision it edits (`base`).")
+        if entry.in_conflict:
+            raise MemoriesError("conflict")
+        source = state.index.resolve_revision(entry, request.base)
+        parents = [source.rev_id]
+    old = service.summary_of(state, source)
+    body = request.body if request.body is not None else service.body_of(state, source)
+    summary = make_summary(
+        request.title if request.title is not None else old.get("title", ""),
+        request.tags if request.tags is not None else list(old.get("tags", [])),
+        request.meta if request.meta is not None else dict(old.get("meta", {})),
+    )
+    rev, rows = new_revision(
+        service, state, asset_id=entry.asset_id, kind=entry.kind, parents=parents, summary=summary, body=body
+    )
+    return write_one(service, state, caller, "edit", rev, rows)
+
+
+@op(rq.Get, mcp_allowed=True)
+def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    entry = visible_entry(state, request.id)
+    heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
+    views = [content_view(service, state, rev) for rev in heads]
+    service.commit_intent(state, "get", caller, [entry.asset_id])
+    return {**asset_summary(service, state, entry), **views[0], "head_contents": views if len(views) > 1 else []}
+
+
+@op(rq.ListAssets, mcp_allowed=True)
+def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    items = []
+    for entry in state.index.visible():
+        if request.kind is not None and entry.kind != request.kind:
+            continue
+        summary = asset_summary(service, state, entry)
+        if request.tag is not None and request.tag not in summary["tags"]:
+            continue
+        items.append(summary)
+    items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=True)
+    page = items[request.offset : request.offset + request.limit]
+    return {"items": page, "total": len(items), "conflicts": sum(1 for s in items if s["conflict"])}
+
+
+@op(rq.Delete, mcp_allowed=True)
+def delete(service: Service, request: rq.Delete, caller: Caller) -> dict[str, Any]:
+    """A tombstone whose parents are all heads: gone from the view, kept in history."""
+    state = service.require_unlocked()
+    entry = visible_entry(state, request.id)
+    heads = state.index.head_revisions(entry)
+    source = max(heads, key=lambda r: (r.created_ms, r.seq))
+    rev, rows = new_revision(
+        service,
+        state,
+        asset_id=entry.asset_id,
+        kind=entry.kind,
+        parents=[h.rev_id for h in heads],
+        summary=service.summary_of(state, source),
+        body="",
+        tombstone=True,
+    )
+    result = write_one(service, state, caller, "delete", rev, rows)
+    return {**result, "deleted": True}
+
+
+@op(rq.History, mcp_allowed=True)
+def history(service: Service, request: rq.History, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    entry = state.index.resolve(request.id)
+    revisions = []
+    for rev in state.index.history(entry):
+        summary = service.summary_of(state, rev)
+        revisions.append(
+            {
+                **revision_ref(rev),
+                "parents": [p.hex() for p in rev.parents],
+                "title": summary.get("title", ""),
+                "tombstone": rev.tombstone,
+                "created_ms": rev.created_ms,
+                "author": fingerprint(rev.author)[:16],
+                "head": rev.rev_id in entry.heads,
+            }
+        )
+    return {
+        "id": entry.asset_id.hex(),
+        "short_id": state.index.short_id(entry.asset_id),
+        "deleted": state.index.is_deleted(entry),
+        "revisions": revisions,
+    }
+
+
+def _projection(service: Service, state: Unlocked, rev: Revision) -> list[str]:
+    summary = service.summary_of(state, rev)
+    body = "" if rev.tombstone else service.body_of(state, rev)
+    return text_projection(summary, body, rev.tombstone)
+
+
+@op(rq.Diff, mcp_allowed=True)
+def diff(service: Service, request: rq.Diff, caller: Caller) -> dict[str, Any]:
+    """No revisions: HEAD's parent vs HEAD. One: it vs HEAD. Two: A vs B (HI-3)."""
+    state = service.require_unlocked()
+    entry = state.index.resolve(request.id)
+    heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
+    head = heads[-1]
+    if request.rev_a is None:
+        new = head
+        old = state.index.revisions[new.parents[0]] if new.parents else None
+    else:
+        old = state.index.resolve_revision(entry, request.rev_a)
+        new = state.index.resolve_revision(entry, request.rev_b) if request.rev_b else head
+    old_lines = _projection(service, state, old) if old is not None else []
+    new_lines = _projection(service, state, new)
+    old_name = old.rev_id.hex()[:12] if old is not None else "/dev/null"
+    text = unified_diff(old_lines, new_lines, old_name, new.rev_id.hex()[:12])
+    service.commit_intent(state, "diff", caller, [entry.asset_id])
+    return {
+        "id": entry.asset_id.hex(),
+        "from": old.rev_id.hex() if old is not None else None,
+        "to": new.rev_id.hex(),
+        "diff": text,
+    }

@@ -1,0 +1,140 @@
+"""Session ops: status, init, unlock, lock, sudo, shutdown."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine import __version__
+from engine.crypto.kdf import calibrate
+from engine.crypto.keys import new_identity
+from engine.errors import MemoriesError
+from engine.service import requests as rq
+from engine.service.caller import Caller
+from engine.service.registry import op
+from engine.service.service import Service
+from engine.store.database import StoreFile, create_store
+from engine.vault.policy import owner_policy
+
+
+@op(rq.DesktopStatus, needs_unlock=False, lock_free=True, touches_idle=False)
+def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) -> dict[str, Any]:
+    """DT-1: counts and types only; never identifiers; locked says only "locked".
+
+    Runs without the service lock and never touches idle or elevation timers.
+    """
+    if service.store is None:
+        return {"state": "uninitialized", "initialized": False, "locked": True}
+    state = service.state
+    if state is None:
+        return {"state": "locked"}
+    return {
+        "state": "unlocked",
+        "initialized": True,
+        "locked": False,
+        "vaults": len(state.vaults),
+        "assets": state.index.visible_count,
+        "conflicts": state.index.conflict_count,
+        "connections": 0,
+        "providers": [],
+        "sync_queue": {"outbox": 0, "inbox": 0},
+        "busy": False,
+        "attention": state.index.conflict_count > 0,
+    }
+
+
+@op(rq.DaemonInfo, needs_unlock=False, lock_free=True, touches_idle=False)
+def daemon_info(service: Service, request: rq.DaemonInfo, caller: Caller) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "version": __version__,
+        "home": str(service.paths.home),
+        "initialized": service.store is not None,
+        "locked": service.state is None,
+    }
+
+
+@op(rq.Init, needs_unlock=False, lock_free=True)
+def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
+    with service.lock:
+        if service.store is not None or service.paths.store.exists():
+            raise MemoriesError("already_initialized")
+        identity = new_identity()
+        vault_id = os.urandom(16)
+        policy = owner_policy(identity, vault_id)
+        vault_record = {
+            "t": "vault",
+            "vault_id": vault_id,
+            "name": "default",
+            "default": True,
+            "policy": policy.to_record(),
+            "epoch_keys": [{"epoch": 1, "key": os.urandom(32)}],
+        }
+        master = create_store(
+            service.paths.store, request.password, calibrate(), [{"t": "identity", **identity.to_record()}, vault_record]
+        )
+        store = StoreFile.open(service.paths.store)
+        store.install_master(master)
+        service.store = store
+        service.state = service.load_state(store)
+        service.session.touch()
+        service.commit(service.state, [], [], [service.audit_record(service.state, "init", caller, outcome="ok")])
+        return {"initialized": True, "unlocked": True, "kdf": {"opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}}
+
+
+def _check_password(service: Service, password: str) -> bytes:
+    """Run the KDF outside the service lock, throttled (bounded tries per minute)."""
+    store = service.require_store()
+    service.session.check_password_budget()
+    try:
+        return store.check_password(password)
+    except MemoriesError:
+        service.session.record_password_failure()
+        raise
+
+
+@op(rq.Unlock, needs_unlock=False, lock_free=True)
+def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, Any]:
+    store = service.require_store()
+    if service.state is not None:
+        service.session.touch()
+        return {"unlocked": True, "already": True}
+    master = _check_password(service, request.password)
+    with service.lock:
+        if service.state is None:
+            store.install_master(master)
+            try:
+                service.state = service.load_state(store)
+            except MemoriesError:
+                store.wipe()
+                raise
+        service.session.touch()
+        return {"unlocked": True, "already": False, "assets": service.state.index.visible_count}
+
+
+@op(rq.Lock, needs_unlock=False, touches_idle=False)
+def lock(service: Service, request: rq.Lock, caller: Caller) -> dict[str, Any]:
+    service.require_store()
+    service.lock_now("request")
+    return {"locked": True}
+
+
+@op(rq.Sudo, needs_unlock=False, lock_free=True)
+def sudo(service: Service, request: rq.Sudo, caller: Caller) -> dict[str, Any]:
+    service.require_store()
+    if service.state is None:
+        raise MemoriesError("locked")
+    _check_password(service, request.password)
+    with service.lock:
+        if service.state is None:
+            raise MemoriesError("locked")
+        seconds = service.session.elevate(caller.namespace)
+        service.session.touch()
+        return {"elevated": True, "namespace": caller.namespace, "seconds": int(seconds)}
+
+
+@op(rq.Shutdown, needs_unlock=False, touches_idle=False)
+def shutdown(service: Service, request: rq.Shutdown, caller: Caller) -> dict[str, Any]:
+    service.lock_now("shutdown")
+    service.shutdown_event.set()
+    return {"stopping": True}

@@ -1,0 +1,96 @@
+"""Import in batches (one commit per batch, idempotent) and elevated export of ordinary content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from engine.crypto.canonical import canonical_bytes
+from engine.service import requests as rq
+from engine.service.caller import Caller
+from engine.service.handlers.assets import ORDINARY_KINDS, make_summary, new_revision
+from engine.service.projections import asset_summary, content_view
+from engine.service.registry import op
+from engine.service.service import Service
+from engine.vault.revision import Revision, chunk_count
+
+
+def import_key(item: rq.ImportItem) -> str:
+    """Same title, body, tags and meta → same key: re-importing the same files adds nothing."""
+    material = {"title": item.title, "body": item.body, "tags": sorted(set(item.tags)), "meta": item.meta}
+    return hashlib.sha256(canonical_bytes(material)).hexdigest()
+
+
+@op(rq.ImportBatch)
+def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    store = service.require_store()
+    revisions: list[Revision] = []
+    rows: list[tuple[int, bytes]] = []
+    seen: set[str] = set()
+    skipped = 0
+    next_seq = store.reserve_content(1)[0]
+    for item in request.items:
+        key = import_key(item)
+        if key in state.index.import_keys or key in seen:
+            skipped += 1
+            continue
+        seen.add(key)
+        need = chunk_count(len(item.body.encode("utf-8")))
+        reserved = list(range(next_seq, next_seq + need))
+        next_seq += need
+        rev, rev_rows = new_revision(
+            service,
+            state,
+            asset_id=os.urandom(16),
+            kind="memory",
+            parents=[],
+            summary=make_summary(item.title, item.tags, item.meta, import_key=key),
+            body=item.body,
+            reserved=reserved,
+        )
+        revisions.append(rev)
+        rows.extend(rev_rows)
+    if revisions:
+        audit = service.audit_record(
+            state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions]
+        )
+        service.commit(state, revisions, rows, [audit])
+    return {
+        "created": len(revisions),
+        "skipped": skipped,
+        "ids": [r.asset_id.hex() for r in revisions],
+    }
+
+
+@op(rq.Export, needs_elevation=True)
+def export(service: Service, request: rq.Export, caller: Caller) -> dict[str, Any]:
+    """Ordinary content only (no credentials or protected material), paged."""
+    state = service.require_unlocked()
+    entries = sorted(
+        (e for e in state.index.visible() if e.kind in ORDINARY_KINDS),
+        key=lambda e: state.index.revisions[e.revisions[0]].created_ms,
+    )
+    page = entries[request.offset : request.offset + request.limit]
+    items = []
+    for entry in page:
+        summary = asset_summary(service, state, entry)
+        head = state.index.revisions[bytes.fromhex(summary["revision"])]
+        view = content_view(service, state, head)
+        items.append(
+            {
+                "id": summary["id"],
+                "short_id": summary["short_id"],
+                "kind": entry.kind,
+                "title": view["title"],
+                "body": view["body"],
+                "tags": view["tags"],
+                "meta": view["meta"],
+                "conflict": summary["conflict"],
+                "created_ms": summary["created_ms"],
+                "updated_ms": summary["updated_ms"],
+            }
+        )
+    service.commit_intent(state, "export", caller, [e.asset_id for e in page])
+    return {"items": items, "total": len(entries), "offset": request.offset}

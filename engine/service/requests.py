@@ -1,0 +1,127 @@
+"""The typed ``Request`` union (API-1): JSON objects with a snake_case ``op``.
+
+Unknown top-level fields are rejected (``forbid_unknown_fields``). Each request
+type is registered with its handler in ``engine.service.registry``; later
+features add their own request modules without touching this one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+__all__ = [
+    "Request",
+    "Title",
+    "Body",
+    "Tags",
+    "Meta",
+    "Password",
+    "AssetRef",
+    "ImportItem",
+]
+
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+Body = Annotated[str, msgspec.Meta(max_length=8 * 1024 * 1024)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+Tags = Annotated[list[Tag], msgspec.Meta(max_length=64)]
+MetaKey = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+Meta = Annotated[dict[MetaKey, Annotated[str, msgspec.Meta(max_length=10_000)]], msgspec.Meta(max_length=64)]
+Password = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
+AssetRef = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Kind = Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,32}$")]
+
+
+class Request(msgspec.Struct, tag_field="op", forbid_unknown_fields=True, kw_only=True):
+    """Base of every request; subclasses set ``tag=`` to their snake_case op name."""
+
+
+# -- session -------------------------------------------------------------------------
+class DesktopStatus(Request, tag="desktop_status"):
+    pass
+
+
+class DaemonInfo(Request, tag="daemon_info"):
+    pass
+
+
+class Init(Request, tag="init"):
+    password: Password
+
+
+class Unlock(Request, tag="unlock"):
+    password: Password
+
+
+class Lock(Request, tag="lock"):
+    pass
+
+
+class Sudo(Request, tag="sudo"):
+    password: Password
+
+
+class Shutdown(Request, tag="shutdown"):
+    pass
+
+
+# -- assets --------------------------------------------------------------------------
+class Put(Request, tag="put"):
+    title: Title
+    body: Body = ""
+    tags: Tags = []
+    meta: Meta = {}
+    kind: Kind = "memory"
+
+
+class Edit(Request, tag="edit"):
+    id: AssetRef
+    base: AssetRef | None = None
+    resolve: bool = False
+    title: Title | None = None
+    body: Body | None = None
+    tags: Tags | None = None
+    meta: Meta | None = None
+
+
+class Get(Request, tag="get"):
+    id: AssetRef
+
+
+class ListAssets(Request, tag="list"):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 100
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tag: Tag | None = None
+    kind: Kind | None = None
+
+
+class Delete(Request, tag="delete"):
+    id: AssetRef
+
+
+class History(Request, tag="history"):
+    id: AssetRef
+
+
+class Diff(Request, tag="diff"):
+    id: AssetRef
+    rev_a: AssetRef | None = None
+    rev_b: AssetRef | None = None
+
+
+# -- transfer ------------------------------------------------------------------------
+class ImportItem(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    title: Title
+    body: Body
+    tags: Tags = []
+    meta: Meta = {}
+
+
+class ImportBatch(Request, tag="import_batch"):
+    items: Annotated[list[ImportItem], msgspec.Meta(max_length=5000)]
+
+
+class Export(Request, tag="export"):
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, le=2000)] = 500

@@ -1,0 +1,294 @@
+"""The Service: owns the store, the unlocked state and the one dispatcher (API-1, ST-5, ST-10).
+
+All state hangs off one ``Service`` object (no globals). Ops run under the
+service lock except the few registered ``lock_free`` (status, info, and the
+password ops, which run the slow KDF outside the lock and take it afterwards).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from engine.config import EngineConfig, Paths
+from engine.crypto.canonical import domain_bytes
+from engine.crypto.chunks import ChunkError
+from engine.crypto.keys import DeviceIdentity, SignatureError, sign, verify
+from engine.errors import MemoriesError
+from engine.service.caller import Caller
+from engine.service.registry import OPS, OpSpec
+from engine.service.requests import Request
+from engine.service.session import Session
+from engine.store.database import StoreFile
+from engine.vault.index import AssetEntry, AssetIndex
+from engine.vault.policy import Policy
+from engine.vault.revision import Revision
+
+__all__ = ["Service", "Unlocked", "VaultKeys", "AUDIT_TAG", "EXTENSIONS"]
+
+log = logging.getLogger("memories.engine")
+AUDIT_TAG = "memories.audit"
+
+# Setup functions of feature packages, called once per Service (register with
+# ``EXTENSIONS.append(setup)`` at import time of the feature's handler module).
+EXTENSIONS: list[Callable[[Service], None]] = []
+
+
+@dataclass
+class VaultKeys:
+    vault_id: bytes
+    name: str
+    policy: Policy
+    epoch_keys: dict[int, bytes]
+
+    @property
+    def current_key(self) -> bytes:
+        return self.epoch_keys[self.policy.epoch]
+
+
+@dataclass
+class Unlocked:
+    """Everything that exists only while the vault is unlocked; dropped by lock."""
+
+    identity: DeviceIdentity
+    vaults: dict[bytes, VaultKeys]
+    default_vault: bytes
+    index: AssetIndex = field(default_factory=AssetIndex)
+    audit_entries: int = 0
+    extra_records: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+
+    @property
+    def vault(self) -> VaultKeys:
+        return self.vaults[self.default_vault]
+
+
+class Service:
+    def __init__(self, paths: Paths, config: EngineConfig) -> None:
+        self.paths = paths
+        self.config = config
+        self.session = Session(
+            idle_seconds=config.idle_lock_seconds,
+            sudo_seconds=config.sudo_seconds,
+            max_failures_per_minute=config.max_password_failures_per_minute,
+        )
+        self.lock = threading.RLock()
+        self.store: StoreFile | None = None
+        self.state: Unlocked | None = None
+        self.started = time.time()
+        self.shutdown_event = threading.Event()
+        self._decoder_cache: tuple[int, Any] | None = None
+        # Feature packages (search, cards, mcp, remote …) subscribe here instead of the
+        # core calling them: the core stays ignorant of features (imports point down).
+        self.on_unlock: list[Callable[[Unlocked], None]] = []
+        self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
+        self.on_lock: list[Callable[[], None]] = []
+        for setup in EXTENSIONS:
+            setup(self)
+        if paths.store.exists():
+            self.store = StoreFile.open(paths.store)
+
+    # -- dispatch ----------------------------------------------------------------------
+    def _decoder(self) -> Any:
+        if self._decoder_cache is None or self._decoder_cache[0] != len(OPS):
+            union = tuple(spec.request for spec in OPS.values())
+            self._decoder_cache = (len(OPS), union)
+        return self._decoder_cache[1]
+
+    def decode(self, body: dict[str, Any]) -> tuple[OpSpec, Request]:
+        op_name = body.get("op")
+        if not isinstance(op_name, str):
+            raise MemoriesError("invalid_request", "The request has no `op` string.")
+        spec = OPS.get(op_name)
+        if spec is None:
+            raise MemoriesError("unknown_op", "The request names an operation this engine does not know.")
+        try:
+            request = msgspec.convert(body, type=spec.request)
+        except msgspec.ValidationError as exc:
+            text = str(exc)
+            # msgspec's messages name the field and the expected type, never the value.
+            if text.startswith("Object contains unknown field"):
+                raise MemoriesError("unknown_field", text.replace("Object contains", "The request contains") + ".") from None
+            raise MemoriesError("invalid_request", f"Invalid request: {text}.") from None
+        return spec, request
+
+    def dispatch(self, body: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        spec, request = self.decode(body)
+        if caller.surface == "mcp" and not spec.mcp_allowed:
+            raise MemoriesError("permission_denied", "This operation is not available to agents.")
+        if spec.lock_free:
+            return spec.handler(self, request, caller)
+        with self.lock:
+            generation = self.session.generation
+            if spec.needs_unlock:
+                self.require_unlocked()
+            if spec.needs_elevation and not self.session.is_elevated(caller.namespace):
+                raise MemoriesError("elevation_required")
+            if spec.touches_idle:
+                self.session.touch()
+            result = spec.handler(self, request, caller)
+            if spec.needs_unlock and self.session.generation != generation:
+                # ST-10: the vault was locked while this ran; drop the result.
+                raise MemoriesError("locked")
+            return result
+
+    # -- state helpers -------------------------------------------------------------------
+    def require_unlocked(self) -> Unlocked:
+        if self.store is None:
+            raise MemoriesError("not_initialized")
+        if self.state is None or not self.store.unlocked:
+            raise MemoriesError("locked")
+        return self.state
+
+    def require_store(self) -> StoreFile:
+        if self.store is None:
+            raise MemoriesError("not_initialized")
+        return self.store
+
+    def lock_now(self, reason: str) -> None:
+        with self.lock:
+            if self.store is not None:
+                self.store.wipe()
+            self.state = None
+            self.session.bump_generation()
+            for listener in self.on_lock:
+                listener()
+            log.info("locked (%s)", reason)
+
+    def check_idle(self) -> None:
+        """Called periodically by the daemon: idle auto-lock (ST-10)."""
+        if self.state is not None and self.session.idle_expired():
+            self.lock_now("idle")
+
+    # -- loading -------------------------------------------------------------------------
+    def load_state(self, store: StoreFile) -> Unlocked:
+        """Decrypt and verify every record: certificate, policy, each revision's signature."""
+        loaded = store.load()
+        identity: DeviceIdentity | None = None
+        vaults: dict[bytes, VaultKeys] = {}
+        default_vault = b""
+        index = AssetIndex()
+        audit = 0
+        extra: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        try:
+            for seq, record in loaded.records:
+                kind = record.get("t")
+                if kind == "identity":
+                    identity = DeviceIdentity.from_record(record)
+                elif kind == "vault":
+                    policy = Policy.from_record(record["policy"])
+                    keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
+                    vault = VaultKeys(bytes(record["vault_id"]), str(record["name"]), policy, keys)
+                    vaults[vault.vault_id] = vault
+                    if record.get("default"):
+                        default_vault = vault.vault_id
+                elif kind == "revision":
+                    if identity is None:
+                        raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
+                    rev = Revision.from_record(record, seq)
+                    self._verify_revision(rev, identity, vaults)
+                    index.apply(rev)
+                elif kind == "audit":
+                    verify_audit(record, identity)
+                    audit += 1
+                else:
+                    extra.setdefault(str(kind), []).append((seq, record))
+        except (SignatureError, KeyError, TypeError, ValueError) as exc:
+            raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
+        if identity is None or default_vault not in vaults:
+            raise MemoriesError("store_corrupt", "The store has no identity or default vault.")
+        state = Unlocked(identity, vaults, default_vault, index, audit, extra)
+        for entry in index.assets.values():
+            self._remember_import_key(state, entry)
+        for listener in self.on_unlock:
+            listener(state)
+        return state
+
+    @staticmethod
+    def _verify_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
+        vault = vaults.get(bytes(rev.body["vault"]))
+        if vault is None:
+            raise SignatureError("revision of an unknown vault")
+        if rev.body["policy"] != vault.policy.head or not vault.policy.authorizes_device(rev.author):
+            raise SignatureError("revision not authorized by the vault policy")
+        if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
+            raise SignatureError("revision names a different device certificate")
+        rev.verify_signature()
+
+    def summary_of(self, state: Unlocked, rev: Revision) -> dict[str, Any]:
+        vault = state.vaults[bytes(rev.body["vault"])]
+        try:
+            return rev.open_summary(vault.epoch_keys[int(rev.body["epoch"])])
+        except (ChunkError, KeyError) as exc:
+            raise MemoriesError("store_corrupt", "A revision summary failed authentication.") from exc
+
+    def body_of(self, state: Unlocked, rev: Revision) -> str:
+        store = self.require_store()
+        vault = state.vaults[bytes(rev.body["vault"])]
+        try:
+            plain = rev.open_body(vault.epoch_keys[int(rev.body["epoch"])], store.read_content(rev.body_seqs))
+        except (ChunkError, KeyError) as exc:
+            raise MemoriesError("store_corrupt", "A revision body failed authentication.") from exc
+        return plain.decode("utf-8")
+
+    def _remember_import_key(self, state: Unlocked, entry: AssetEntry) -> None:
+        if state.index.is_deleted(entry):
+            return
+        for rev in state.index.head_revisions(entry):
+            key = self.summary_of(state, rev).get("import_key")
+            if isinstance(key, str):
+                state.index.import_keys[key] = entry.asset_id
+
+    # -- committing ----------------------------------------------------------------------
+    def audit_record(self, state: Unlocked, op: str, caller: Caller, **fields: Any) -> dict[str, Any]:
+        """An encrypted, signed audit entry. It records ops and asset IDs, never content."""
+        entry = {
+            "v": 1,
+            "op": op,
+            "caller": caller.namespace,
+            "surface": caller.surface,
+            "ts_ms": int(time.time() * 1000),
+            "nonce": os.urandom(8),
+            **fields,
+        }
+        signature = sign(state.identity.device_key, domain_bytes(AUDIT_TAG, 1, entry))
+        return {"t": "audit", "entry": entry, "sig": signature}
+
+    def commit(
+        self,
+        state: Unlocked,
+        revisions: list[Revision],
+        content_rows: list[tuple[int, bytes]],
+        extra_records: list[dict[str, Any]],
+    ) -> None:
+        """Persist in one transaction, then (only then) update memory (ST-5)."""
+        store = self.require_store()
+        records = [rev.to_record() for rev in revisions] + extra_records
+        seqs = store.commit(records, content_rows)
+        for rev, seq in zip(revisions, seqs, strict=False):
+            rev.seq = seq
+            state.index.apply(rev)
+            self._remember_import_key(state, state.index.assets[rev.asset_id])
+        state.audit_entries += sum(1 for r in extra_records if r.get("t") == "audit")
+        for record, seq in zip(extra_records, seqs[len(revisions) :], strict=True):
+            kind = str(record.get("t"))
+            if kind != "audit":
+                state.extra_records.setdefault(kind, []).append((seq, record))
+        for listener in self.on_commit:
+            listener(state, revisions, extra_records)
+
+    def commit_intent(self, state: Unlocked, op: str, caller: Caller, assets: list[bytes]) -> None:
+        """Read/execution intents are committed before delivery: a disk failure blocks it."""
+        self.commit(state, [], [], [self.audit_record(state, op, caller, phase="intent", assets=assets)])
+
+
+def verify_audit(record: dict[str, Any], identity: DeviceIdentity | None) -> None:
+    if identity is None:
+        raise SignatureError("audit entry before identity")
+    verify(identity.device_pub, domain_bytes(AUDIT_TAG, 1, record["entry"]), record["sig"])

@@ -1,0 +1,1 @@
+"""Encrypted SQLite store: schema, writer lock, atomic init, state rows, checkpoints."""

@@ -1,0 +1,335 @@
+"""The encrypted SQLite store file (ST-1 … ST-5, ST-8).
+
+Tables:
+
+* ``header`` — one row: format name and version (clear), KDF parameters with the
+  salt (clear), the master key sealed by the password key (header fields are its
+  associated data, so they cannot be changed undetected).
+* ``state`` — append-only encrypted records keyed by a row sequence number; each
+  sealed with the master key, the sequence number bound into the associated data.
+* ``content`` — content chunks, already sealed by a revision's data key.
+* ``checkpoints`` — one sealed row: last sequence number, record count and a hash
+  chain over every state row, so dropped, reordered or rolled-back rows are caught.
+
+A write is one ``BEGIN IMMEDIATE … COMMIT`` with ``synchronous=FULL`` covering new
+state rows, content rows and the checkpoint: it costs the same in a 1k and a
+100k-asset store (ST-6).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import os
+import sqlite3
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.crypto.aead import AeadError, new_key, open_sealed, seal
+from engine.crypto.canonical import canonical_bytes, decode_canonical
+from engine.crypto.kdf import KdfParams, derive_key
+from engine.errors import MemoriesError
+
+__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded"]
+
+FORMAT_NAME = "memories-store"
+FORMAT_VERSION = 1
+_ROW_VERSION = b"\x01"
+_HEADER_AAD = b"memories.header\x00\x01"
+_STATE_AAD = b"memories.state\x00\x01"
+_CHECKPOINT_AAD = b"memories.checkpoint\x00\x01"
+_CHAIN_START = hashlib.sha256(b"memories.chain\x00\x01").digest()
+
+SCHEMA = """
+CREATE TABLE header (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    format TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    kdf BLOB NOT NULL,
+    sealed_master BLOB NOT NULL
+);
+CREATE TABLE state (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE content (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE checkpoints (id INTEGER PRIMARY KEY CHECK (id = 1), blob BLOB NOT NULL);
+"""
+
+
+def _pragmas(conn: sqlite3.Connection, journal: str) -> None:
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA temp_store=MEMORY")  # ST-2: no temp files with plaintext
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("PRAGMA secure_delete=ON")
+
+
+def _header_aad(fmt: str, version: int, kdf_blob: bytes) -> bytes:
+    return _HEADER_AAD + canonical_bytes({"format": fmt, "version": version, "kdf": kdf_blob})
+
+
+def _state_aad(seq: int) -> bytes:
+    return _STATE_AAD + struct.pack(">Q", seq)
+
+
+def _chain_next(chain: bytes, seq: int, blob: bytes) -> bytes:
+    return hashlib.sha256(chain + struct.pack(">Q", seq) + blob).digest()
+
+
+@dataclass
+class Loaded:
+    """What unlocking a store yields: the records in order and the write cursor."""
+
+    records: list[tuple[int, dict[str, Any]]]
+    last_seq: int
+    count: int
+    chain: bytes
+    last_content_seq: int
+
+
+@dataclass
+class _Cursor:
+    last_seq: int = 0
+    count: int = 0
+    chain: bytes = _CHAIN_START
+    last_content_seq: int = 0
+
+
+@dataclass
+class StoreFile:
+    """An open store file. Holds the master key only while unlocked."""
+
+    path: Path
+    conn: sqlite3.Connection
+    kdf: KdfParams
+    _master: bytes | None = None
+    _cursor: _Cursor = field(default_factory=_Cursor)
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path) -> StoreFile:
+        if not path.exists():
+            raise MemoriesError("not_initialized")
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            _pragmas(conn, "WAL")
+            row = conn.execute("SELECT format, version, kdf FROM header WHERE id = 1").fetchone()
+            if row is None or row[0] != FORMAT_NAME or row[1] != FORMAT_VERSION:
+                raise MemoriesError("store_corrupt", "The store header is missing or of an unknown format.")
+            kdf = KdfParams.from_dict(decode_canonical(row[2]))
+        except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
+            conn.close()
+            raise MemoriesError("store_corrupt", "The store header could not be read.") from exc
+        except MemoriesError:
+            conn.close()
+            raise
+        return cls(path=path, conn=conn, kdf=kdf)
+
+    def close(self) -> None:
+        self.wipe()
+        self.conn.close()
+
+    @property
+    def unlocked(self) -> bool:
+        return self._master is not None
+
+    def wipe(self) -> None:
+        """Forget the master key (ST-10). Python cannot zero immutable bytes; we drop them."""
+        self._master = None
+
+    # -- keys ------------------------------------------------------------------------
+    def check_password(self, password: str) -> bytes:
+        """Derive the password key and unseal the master key; wrong_password if it fails."""
+        fmt, version, kdf_blob, sealed = self.conn.execute(
+            "SELECT format, version, kdf, sealed_master FROM header WHERE id = 1"
+        ).fetchone()
+        key = derive_key(password, self.kdf)
+        try:
+            return open_sealed(key, sealed, _header_aad(fmt, version, kdf_blob))
+        except AeadError as exc:
+            raise MemoriesError("wrong_password") from exc
+
+    def install_master(self, master: bytes) -> None:
+        self._master = master
+
+    def _key(self) -> bytes:
+        if self._master is None:
+            raise MemoriesError("locked")
+        return self._master
+
+    # -- reading ---------------------------------------------------------------------
+    def load(self) -> Loaded:
+        """Decrypt every state row, verifying the hash chain against the checkpoint."""
+        key = self._key()
+        try:
+            cp_row = self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()
+            checkpoint = decode_canonical(open_sealed(key, cp_row[0][1:], _CHECKPOINT_AAD))
+            records: list[tuple[int, dict[str, Any]]] = []
+            chain = _CHAIN_START
+            for seq, blob in self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"):
+                chain = _chain_next(chain, seq, blob)
+                if blob[:1] != _ROW_VERSION:
+                    raise ValueError("unknown row version")
+                records.append((seq, decode_canonical(open_sealed(key, blob[1:], _state_aad(seq)))))
+            last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
+        except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
+            raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
+        last_seq = records[-1][0] if records else 0
+        if (
+            checkpoint.get("chain") != chain
+            or checkpoint.get("count") != len(records)
+            or checkpoint.get("last_seq") != last_seq
+        ):
+            raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
+        self._cursor = _Cursor(last_seq, len(records), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        return Loaded(records, last_seq, len(records), chain, self._cursor.last_content_seq)
+
+    def read_content(self, seqs: Sequence[int]) -> list[bytes]:
+        rows = []
+        for seq in seqs:
+            row = self.conn.execute("SELECT blob FROM content WHERE seq = ?", (seq,)).fetchone()
+            if row is None:
+                raise MemoriesError("store_corrupt", "A content chunk is missing.")
+            rows.append(bytes(row[0]))
+        return rows
+
+    # -- writing ---------------------------------------------------------------------
+    def reserve_content(self, count: int) -> list[int]:
+        """Sequence numbers for content rows of the next commit (rolled back on failure)."""
+        start = self._cursor.last_content_seq + 1
+        return list(range(start, start + count))
+
+    def commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = ()) -> list[int]:
+        """Append ``records`` and ``content`` with a new checkpoint in ONE transaction (ST-5).
+
+        Returns the state sequence numbers. On any failure nothing is written and
+        the cursor is unchanged.
+        """
+        key = self._key()
+        cursor = self._cursor
+        seq, chain = cursor.last_seq, cursor.chain
+        rows: list[tuple[int, bytes]] = []
+        for record in records:
+            seq += 1
+            blob = _ROW_VERSION + seal(key, canonical_bytes(record), _state_aad(seq))
+            chain = _chain_next(chain, seq, blob)
+            rows.append((seq, blob))
+        last_content = max([cursor.last_content_seq, *(s for s, _ in content)])
+        checkpoint = {
+            "v": 1,
+            "last_seq": seq,
+            "count": cursor.count + len(rows),
+            "chain": chain,
+            "last_content_seq": last_content,
+        }
+        cp_blob = _ROW_VERSION + seal(key, canonical_bytes(checkpoint), _CHECKPOINT_AAD)
+        try:
+            with self._transaction():
+                self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+                self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
+                self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
+        except sqlite3.Error as exc:
+            raise MemoriesError("io_error", "The change could not be written; nothing was changed.") from exc
+        self._cursor = _Cursor(seq, cursor.count + len(rows), chain, last_content)
+        return [s for s, _ in rows]
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+
+def _fsync_dir(path: Path) -> None:
+    if os.name != "posix":  # pragma: no cover - directory fsync is POSIX-only
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_init_files(target: Path) -> None:
+    """Delete leftovers of interrupted inits whose process is gone (they never block)."""
+    for name in glob.glob(glob.escape(str(target)) + ".init-*"):
+        parts = Path(name).name.split("-")
+        pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0
+        if pid and pid != os.getpid() and _pid_alive(pid):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def create_store(
+    target: Path, password: str, kdf: KdfParams, initial_records: Sequence[dict[str, Any]]
+) -> bytes:
+    """Build a complete store beside ``target`` and publish it without overwriting (ST-8).
+
+    Returns the new master key. Raises ``already_initialized`` if ``target`` exists
+    (before or during the build); the existing file is never touched.
+    """
+    if target.exists():
+        raise MemoriesError("already_initialized")
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    remove_stale_init_files(target)
+    staging = target.with_name(f"{target.name}.init-{os.getpid()}-{os.urandom(6).hex()}")
+    master = new_key()
+    try:
+        conn = sqlite3.connect(staging, isolation_level=None)
+        try:
+            _pragmas(conn, "DELETE")
+            conn.executescript(SCHEMA)
+            kdf_blob = canonical_bytes(kdf.to_dict())
+            sealed = seal(derive_key(password, kdf), master, _header_aad(FORMAT_NAME, FORMAT_VERSION, kdf_blob))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO header (id, format, version, kdf, sealed_master) VALUES (1, ?, ?, ?, ?)",
+                (FORMAT_NAME, FORMAT_VERSION, kdf_blob, sealed),
+            )
+            chain, seq = _CHAIN_START, 0
+            for record in initial_records:
+                seq += 1
+                blob = _ROW_VERSION + seal(master, canonical_bytes(record), _state_aad(seq))
+                chain = _chain_next(chain, seq, blob)
+                conn.execute("INSERT INTO state (seq, blob) VALUES (?, ?)", (seq, blob))
+            checkpoint = {"v": 1, "last_seq": seq, "count": seq, "chain": chain, "last_content_seq": 0}
+            conn.execute(
+                "INSERT INTO checkpoints (id, blob) VALUES (1, ?)",
+                (_ROW_VERSION + seal(master, canonical_bytes(checkpoint), _CHECKPOINT_AAD),),
+            )
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        fd = os.open(staging, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(staging, 0o600)
+        try:
+            # link() fails if the target exists: a publish that can never overwrite.
+            os.link(staging, target)
+        except FileExistsError as exc:
+            raise MemoriesError("already_initialized") from exc
+        _fsync_dir(target.parent)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+    _fsync_dir(target.parent)
+    return master

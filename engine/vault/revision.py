@@ -1,0 +1,157 @@
+"""Signed revisions: the one content-addressed DAG every asset kind shares (HI-1, HI-2).
+
+A revision's signature covers asset ID, parents, policy head, tombstone flag, the
+ciphertext (summary chunks inline, body chunk digests) and the device certificate
+hash. Its ID is the SHA-256 of the signed bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.crypto.aead import open_sealed, seal
+from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_bytes
+from engine.crypto.chunks import open_chunks, seal_chunks
+from engine.crypto.keys import DeviceIdentity, sign, verify
+
+__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent"]
+
+REVISION_TAG = "memories.revision"
+_DEK_AAD = b"memories.dek\x00\x01"
+
+
+def _dek_aad(vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
+    return _DEK_AAD + vault_id + asset_id + struct.pack(">I", epoch)
+
+
+@dataclass
+class Revision:
+    body: dict[str, Any]
+    signature: bytes
+    body_seqs: list[int]
+    rev_id: bytes = b""
+    seq: int = 0
+    summary_cache: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.rev_id:
+            self.rev_id = hashlib.sha256(self.signed_bytes).digest()
+
+    @property
+    def signed_bytes(self) -> bytes:
+        return domain_bytes(REVISION_TAG, 1, self.body)
+
+    @property
+    def asset_id(self) -> bytes:
+        return bytes(self.body["asset"])
+
+    @property
+    def parents(self) -> list[bytes]:
+        return list(self.body["parents"])
+
+    @property
+    def tombstone(self) -> bool:
+        return bool(self.body["tombstone"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.body["kind"])
+
+    @property
+    def created_ms(self) -> int:
+        return int(self.body["created_ms"])
+
+    @property
+    def author(self) -> bytes:
+        return bytes(self.body["device"])
+
+    def verify_signature(self) -> None:
+        verify(self.author, self.signed_bytes, self.signature)
+
+    def data_key(self, epoch_key: bytes) -> bytes:
+        b = self.body
+        return open_sealed(epoch_key, b["wrapped_key"], _dek_aad(b["vault"], b["asset"], b["epoch"]))
+
+    def open_summary(self, epoch_key: bytes) -> dict[str, Any]:
+        if self.summary_cache is None:
+            plain = open_chunks(self.data_key(epoch_key), list(self.body["summary"]), self.asset_id + b"summary")
+            self.summary_cache = decode_canonical(plain)
+        return self.summary_cache
+
+    def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
+        digests = [hashlib.sha256(c).digest() for c in chunks]
+        if digests != list(self.body["body"]):
+            from engine.crypto.chunks import ChunkError
+
+            raise ChunkError("body chunks do not match the signed digests")
+        return open_chunks(self.data_key(epoch_key), chunks, self.asset_id + b"body")
+
+    def to_record(self) -> dict[str, Any]:
+        return {"t": "revision", "rev": self.body, "sig": self.signature, "body_seqs": self.body_seqs}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], seq: int) -> Revision:
+        return cls(body=record["rev"], signature=record["sig"], body_seqs=list(record["body_seqs"]), seq=seq)
+
+
+@dataclass
+class NewContent:
+    """A revision ready to commit, with the content rows it needs."""
+
+    revision: Revision
+    content_rows: list[tuple[int, bytes]]
+
+
+def build_revision(
+    *,
+    identity: DeviceIdentity,
+    vault_id: bytes,
+    policy_head: bytes,
+    epoch: int,
+    epoch_key: bytes,
+    asset_id: bytes,
+    kind: str,
+    parents: list[bytes],
+    tombstone: bool,
+    summary: dict[str, Any],
+    body: bytes,
+    content_seqs: list[int],
+) -> NewContent:
+    """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers."""
+    dek = os.urandom(32)
+    summary_chunks = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
+    body_chunks = seal_chunks(dek, body, asset_id + b"body")
+    seqs = content_seqs[: len(body_chunks)]
+    if len(seqs) != len(body_chunks):
+        raise ValueError("not enough content row numbers reserved")
+    signed: dict[str, Any] = {
+        "v": 1,
+        "vault": vault_id,
+        "asset": asset_id,
+        "kind": kind,
+        "parents": sorted(parents),
+        "policy": policy_head,
+        "tombstone": tombstone,
+        "epoch": epoch,
+        "wrapped_key": seal(epoch_key, dek, _dek_aad(vault_id, asset_id, epoch)),
+        "summary": summary_chunks,
+        "body": [hashlib.sha256(c).digest() for c in body_chunks],
+        "body_len": len(body),
+        "device": identity.device_pub,
+        "cert": identity.certificate_hash,
+        "created_ms": int(time.time() * 1000),
+    }
+    signature = sign(identity.device_key, domain_bytes(REVISION_TAG, 1, signed))
+    revision = Revision(body=signed, signature=signature, body_seqs=seqs, summary_cache=summary)
+    return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
+
+
+def chunk_count(body_len: int) -> int:
+    from engine.crypto.chunks import CHUNK_BYTES
+
+    return max(1, -(-body_len // CHUNK_BYTES))
