@@ -40,6 +40,37 @@ CODES: dict[str, str] = {
     "permission_denied": "The caller is not allowed to do this.",
     "io_error": "A file could not be read or written.",
     "internal": "The engine hit an unexpected error; nothing was changed.",
+    # -- remote sessions, tickets and proxies (SPEC §9) --
+    "host_not_allowed": "That host is not on the credential's allowlist; nothing was opened.",
+    "remote_unreachable": "The remote server could not be reached.",
+    "remote_auth_failed": "The remote server rejected the credential.",
+    "remote_tls_failed": "The remote server's TLS certificate or hostname did not verify.",
+    "host_key_unknown": "The SSH server's host key is not the one pinned in the credential.",
+    "remote_error": "The remote server reported an error for this instruction.",
+    "protocol_error": "The remote server broke the protocol; the connection was closed.",
+    "ticket_not_approved": "The ticket has not been approved; run `memories remote approve`.",
+    "ticket_used": "The ticket was already approved or executed; propose the instruction again.",
+    "session_closed": "The remote session is closed or was dropped by lock or idle expiry.",
+    "proxy_limit": "Too many proxies are running; stop one first.",
+    # desktop dashboard (DT-5)
+    "dashboard_unauthorized": "The dashboard token is missing or wrong; open the dashboard from the tray or its printed URL.",
+    "dashboard_forbidden": "The request came from another site or host name; it was refused and nothing changed.",
+    # MCP grants (AG-2)
+    "unauthorized": "The MCP token is missing, wrong or revoked.",
+    "scope_denied": "The MCP grant's scope does not allow this operation.",
+    "grant_exists": "An active MCP grant with that name already exists; revoke it first.",
+    # -- cards and secrets (SPEC §7) --
+    "invalid_metadata": "The card metadata does not match its type's schema; nothing was changed.",
+    "invalid_otpauth": "The otpauth URI or OTP secret is invalid; nothing was created.",
+    "secret_map_mismatch": "A generic write cannot create, change or drop secret references.",
+    "nothing_to_copy": "That reference holds no secret value to copy.",
+    "clipboard_unavailable": "No clipboard is reachable (no display or no clipboard tool).",
+    # -- search, retrieval and answers (SPEC §6) --
+    "provider_not_configured": "No model provider is configured for this; add it under [rag] in config.toml.",
+    "provider_error": "The model provider answered with an error; nothing was delivered.",
+    "provider_timeout": "The model provider did not answer in time; nothing was delivered.",
+    "invalid_config": "config.toml has an invalid [rag] setting.",
+    "sources_changed": "A source changed while the model was working; the answer was dropped. Ask again.",
 }
 
 

@@ -7,7 +7,16 @@ import json
 import sys
 from collections.abc import Sequence
 
-from engine.cli import asset_commands, session_commands, transfer_commands
+from engine.cli import (
+    asset_commands,
+    card_commands,
+    desktop_commands,
+    mcp_commands,
+    remote_commands,
+    search_commands,
+    session_commands,
+    transfer_commands,
+)
 from engine.cli.context import Context, UsageError
 from engine.errors import MemoriesError
 
@@ -23,7 +32,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS defaults: the options may stand before or after the subcommand, and a
+    # subparser must not reset a value given before it.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--home", help="data directory (default: $MEMORIES_HOME or the platform's)")
     common.add_argument("--json", action="store_true", help="print stable JSON instead of text")
     parser = _Parser(
@@ -32,7 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (session_commands, asset_commands, transfer_commands):
+    for module in (
+        session_commands,
+        asset_commands,
+        transfer_commands,
+        desktop_commands,
+        card_commands,
+        remote_commands,
+        mcp_commands,
+        search_commands,
+    ):
         module.register(sub, common)
     return parser
 
@@ -46,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return EXIT_USAGE
-        ctx = Context.create(args.home, args.json)
+        ctx = Context.create(getattr(args, "home", None), getattr(args, "json", False))
         code: int = args.func(ctx, args)
         return code
     except UsageError as exc:

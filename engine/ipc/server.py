@@ -77,12 +77,7 @@ async def dispatch(
     """
     try:
         result = await handler(body, peer)
-        if not isinstance(result, dict):
-            raise TypeError("handler returned a non-dict result")
-        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes)
     except MemoriesError as exc:
-        # Includes frame_too_large / invalid_input from encoding an oversized or
-        # non-JSON result: the framing is intact, so the connection stays usable.
         return _encode_error(req_id, exc, max_bytes)
     except asyncio.CancelledError:
         raise
@@ -90,15 +85,27 @@ async def dispatch(
         # Never str(exc): messages may carry secrets. The type name is safe to log.
         log.error("ipc handler failed with %s", type(exc).__name__)
         return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+    if not isinstance(result, dict):
+        log.error("ipc handler returned %s instead of a dict", type(result).__name__)
+        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+    try:
+        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes)
+    except MemoriesError as exc:
+        if exc.code == "frame_too_large":
+            # The stream is intact (nothing was written): report it and keep going.
+            too_large = MemoriesError("frame_too_large", "The response exceeds the frame size limit.")
+            return _encode_error(req_id, too_large, max_bytes)
+        log.error("ipc handler returned a result that is not valid JSON")
+        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
 
 
 def prepare_socket_dir(directory: Path) -> None:
     """Create ``directory`` as 0700, or verify an existing one is ours and 0700.
 
     An existing directory owned by us with a wider mode is tightened; one owned by someone
-    else, or a symlink, is refused with ``permission_denied``.
+    else, or a symlink, is refused with ``permission_denied``. Checks and the chmod go
+    through one ``O_NOFOLLOW`` descriptor, so the path cannot be swapped in between.
     """
-    uid = os.getuid()
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
@@ -110,16 +117,21 @@ def prepare_socket_dir(directory: Path) -> None:
         raise MemoriesError("permission_denied", "The socket directory is a symbolic link.")
     if not stat.S_ISDIR(st.st_mode):
         raise MemoriesError("io_error", "The socket directory path is not a directory.")
-    if st.st_uid != uid:
-        raise MemoriesError(
-            "permission_denied", "The socket directory is owned by another user."
-        )
-    if stat.S_IMODE(st.st_mode) != _DIR_MODE:
-        os.chmod(directory, _DIR_MODE, follow_symlinks=False)
-        if stat.S_IMODE(os.lstat(directory).st_mode) != _DIR_MODE:
-            raise MemoriesError(
-                "permission_denied", "The socket directory mode could not be set to 0700."
-            )
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        # It was a real directory a moment ago: someone swapped it. Refuse.
+        raise MemoriesError("permission_denied", "The socket directory changed while being checked.") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise MemoriesError("permission_denied", "The socket directory is owned by another user.")
+        if stat.S_IMODE(st.st_mode) != _DIR_MODE:
+            os.fchmod(fd, _DIR_MODE)
+            if stat.S_IMODE(os.fstat(fd).st_mode) != _DIR_MODE:
+                raise MemoriesError("permission_denied", "The socket directory mode could not be set to 0700.")
+    finally:
+        os.close(fd)
 
 
 def _remove_stale_socket(path: Path) -> None:
@@ -178,6 +190,8 @@ class IpcServer:
         self._write_timeout = write_timeout
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._closing = False
         self._active = 0
         self._inode: tuple[int, int] | None = None
         self._uid = os.getuid()
@@ -201,12 +215,15 @@ class IpcServer:
         _remove_stale_socket(self._path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            # bind() creates the socket file with 0777 & ~umask: set the umask so it is born
+            # 0600 (no window where it is wider). umask is process-wide; for this instant
+            # other threads would only create files *more* restrictive than intended.
             old_umask = os.umask(_SOCKET_UMASK)
             try:
                 sock.bind(os.fspath(self._path))
             finally:
                 os.umask(old_umask)
-            os.chmod(self._path, _SOCKET_MODE, follow_symlinks=False)
+            os.chmod(self._path, _SOCKET_MODE)  # belt and braces; the dir is ours and 0700
             st = os.lstat(self._path)
             self._inode = (st.st_dev, st.st_ino)
             sock.listen(max(64, self._max_connections * 2))
@@ -219,14 +236,20 @@ class IpcServer:
 
     async def close(self) -> None:
         """Stop listening, close every connection and remove the socket file."""
+        self._closing = True
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        # Abort the transports as well as cancelling: on Python 3.11 a cancellation that
+        # races with a completing wait_for()/drain() can be swallowed, and an aborted
+        # transport makes every pending read return promptly regardless.
+        for writer in list(self._writers):
+            writer.transport.abort()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks, timeout=5.0)
         if server is not None:
             await server.wait_closed()
         self._unlink_own_socket()
@@ -249,8 +272,12 @@ class IpcServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
+        if self._closing:
+            writer.transport.abort()
+            return
         if task is not None:
             self._tasks.add(task)
+        self._writers.add(writer)
         counted = False
         try:
             sock = writer.get_extra_info("socket")
@@ -272,6 +299,10 @@ class IpcServer:
             await self._serve(reader, writer, peer)
         except (ConnectionError, TimeoutError):
             pass  # peer went away or stopped reading: nothing to answer
+        except asyncio.CancelledError:
+            # Only close() cancels us, and this is the task's top-level coroutine: end
+            # normally (3.11's stream callback would otherwise log the cancellation).
+            pass
         except OSError as exc:
             log.warning("ipc: connection failed with %s", type(exc).__name__)
         except Exception as exc:  # never let asyncio log a message/traceback
@@ -279,15 +310,19 @@ class IpcServer:
         finally:
             if counted:
                 self._active -= 1
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await writer.wait_closed()
             if task is not None:
                 self._tasks.discard(task)
 
     async def _send(self, writer: asyncio.StreamWriter, frame: bytes) -> None:
         writer.write(frame)
-        await asyncio.wait_for(writer.drain(), self._write_timeout)
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+        async with asyncio.timeout(self._write_timeout):
+            await writer.drain()
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer

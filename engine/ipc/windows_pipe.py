@@ -113,7 +113,7 @@ async def serve_named_pipe(
     """
     if sys.platform != "win32":
         raise _unsupported()
-    else:  # noqa: RET506 - the else block keeps mypy from analysing Win32 names elsewhere
+    else:  # a real else block: mypy skips it on other platforms (Win32-only names)
         await _serve_win32(
             name,
             handler,
@@ -126,40 +126,6 @@ async def serve_named_pipe(
         )
 
 
-async def _serve_win32(
-    name: str,
-    handler: Handler,
-    *,
-    stop: asyncio.Event,
-    user_sid: str | None,
-    max_instances: int,
-    max_frame_bytes: int,
-    frame_read_timeout: float,
-    idle_timeout: float,
-) -> None:
-    loop = asyncio.get_running_loop()
-    sid = user_sid or _current_user_sid()
-    server = _PipeServer(
-        name,
-        handler,
-        loop,
-        sddl=owner_only_sddl(sid),
-        own_sid=sid,
-        max_instances=max_instances,
-        max_frame_bytes=max_frame_bytes,
-        frame_read_timeout=frame_read_timeout,
-        idle_timeout=idle_timeout,
-    )
-    server.create_first_instance()
-    accept = threading.Thread(target=server.accept_loop, name="ipc-pipe-accept", daemon=True)
-    accept.start()
-    try:
-        await stop.wait()
-    finally:
-        server.shutdown()
-        await asyncio.to_thread(accept.join, 5.0)
-
-
 def pipe_request(
     name: str, body: dict[str, Any], timeout: float = 30.0, *, request_id: int = 1
 ) -> dict[str, Any]:
@@ -170,7 +136,7 @@ def pipe_request(
     """
     if sys.platform != "win32":
         raise _unsupported()
-    else:  # noqa: RET506
+    else:
         return _client_request(name, body, timeout, request_id)
 
 
@@ -327,7 +293,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         elif err not in (0, _winapi.ERROR_MORE_DATA):
             raise OSError(None, "pipe I/O failed", None, err)
 
-    def _read_exact(handle: int, n: int, deadline: float | None) -> bytes:
+    def _read_exact(handle: int, n: int, deadline: float | None, stop: int | None) -> bytes:
         """Read up to ``n`` bytes before ``deadline``; shorter only on EOF."""
         chunks: list[bytes] = []
         got = 0
@@ -335,7 +301,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 ov, err = _winapi.ReadFile(handle, min(n - got, _BUFFER), overlapped=True)
-                _wait(ov, err, timeout, None)
+                _wait(ov, err, timeout, stop)
                 ov.GetOverlappedResult(True)
             except OSError as exc:
                 if exc.winerror in _EOF_ERRORS:
@@ -363,19 +329,23 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         max_bytes: int,
         idle_timeout: float | None,
         frame_timeout: float | None,
+        stop: int | None = None,
     ) -> dict[str, Any] | None:
-        """Pipe counterpart of :func:`engine.ipc.framing.read_frame` (same contract)."""
-        first = _read_exact(handle, 1, _deadline(idle_timeout))
+        """Pipe counterpart of :func:`engine.ipc.framing.read_frame` (same contract).
+
+        ``stop`` is an event handle that aborts the wait (reported as ``TimeoutError``).
+        """
+        first = _read_exact(handle, 1, _deadline(idle_timeout), stop)
         if not first:
             return None
         deadline = _deadline(frame_timeout)
-        rest = _read_exact(handle, HEADER_BYTES - 1, deadline)
+        rest = _read_exact(handle, HEADER_BYTES - 1, deadline, stop)
         if len(rest) != HEADER_BYTES - 1:
             raise TruncatedFrame(1 + len(rest), None)
         (length,) = _HEADER.unpack(first + rest)
         if length > max_bytes:
             raise MemoriesError("frame_too_large")
-        body = _read_exact(handle, length, deadline)
+        body = _read_exact(handle, length, deadline, stop)
         if len(body) != length:
             raise TruncatedFrame(HEADER_BYTES + len(body), HEADER_BYTES + length)
         return decode_body(body)
@@ -443,8 +413,8 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
         def accept_loop(self) -> None:
             while not self._stopping.is_set():
-                handle = self._pending
-                self._pending = None
+                with self._lock:
+                    handle, self._pending = self._pending, None
                 if handle is None:
                     if not self._slots.acquire(timeout=0.5):
                         continue  # all instances busy; new clients get ERROR_PIPE_BUSY
@@ -488,7 +458,11 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
                 while not self._stopping.is_set():
                     try:
                         obj = _read_frame_pipe(
-                            handle, max_bytes, self._idle_timeout, self._frame_read_timeout
+                            handle,
+                            max_bytes,
+                            self._idle_timeout,
+                            self._frame_read_timeout,
+                            self._stop_event,
                         )
                     except (TruncatedFrame, TimeoutError):
                         return
@@ -521,9 +495,14 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         def shutdown(self) -> None:
             self._stopping.set()
             _kernel32.SetEvent(self._stop_event)
-            if self._pending is not None:
-                _winapi.CloseHandle(self._pending)
-                self._pending = None
+            with self._lock:
+                pending, self._pending = self._pending, None
+            if pending is not None:
+                _winapi.CloseHandle(pending)
+
+        def release(self) -> None:
+            """Free the security descriptor once no more instances will be created."""
+            self._descriptor.free()
 
     def _client_request(
         name: str, body: dict[str, Any], timeout: float, request_id: int
@@ -577,3 +556,37 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         finally:
             _winapi.CloseHandle(handle)
 
+    async def _serve_win32(
+        name: str,
+        handler: Handler,
+        *,
+        stop: asyncio.Event,
+        user_sid: str | None,
+        max_instances: int,
+        max_frame_bytes: int,
+        frame_read_timeout: float,
+        idle_timeout: float,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        sid = user_sid or _current_user_sid()
+        server = _PipeServer(
+            name,
+            handler,
+            loop,
+            sddl=owner_only_sddl(sid),
+            own_sid=sid,
+            max_instances=max_instances,
+            max_frame_bytes=max_frame_bytes,
+            frame_read_timeout=frame_read_timeout,
+            idle_timeout=idle_timeout,
+        )
+        server.create_first_instance()
+        accept = threading.Thread(target=server.accept_loop, name="ipc-pipe-accept", daemon=True)
+        accept.start()
+        try:
+            await stop.wait()
+        finally:
+            server.shutdown()
+            await asyncio.to_thread(accept.join, 5.0)
+            if not accept.is_alive():
+                server.release()

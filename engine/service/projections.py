@@ -40,12 +40,13 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
     }
 
 
-def content_view(service: Service, state: Unlocked, rev: Revision) -> dict[str, Any]:
+def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body: bool = True) -> dict[str, Any]:
+    """Title, body, tags, meta of one revision; ``with_body=False`` for secret-bodied kinds."""
     summary = service.summary_of(state, rev)
     return {
         **revision_ref(rev),
         "title": summary.get("title", ""),
-        "body": "" if rev.tombstone else service.body_of(state, rev),
+        "body": service.body_of(state, rev) if with_body and not rev.tombstone else "",
         "tags": list(summary.get("tags", [])),
         "meta": dict(summary.get("meta", {})),
         "tombstone": rev.tombstone,

@@ -205,7 +205,7 @@ class Service:
             raise MemoriesError("store_corrupt", "The store has no identity or default vault.")
         state = Unlocked(identity, vaults, default_vault, index, audit, extra)
         for entry in index.assets.values():
-            self._remember_import_key(state, entry)
+            self._remember_content_key(state, entry)
         for listener in self.on_unlock:
             listener(state)
         return state
@@ -237,13 +237,21 @@ class Service:
             raise MemoriesError("store_corrupt", "A revision body failed authentication.") from exc
         return plain.decode("utf-8")
 
-    def _remember_import_key(self, state: Unlocked, entry: AssetEntry) -> None:
+    def _remember_content_key(self, state: Unlocked, entry: AssetEntry) -> None:
         if state.index.is_deleted(entry):
             return
         for rev in state.index.head_revisions(entry):
-            key = self.summary_of(state, rev).get("import_key")
+            key = self.summary_of(state, rev).get("content_key")
             if isinstance(key, str):
-                state.index.import_keys[key] = entry.asset_id
+                state.index.content_keys[key] = entry.asset_id
+
+    def has_content(self, state: Unlocked, key: str) -> bool:
+        """Is there a current asset whose head has exactly this content key?"""
+        asset_id = state.index.content_keys.get(key)
+        entry = state.index.assets.get(asset_id) if asset_id else None
+        if entry is None or state.index.is_deleted(entry):
+            return False
+        return any(self.summary_of(state, r).get("content_key") == key for r in state.index.head_revisions(entry))
 
     # -- committing ----------------------------------------------------------------------
     def audit_record(self, state: Unlocked, op: str, caller: Caller, **fields: Any) -> dict[str, Any]:
@@ -274,7 +282,7 @@ class Service:
         for rev, seq in zip(revisions, seqs, strict=False):
             rev.seq = seq
             state.index.apply(rev)
-            self._remember_import_key(state, state.index.assets[rev.asset_id])
+            self._remember_content_key(state, state.index.assets[rev.asset_id])
         state.audit_entries += sum(1 for r in extra_records if r.get("t") == "audit")
         for record, seq in zip(extra_records, seqs[len(revisions) :], strict=True):
             kind = str(record.get("t"))

@@ -255,23 +255,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_init_files(target: Path) -> None:
-    """Delete leftovers of interrupted inits whose process is gone (they never block)."""
+    """Delete leftovers of interrupted inits (they never block a retry anyway).
+
+    Only the engine holding the exclusive writer lock (ST-7) ever builds a store, so
+    while we hold it every staging file beside the target belongs to a dead init.
+    """
     for name in glob.glob(glob.escape(str(target)) + ".init-*"):
-        parts = Path(name).name.split("-")
-        pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0
-        if pid and pid != os.getpid() and _pid_alive(pid):
-            continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
 

@@ -37,7 +37,8 @@ class AssetIndex:
         self.revisions: dict[bytes, Revision] = {}
         self.assets: dict[bytes, AssetEntry] = {}
         self._sorted_hex: list[str] = []
-        self.import_keys: dict[str, bytes] = {}
+        # content key (digest of title/body/tags/meta) → asset, for idempotent import.
+        self.content_keys: dict[str, bytes] = {}
         # Kept incrementally so that status answers in O(1) in a 100k-asset vault.
         self.visible_count = 0
         self.conflict_count = 0

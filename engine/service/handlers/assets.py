@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Callable
 from typing import Any
 
+from engine.crypto.canonical import canonical_bytes
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests as rq
@@ -17,7 +20,22 @@ from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision, build_revision, chunk_count
 
 # Kinds a generic put may create; later features (cards, files, credentials) add theirs.
-ORDINARY_KINDS = {"memory"}
+# Ordinary cards (CD-1) share memory authorization and every generic op; "protected"
+# cards are created only by `protected_card` and are never ordinary (CD-4).
+ORDINARY_KINDS = {"memory", "knowledge", "brain", "persona"}
+# Typed metadata checks per kind, run by generic put/edit (cards register theirs, CD-1).
+META_VALIDATORS: dict[str, Callable[[str, dict[str, str]], dict[str, str]]] = {}
+# Redactors for text projections of history: older signed bodies are never rewritten,
+# so values moved into credentials later (CD-7) are masked when history is shown.
+HISTORY_REDACTORS: list[Callable[[Service, Unlocked, bytes, str], str]] = []
+# Kinds whose body is secret: no generic op (get, diff, export, search) ever returns it (CD-3, HI-3).
+SECRET_BODY_KINDS = {"credential"}
+
+
+def content_key(title: str, body: str, tags: list[str], meta: dict[str, str]) -> str:
+    """Same title, body, tags and meta → same key: re-importing the same notes adds nothing."""
+    material = {"title": title, "body": body, "tags": sorted(set(tags)), "meta": dict(meta)}
+    return hashlib.sha256(canonical_bytes(material)).hexdigest()
 
 
 def make_summary(title: str, tags: list[str], meta: dict[str, str], **extra: Any) -> dict[str, Any]:
@@ -40,6 +58,8 @@ def new_revision(
     """Encrypt and sign a revision of the default vault; nothing is written yet."""
     store = service.require_store()
     data = body.encode("utf-8")
+    if kind in ORDINARY_KINDS and not tombstone:
+        summary = {**summary, "content_key": content_key(summary["title"], body, summary["tags"], summary["meta"])}
     seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
     vault = state.vault
     built = build_revision(
@@ -79,18 +99,34 @@ def visible_entry(state: Unlocked, ref: str) -> AssetEntry:
     return entry
 
 
+def _validated_meta(kind: str, meta: dict[str, str]) -> dict[str, str]:
+    validator = META_VALIDATORS.get(kind)
+    return validator(kind, meta) if validator is not None else meta
+
+
+def carried_secrets(old: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    """CD-7: a generic edit keeps the secret map unchanged; MCP omits the map, so it cannot."""
+    secrets = old.get("secrets")
+    if not secrets:
+        return {}
+    if caller.surface == "mcp":
+        raise MemoriesError("secret_map_mismatch", "This asset has secret references; agents cannot update it.")
+    return {"secrets": secrets}
+
+
 @op(rq.Put, mcp_allowed=True)
 def put(service: Service, request: rq.Put, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     if request.kind not in ORDINARY_KINDS:
         raise MemoriesError("invalid_input", f"A generic put cannot create kind {request.kind!r}.")
+    meta = _validated_meta(request.kind, request.meta)
     rev, rows = new_revision(
         service,
         state,
         asset_id=os.urandom(16),
         kind=request.kind,
         parents=[],
-        summary=make_summary(request.title, request.tags, request.meta),
+        summary=make_summary(request.title, request.tags, meta),
         body=request.body,
     )
     return write_one(service, state, caller, "put", rev, rows)
@@ -122,7 +158,8 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
     summary = make_summary(
         request.title if request.title is not None else old.get("title", ""),
         request.tags if request.tags is not None else list(old.get("tags", [])),
-        request.meta if request.meta is not None else dict(old.get("meta", {})),
+        _validated_meta(entry.kind, request.meta) if request.meta is not None else dict(old.get("meta", {})),
+        **carried_secrets(old, caller),
     )
     rev, rows = new_revision(
         service, state, asset_id=entry.asset_id, kind=entry.kind, parents=parents, summary=summary, body=body
@@ -135,7 +172,7 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     entry = visible_entry(state, request.id)
     heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
-    views = [content_view(service, state, rev) for rev in heads]
+    views = [content_view(service, state, rev, with_body=entry.kind not in SECRET_BODY_KINDS) for rev in heads]
     service.commit_intent(state, "get", caller, [entry.asset_id])
     return {**asset_summary(service, state, entry), **views[0], "head_contents": views if len(views) > 1 else []}
 
@@ -146,6 +183,8 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
     items = []
     for entry in state.index.visible():
         if request.kind is not None and entry.kind != request.kind:
+            continue
+        if request.kind is None and entry.kind in SECRET_BODY_KINDS:
             continue
         summary = asset_summary(service, state, entry)
         if request.tag is not None and request.tag not in summary["tags"]:
@@ -205,8 +244,11 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
 
 def _projection(service: Service, state: Unlocked, rev: Revision) -> list[str]:
     summary = service.summary_of(state, rev)
-    body = "" if rev.tombstone else service.body_of(state, rev)
-    return text_projection(summary, body, rev.tombstone)
+    secret = rev.kind in SECRET_BODY_KINDS
+    body = "" if rev.tombstone or secret else service.body_of(state, rev)
+    for redactor in HISTORY_REDACTORS:
+        body = redactor(service, state, rev.asset_id, body)
+    return text_projection({k: v for k, v in summary.items() if k in ("title", "tags", "meta")}, body, rev.tombstone)
 
 
 @op(rq.Diff, mcp_allowed=True)

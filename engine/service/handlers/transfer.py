@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
-from engine.crypto.canonical import canonical_bytes
 from engine.service import requests as rq
 from engine.service.caller import Caller
-from engine.service.handlers.assets import ORDINARY_KINDS, make_summary, new_revision
+from engine.service.handlers.assets import ORDINARY_KINDS, content_key, make_summary, new_revision
 from engine.service.projections import asset_summary, content_view
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.vault.revision import Revision, chunk_count
-
-
-def import_key(item: rq.ImportItem) -> str:
-    """Same title, body, tags and meta → same key: re-importing the same files adds nothing."""
-    material = {"title": item.title, "body": item.body, "tags": sorted(set(item.tags)), "meta": item.meta}
-    return hashlib.sha256(canonical_bytes(material)).hexdigest()
 
 
 @op(rq.ImportBatch)
@@ -32,8 +24,8 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
     skipped = 0
     next_seq = store.reserve_content(1)[0]
     for item in request.items:
-        key = import_key(item)
-        if key in state.index.import_keys or key in seen:
+        key = content_key(item.title, item.body, item.tags, item.meta)
+        if key in seen or service.has_content(state, key):
             skipped += 1
             continue
         seen.add(key)
@@ -46,7 +38,7 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
             asset_id=os.urandom(16),
             kind="memory",
             parents=[],
-            summary=make_summary(item.title, item.tags, item.meta, import_key=key),
+            summary=make_summary(item.title, item.tags, item.meta),
             body=item.body,
             reserved=reserved,
         )

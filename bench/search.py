@@ -1,0 +1,201 @@
+"""Search benchmark (issue 3): one command, ratios measured side by side in one run.
+
+    .venv/bin/python bench/search.py [--notes 10000]
+
+Runs the real Service in-process on a real encrypted store in a temp directory:
+imports N mixed-language memories (~500 characters each), then measures
+  * warm lexical query p50/p95, and the ratio of our p50 to a raw FTS5 query on the
+    same pre-segmented plaintext in the same process (target ≤ 3);
+  * index build after unlock: from stored token streams (SR-6) and a cold build
+    that decrypts + segments + inserts (target: ≤ 2 s beyond the KDF);
+  * one edit: time until it is searchable ÷ a full rebuild (target ≤ 0.01);
+  * process RSS with the index loaded (target ≤ 300 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MEMORIES_KDF_TARGET_MS", "10")  # the KDF is not what this measures
+
+from engine.config import EngineConfig, Paths
+from engine.search.query import parse_query
+from engine.service import handlers  # noqa: F401
+from engine.service.caller import Caller
+from engine.service.search_runtime import runtime_of
+from engine.service.service import Service
+
+PASSWORD = "bench password"
+EN = [
+    "memory",
+    "vault",
+    "encryption",
+    "key",
+    "coffee",
+    "travel",
+    "budget",
+    "meeting",
+    "project",
+    "database",
+    "backup",
+    "garden",
+    "piano",
+    "marathon",
+    "passport",
+    "router",
+    "printer",
+    "sourdough",
+    "review",
+    "postgres",
+    "kyoto",
+    "lisbon",
+    "weekend",
+    "library",
+]
+ZH = list("长期记忆库加密咖啡旅行预算会议项目数据备份花园钢琴护照路由打印复习周末图书馆北京上海")
+QUERIES = [
+    "coffee travel",
+    "长期记忆",
+    "encryption key backup",
+    "记忆库",
+    "postgres database migration",
+    "周末 图书馆",
+    "kyoto",
+    "预算 meeting",
+    '"memory vault"',
+    "花园 garden",
+]
+
+
+def note(rng: random.Random, i: int) -> dict[str, object]:
+    parts: list[str] = []
+    while sum(len(p) for p in parts) < 500:
+        if rng.random() < 0.5:
+            parts.append(" ".join(rng.choice(EN) for _ in range(8)) + ". ")
+        else:
+            parts.append("".join(rng.choice(ZH) for _ in range(16)) + "。")
+    return {"title": f"Note {i} {rng.choice(EN)} {rng.choice(ZH)}{rng.choice(ZH)}", "body": "".join(parts)[:500]}
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notes", type=int, default=10_000)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    caller = Caller("cli:bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = Paths(Path(tmp))
+        service = Service(paths, EngineConfig())
+        service.dispatch({"op": "init", "password": PASSWORD}, caller)
+        runtime = runtime_of(service)
+        started = time.perf_counter()
+        for start in range(0, args.notes, 500):
+            items = [note(rng, i) for i in range(start, min(args.notes, start + 500))]
+            service.dispatch({"op": "import_batch", "items": items}, caller)
+        print(f"import {args.notes} notes (incl. write-time segmentation): {time.perf_counter() - started:.1f} s")
+
+        # Build after unlock from stored token streams (SR-6).
+        service.lock_now("bench")
+        t0 = time.perf_counter()
+        service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
+        t_unlocked = time.perf_counter()
+        assert runtime.wait_ready(600)
+        warm_build = time.perf_counter() - t_unlocked
+        print(f"unlock (KDF + decrypt/verify state): {t_unlocked - t0:.2f} s; index build from tokens: {warm_build:.2f} s")
+
+        # Cold build: decrypt + segment + insert (what SR-6 avoids).
+        state = service.require_unlocked()
+        with service.lock:
+            runtime.tokens.clear()
+            t1 = time.perf_counter()
+            job = runtime.start_build(state, state.default_vault)
+        assert job.done.wait(1200)
+        cold_build = time.perf_counter() - t1
+        print(f"cold index build (decrypt + segment + insert): {cold_build:.2f} s ({job.segmented} segmented)")
+
+        index = runtime.cache.peek(state.default_vault)
+        assert index is not None and index.complete
+        print(f"index: {len(index.assets)} assets, {len(index.chunks)} chunks, truncated {len(index.truncated)}")
+
+        # Warm query latency vs raw FTS5 on the same pre-segmented plaintext.
+        raw = sqlite3.connect(":memory:")
+        raw.execute("CREATE VIRTUAL TABLE t USING fts5(title, body, meta, tokenize='unicode61 remove_diacritics 0')")
+        raw.executemany(
+            "INSERT INTO t (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
+            [
+                (rowid, p.title.words, p.chunks[0].words, p.meta.words)
+                for rowid, p in enumerate(runtime.tokens.values(), start=1)
+                if p.chunks
+            ],
+        )
+        parsed = [parse_query(q, runtime.segmenter) for q in QUERIES]
+        raw_match = [" OR ".join('"' + t.replace('"', '""') + '"' for t in p.terms) for p in parsed]
+        ours: list[float] = []
+        base: list[float] = []
+        for _ in range(30):
+            for pq, match in zip(parsed, raw_match, strict=True):
+                t = time.perf_counter()
+                with service.lock:
+                    index.search(pq, mode="lexical", limit=10)
+                ours.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                raw.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t, 5, 1, 2) LIMIT 10", (match,)).fetchall()
+                base.append(time.perf_counter() - t)
+        p50, p95, r50 = statistics.median(ours), pct(ours, 0.95), statistics.median(base)
+        print(
+            f"lexical query: p50 {p50 * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms; raw FTS5 p50 {r50 * 1000:.2f} ms; "
+            f"ratio ours/raw = {p50 / r50:.2f} (target <= 3)"
+        )
+        full_query = service.dispatch({"op": "search", "query": "coffee travel", "wait_ms": 0}, caller)
+        assert full_query["results"]
+
+        # One edit: time until searchable vs a full rebuild.
+        target = state.index.resolve(full_query["results"][0]["id"])
+        head = state.index.head_revisions(target)[0]
+        edits: list[float] = []
+        for n in range(5):
+            t = time.perf_counter()
+            head_id = state.index.head_revisions(target)[0].rev_id.hex()
+            service.dispatch(
+                {"op": "edit", "id": target.asset_id.hex(), "base": head_id, "body": f"edited zyxwquux{n} body"}, caller
+            )
+            with service.lock:
+                hits = index.search(parse_query(f"zyxwquux{n}", runtime.segmenter), mode="lexical", limit=1)
+            edits.append(time.perf_counter() - t)
+            assert hits and hits[0].asset_id == target.asset_id
+        del head
+        edit = statistics.median(edits)
+        print(
+            f"one edit until searchable (commit + fsync + index update): {edit * 1000:.1f} ms; "
+            f"ratio edit/warm rebuild = {edit / warm_build:.4f}, edit/cold rebuild = {edit / cold_build:.4f} "
+            "(target <= 0.01)"
+        )
+        print(f"engine RSS with the {len(index.assets)}-note index loaded: {rss_mib():.0f} MiB (target <= 300)")
+        service.lock_now("bench")
+        if service.store is not None:
+            service.store.close()
+
+
+if __name__ == "__main__":
+    main()

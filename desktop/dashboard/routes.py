@@ -1,0 +1,136 @@
+"""Dashboard HTTP routes: a fixed, small surface (SPEC API-6, DT-5).
+
+Status comes from the prober's latest snapshot (never a live engine call), so the status
+page answers at once even when the engine is busy or hung. The card routes map one to one
+onto the gateway's fixed engine requests, run in a bounded executor with timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from desktop.dashboard import cards
+from desktop.gateway import EngineGateway
+from desktop.tray.prober import ProbeWorker
+from desktop.tray.state import tray_state
+from engine.errors import MemoriesError
+
+__all__ = ["DashboardContext", "build_app", "MAX_BODY_BYTES"]
+
+MAX_BODY_BYTES = 2 * 1024 * 1024
+PAGE_SIZE = 200
+T = TypeVar("T")
+
+_STATIC_TYPES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+
+
+@dataclass
+class DashboardContext:
+    prober: ProbeWorker
+    gateway: EngineGateway
+    mode: str  # "tray" or "dashboard"
+    backend: str  # the tray backend in use, or "none"
+    on_quit: Callable[[], None] | None = None
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
+    )
+
+    async def engine(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+
+def _load_static() -> dict[str, bytes]:
+    # Embedded in the package and read once: nothing is fetched from disk paths at request time.
+    root = resources.files("desktop.dashboard") / "static"
+    return {name: (root / name).read_bytes() for name in _STATIC_TYPES}
+
+
+def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
+    app = web.Application(middlewares=[middleware], client_max_size=MAX_BODY_BYTES)
+    static = _load_static()
+
+    def serve(name: str) -> Callable[[web.Request], Any]:
+        async def handler(request: web.Request) -> web.Response:
+            return web.Response(body=static[name], content_type=_STATIC_TYPES[name], charset="utf-8")
+
+        return handler
+
+    async def status(request: web.Request) -> web.Response:
+        probe = ctx.prober.latest
+        return web.json_response(
+            {
+                "probe": probe.to_json(),
+                "tray_state": tray_state(probe).value,
+                "desktop": {"mode": ctx.mode, "backend": ctx.backend, "can_quit": ctx.on_quit is not None},
+            }
+        )
+
+    async def kinds(request: web.Request) -> web.Response:
+        return web.json_response({"kinds": cards.kind_table()})
+
+    async def list_cards(request: web.Request) -> web.Response:
+        spec = cards.spec_for(request.query.get("kind", "memory"))
+        try:
+            offset = int(request.query.get("offset", "0"))
+        except ValueError:
+            raise MemoriesError("invalid_input", "offset must be a number.") from None
+        if not 0 <= offset <= 10_000_000:
+            raise MemoriesError("invalid_input", "offset is out of range.")
+        raw = await ctx.engine(lambda: ctx.gateway.list_assets(spec.kind, PAGE_SIZE, offset))
+        items = [cards.project_summary(i) for i in raw.get("items", []) if i.get("kind") == spec.kind]
+        return web.json_response({"items": items, "total": raw.get("total", len(items)), "offset": offset})
+
+    async def get_card(request: web.Request) -> web.Response:
+        asset_id = cards.check_asset_id(request.match_info["id"])
+        raw = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
+        return web.json_response(cards.project_card(raw))
+
+    async def save_card(request: web.Request) -> web.Response:
+        asset_id = cards.check_asset_id(request.match_info["id"])
+        try:
+            payload = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            raise MemoriesError("invalid_input", "The save is not valid JSON.") from None
+        # The kind comes from the engine, not from the page: the allowlist is enforced here.
+        current = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
+        base, fields = cards.parse_save(str(current.get("kind")), payload)
+        result = await ctx.engine(lambda: ctx.gateway.edit_asset(asset_id, base, fields))
+        return web.json_response(
+            {
+                "saved": True,
+                "conflict": bool(result.get("conflict")),
+                "revision": result.get("revision"),
+                "short_revision": result.get("short_revision"),
+            }
+        )
+
+    async def lock(request: web.Request) -> web.Response:
+        await ctx.engine(ctx.gateway.lock)
+        ctx.prober.refresh()
+        return web.json_response({"locked": True})
+
+    async def quit_(request: web.Request) -> web.Response:
+        if ctx.on_quit is None:
+            raise MemoriesError("not_found", "This dashboard cannot quit its host.")
+        asyncio.get_running_loop().call_later(0.2, ctx.on_quit)  # answer first, then stop
+        return web.json_response({"quitting": True})
+
+    app.router.add_get("/", serve("index.html"))
+    app.router.add_get("/static/app.js", serve("app.js"))
+    app.router.add_get("/static/app.css", serve("app.css"))
+    app.router.add_get("/api/status", status)
+    app.router.add_get("/api/kinds", kinds)
+    app.router.add_get("/api/cards", list_cards)
+    app.router.add_get("/api/cards/{id}", get_card)
+    app.router.add_post("/api/cards/{id}", save_card)
+    app.router.add_post("/api/lock", lock)
+    app.router.add_post("/api/quit", quit_)
+    return app

@@ -1,0 +1,46 @@
+"""The fixed list of engine requests the desktop may send (SPEC API-6, DT-5).
+
+The dashboard is not a Request transport: each method here builds one specific request
+with validated fields, over the ordinary OS-authenticated IPC socket, with a timeout.
+There is deliberately no method that forwards an arbitrary body, unlocks, elevates or
+reads a secret. Calls are blocking; async callers run them in a bounded executor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
+
+__all__ = ["EngineGateway", "DEFAULT_TIMEOUT"]
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class EngineGateway:
+    def __init__(self, socket_path: Path, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def _call(self, body: dict[str, Any]) -> dict[str, Any]:
+        # One connection per call: calls come from several worker threads, and a
+        # timed-out connection must never deliver a late answer to the next call.
+        with IpcClient(self.socket_path, timeout=self.timeout) as client:
+            return client.request(body, timeout=self.timeout)
+
+    def lock(self) -> dict[str, Any]:
+        return self._call({"op": "lock"})
+
+    def list_assets(self, kind: str, limit: int, offset: int) -> dict[str, Any]:
+        return self._call({"op": "list", "kind": kind, "limit": limit, "offset": offset})
+
+    def get_asset(self, asset_id: str) -> dict[str, Any]:
+        return self._call({"op": "get", "id": asset_id})
+
+    def edit_asset(self, asset_id: str, base: str, fields: dict[str, Any]) -> dict[str, Any]:
+        if not base:
+            raise MemoriesError("invalid_input", "A save must name the revision it edits.")
+        # The fixed keys come last so no field can ever rename the op or retarget the edit.
+        return self._call({**fields, "op": "edit", "id": asset_id, "base": base})

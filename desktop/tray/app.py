@@ -1,0 +1,171 @@
+"""The tray process: pystray icon on the main thread, dashboard and prober beside it (DT-2).
+
+Threads: main = pystray's loop; ``memories-prober`` = the bounded status prober;
+``memories-dashboard`` = the aiohttp loop; menu actions that talk to the engine run on
+short-lived worker threads. Nothing the engine does can block the icon or the page.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import webbrowser
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from desktop.dashboard.routes import DashboardContext
+from desktop.dashboard.server import DashboardServer
+from desktop.gateway import EngineGateway
+from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
+from desktop.tray.engine_launcher import start_engine
+from desktop.tray.icons import render
+from desktop.tray.menu import build_menu
+from desktop.tray.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
+from desktop.tray.state import TrayState, tray_state
+from engine.config import Paths
+
+__all__ = ["TrayOptions", "TrayApp"]
+
+QUIT_ATTEMPTS = 3
+QUIT_WAIT = 3.0
+
+
+@dataclass(frozen=True)
+class TrayOptions:
+    home: Path
+    backend: str | None = None
+    port: int = 0
+    start_engine: bool = True
+    probe_interval: float = DEFAULT_INTERVAL
+    probe_deadline: float = DEFAULT_DEADLINE
+    verbose: bool = False
+
+
+class TrayApp:
+    def __init__(self, options: TrayOptions, out: TextIO = sys.stdout) -> None:
+        self.options = options
+        self.out = out
+        self.state = TrayState.NOT_RUNNING
+        self.backend = "none"
+        self.icon: Any = None
+        self.prober = ProbeWorker(options.home, interval=options.probe_interval, deadline=options.probe_deadline)
+        self.gateway = EngineGateway(Paths(options.home).socket)
+        self.server: DashboardServer | None = None
+        self._state_lock = threading.Lock()
+        # pystray's xorg backend shares one X connection between the caller's thread and
+        # its loop; serialising our icon calls (updates, stop) avoids interleaved requests.
+        self._icon_lock = threading.Lock()
+        self._quitting = threading.Event()
+        self._stopped = threading.Event()
+
+    def run(self) -> int:
+        pystray, self.backend = load_pystray(choose_backend(self.options.backend))
+        ctx = DashboardContext(self.prober, self.gateway, mode="tray", backend=self.backend, on_quit=self.quit)
+        self.server = DashboardServer(ctx, self.options.port)
+        self.server.start_in_thread()
+        self._say(f"memories tray: backend {self.backend}")
+        if self.options.verbose:
+            self._say(f"memories tray: dashboard {self.server.url}")
+        icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
+        menu = build_menu(
+            pystray,
+            lambda: self.state,
+            {"open": self.open_dashboard, "lock": self.lock_now, "start": self.start_engine, "quit": self.quit},
+        )
+        self.icon = icon_class("memories", render(self.state), self.state.tooltip, menu)
+        self.prober.subscribe(self._on_probe)
+        try:
+            self.icon.run(setup=self._setup)
+        finally:
+            self._stopped.set()
+            self._shutdown()
+        return 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _setup(self, icon: Any) -> None:
+        icon.visible = True
+        self.prober.start()
+        if self.options.start_engine:
+            self._background(self._start_if_needed)
+
+    def _start_if_needed(self) -> None:
+        probe = self.prober.wait_for(lambda p: p.state != "starting", self.options.probe_deadline + 5)
+        if probe is not None and probe.state == "not_running":
+            self.start_engine_now()
+
+    def quit(self) -> None:
+        """Callable from any thread (menu, dashboard); never blocks the caller."""
+        if not self._quitting.is_set():
+            self._quitting.set()
+            self._background(self._stop_icon)
+
+    def _stop_icon(self) -> None:
+        for _ in range(QUIT_ATTEMPTS):
+            icon = self.icon
+            if icon is not None:
+                with self._icon_lock:
+                    icon.stop()
+            if self._stopped.wait(QUIT_WAIT):
+                return
+        # The toolkit loop ignored every stop request: Quit must still quit.
+        self._say("memories tray: the tray loop did not stop; exiting")
+        self._shutdown()
+        os._exit(0)
+
+    def _shutdown(self) -> None:
+        self.prober.stop(join_timeout=0)
+        if self.server is not None:
+            self.server.stop()
+
+    # -- state -------------------------------------------------------------------------
+    def _on_probe(self, probe: Probe) -> None:
+        new = tray_state(probe)
+        with self._state_lock:
+            if new is self.state:
+                return
+            self.state = new
+        if self.options.verbose:
+            self._say(f"memories tray: state {new.value}")
+        icon = self.icon
+        if icon is None or self._quitting.is_set():
+            return
+        with self._icon_lock:
+            icon.icon = render(new)
+            icon.title = new.tooltip
+            if getattr(icon, "HAS_MENU", False):
+                icon.update_menu()
+
+    # -- menu actions (never block the icon's thread) ------------------------------------
+    def open_dashboard(self) -> None:
+        server = self.server
+        if server is not None:
+            url = server.url
+            self._background(lambda: webbrowser.open(url))
+
+    def lock_now(self) -> None:
+        self._background(self._lock)
+
+    def _lock(self) -> None:
+        try:
+            self.gateway.lock()
+        except Exception as exc:  # the next probe shows the engine's real state
+            self._say(f"memories tray: lock failed ({getattr(exc, 'code', type(exc).__name__)})")
+        self.prober.refresh()
+
+    def start_engine(self) -> None:
+        self._background(self.start_engine_now)
+
+    def start_engine_now(self) -> None:
+        error = start_engine(self.options.home)
+        if error is not None:
+            self._say(f"memories tray: could not start the engine ({error})")
+        self.prober.refresh()
+
+    def _background(self, fn: Callable[[], object]) -> None:
+        threading.Thread(target=fn, name="memories-tray-action", daemon=True).start()
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)

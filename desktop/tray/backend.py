@@ -1,0 +1,90 @@
+"""Which pystray backend to use, imported lazily (SPEC DT-2; RECIPES §2).
+
+On Linux a real user needs a menu, which only the AppIndicator and GTK backends have
+(they need PyGObject, the ``[gtk]`` extra). The xorg backend has no menu; there the icon's
+default action opens the dashboard, which offers Lock and Quit. pystray fixes its backend
+at first import, so the choice is made here, once, before importing it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+__all__ = ["LINUX_ORDER", "choose_backend", "load_pystray", "xorg_icon_class"]
+
+LINUX_ORDER = ("appindicator", "gtk", "xorg")
+
+
+def _gi_has(namespace: str, version: str) -> bool:
+    """True if PyGObject and the typelib exist; does not import Gtk (no display needed)."""
+    try:
+        import gi  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        gi.require_version(namespace, version)
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def available_backends() -> list[str]:
+    if sys.platform == "darwin":
+        return ["darwin"]
+    if sys.platform == "win32":
+        return ["win32"]
+    found = []
+    if _gi_has("Gtk", "3.0"):
+        if _gi_has("AyatanaAppIndicator3", "0.1") or _gi_has("AppIndicator3", "0.1"):
+            found.append("appindicator")
+        found.append("gtk")
+    found.append("xorg")
+    return found
+
+
+def choose_backend(requested: str | None = None) -> str:
+    """``--backend`` wins, then ``PYSTRAY_BACKEND``, then the best one available."""
+    if requested:
+        return requested
+    env = os.environ.get("PYSTRAY_BACKEND")
+    if env:
+        return env
+    return available_backends()[0]
+
+
+def load_pystray(backend: str) -> tuple[Any, str]:
+    """Import pystray with ``backend``, falling back along the Linux order on ImportError.
+
+    Returns the module and the backend actually loaded.
+    """
+    order = [backend] + [b for b in LINUX_ORDER if b != backend and sys.platform.startswith("linux")]
+    errors = []
+    for name in order:
+        os.environ["PYSTRAY_BACKEND"] = name
+        try:
+            # pystray picks and imports its backend while being imported.
+            module = importlib.import_module("pystray")
+        except Exception as exc:  # Xlib raises DisplayNameError, gi raises ValueError/GError
+            errors.append(f"{name}: {type(exc).__name__}")
+            for loaded in [m for m in sys.modules if m == "pystray" or m.startswith("pystray.")]:
+                del sys.modules[loaded]
+            continue
+        return module, name
+    raise RuntimeError("no tray backend could be loaded (" + "; ".join(errors) + ")")
+
+
+def xorg_icon_class(pystray: Any) -> Any:
+    """pystray 0.19.5's xorg icon never selects ButtonPress, so clicks do nothing
+    (pystray issue #151). This subclass asks for button events, so a click runs the
+    default action (open the dashboard)."""
+    from pystray import _xorg
+    from Xlib import X  # type: ignore[import-untyped,unused-ignore]
+
+    class ClickableXorgIcon(_xorg.Icon):  # type: ignore[misc]
+        def _create_window(self) -> Any:
+            window = super()._create_window()
+            window.change_attributes(event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask)
+            return window
+
+    return ClickableXorgIcon

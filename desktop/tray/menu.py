@@ -1,0 +1,51 @@
+"""The tray menu (SPEC DT-4): Open dashboard, Lock now, Start engine, Quit.
+
+``menu_entries`` is the pure description (what is enabled in which state); ``build_menu``
+turns it into a pystray menu whose enabled flags are re-read from the current state each
+time the menu is shown, so nothing needs rebuilding when the state changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from desktop.tray.state import TrayState
+
+__all__ = ["MenuEntry", "menu_entries", "build_menu", "ACTIONS"]
+
+ACTIONS = ("open", "lock", "start", "quit")
+_UNLOCKED = frozenset({TrayState.UNLOCKED, TrayState.BUSY, TrayState.ATTENTION})
+
+
+@dataclass(frozen=True)
+class MenuEntry:
+    key: str
+    label: str
+    enabled: bool
+    default: bool = False
+
+
+def menu_entries(state: TrayState) -> list[MenuEntry]:
+    return [
+        # Default item: what a left click (or the xorg backend's only click) does.
+        MenuEntry("open", "Open dashboard", True, default=True),
+        MenuEntry("lock", "Lock now", state in _UNLOCKED),
+        MenuEntry("start", "Start engine", state is TrayState.NOT_RUNNING),
+        MenuEntry("quit", "Quit", True),
+    ]
+
+
+def build_menu(pystray: Any, current: Callable[[], TrayState], actions: dict[str, Callable[[], None]]) -> Any:
+    def enabled(key: str) -> Callable[[Any], bool]:
+        return lambda item: next(e.enabled for e in menu_entries(current()) if e.key == key)
+
+    def run(key: str) -> Callable[[Any, Any], None]:
+        return lambda icon, item: actions[key]()
+
+    items = [
+        pystray.MenuItem(e.label, run(e.key), enabled=enabled(e.key), default=e.default)
+        for e in menu_entries(current())
+    ]
+    return pystray.Menu(*items)

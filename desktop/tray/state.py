@@ -1,0 +1,52 @@
+"""What the tray shows, derived from the latest probe (SPEC DT-4)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from desktop.tray.prober import Probe
+
+__all__ = ["TrayState", "tray_state"]
+
+
+class TrayState(StrEnum):
+    NOT_RUNNING = "not_running"
+    NOT_RESPONDING = "not_responding"
+    LOCKED = "locked"
+    UNLOCKED = "unlocked"
+    BUSY = "busy"
+    ATTENTION = "attention"
+
+    @property
+    def tooltip(self) -> str:
+        return _TITLES[self]
+
+
+_TITLES = {
+    TrayState.NOT_RUNNING: "Memories: engine not running",
+    TrayState.NOT_RESPONDING: "Memories: engine not responding",
+    TrayState.LOCKED: "Memories: locked",
+    TrayState.UNLOCKED: "Memories: unlocked",
+    TrayState.BUSY: "Memories: syncing / busy",
+    TrayState.ATTENTION: "Memories: needs attention",
+}
+
+
+def tray_state(probe: Probe) -> TrayState:
+    """Attention wins over busy: a pending ticket or an error needs the user, busy does not."""
+    if probe.state in ("not_running", "starting"):
+        return TrayState.NOT_RUNNING
+    if probe.state == "not_responding":
+        return TrayState.NOT_RESPONDING
+    if probe.state == "error":
+        return TrayState.ATTENTION
+    if probe.state in ("locked", "uninitialized"):
+        return TrayState.LOCKED
+    status = probe.status
+    if status.get("attention"):
+        return TrayState.ATTENTION
+    queue = status.get("sync_queue")
+    queued = isinstance(queue, dict) and any(isinstance(v, int) and v > 0 for v in queue.values())
+    if status.get("busy") or queued:
+        return TrayState.BUSY
+    return TrayState.UNLOCKED

@@ -1,0 +1,315 @@
+"""card new/show/edit/link/unlink/connections/recall, graph, protected new, otp, secret protect, copy.
+
+Secrets are read from stdin only (``--token-stdin``, ``--otp-stdin``, ``--value-stdin``)
+or, for an otpauth URI, from ``--totp``/``--hotp`` as the issue's examples show; the
+copy command is the only path on which a secret crosses IPC, and it goes straight to
+the clipboard, never to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from typing import Any
+
+from engine.cli.context import Context, UsageError
+
+CARD_TYPES = ("knowledge", "brain", "persona")
+
+
+def _meta(values: list[str] | None) -> dict[str, str] | None:
+    if values is None:
+        return None
+    meta: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--meta takes KEY=VALUE, got a value without '=' for {key[:40]!r}")
+        meta[key] = value
+    return meta
+
+
+def _stdin_value() -> str:
+    data = sys.stdin.read()
+    value = data[:-1] if data.endswith("\n") else data
+    value = value[:-1] if value.endswith("\r") else value
+    if not value:
+        raise UsageError("standard input was empty")
+    return value
+
+
+def _body(args: argparse.Namespace) -> str | None:
+    if args.body is not None and args.body_stdin:
+        raise UsageError("use one of --body, --body-stdin")
+    if args.body_stdin:
+        return sys.stdin.read()
+    body: str | None = args.body
+    return body
+
+
+def _content(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--title")
+    p.add_argument("--body")
+    p.add_argument("--body-stdin", action="store_true", help="read the body from standard input")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
+    p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="typed metadata, repeatable")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    card = sub.add_parser("card", parents=[common], help="typed cards and links")
+    csub = card.add_subparsers(dest="card_command", metavar="SUBCOMMAND", parser_class=type(card))
+
+    p = csub.add_parser("new", parents=[common], help="create a knowledge, brain or persona card")
+    p.add_argument("--type", required=True, choices=CARD_TYPES)
+    _content(p)
+    p.set_defaults(func=cmd_new)
+
+    p = csub.add_parser("show", parents=[common], help="show a card (credential references stay opaque)")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_show)
+
+    p = csub.add_parser("edit", parents=[common], help="write a new revision of a card")
+    p.add_argument("id")
+    _content(p)
+    p.add_argument("--base", help="the revision you are editing (default: the current head)")
+    p.set_defaults(func=cmd_edit)
+
+    p = csub.add_parser("link", parents=[common], help="add a directed link SRC -> DST")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--rel", default="", help="relation label, e.g. depends_on")
+    p.add_argument("--confidence", type=float, default=1.0, help="in (0, 1], default 1")
+    p.add_argument("--valid-till", help="ISO date or date-time after which the link is ignored")
+    p.set_defaults(func=cmd_link)
+
+    p = csub.add_parser("unlink", parents=[common], help="remove links SRC -> DST (optionally one relation)")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--rel")
+    p.set_defaults(func=cmd_unlink)
+
+    p = csub.add_parser("connections", parents=[common], help="neighbours of a card or memory")
+    p.add_argument("id")
+    p.add_argument("--depth", type=int, default=1)
+    p.add_argument("--direction", choices=("out", "in", "both"), default="both")
+    p.add_argument("--rel")
+    p.set_defaults(func=cmd_connections)
+
+    p = csub.add_parser("recall", parents=[common], help="spreading activation from one or more nodes")
+    p.add_argument("ids", nargs="+")
+    p.add_argument("--hops", type=int, default=2)
+    p.add_argument("--decay", type=float, default=0.5)
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("graph", parents=[common], help="the link graph, or one node's neighbourhood")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--limit", type=int, default=10_000)
+    p.set_defaults(func=cmd_graph)
+
+    prot = sub.add_parser("protected", parents=[common], help="protected cards (account, token, TOTP/HOTP)")
+    psub = prot.add_subparsers(dest="protected_command", metavar="SUBCOMMAND", parser_class=type(prot))
+    p = psub.add_parser("new", parents=[common], help="create a protected card and its credential together")
+    p.add_argument("--title", required=True)
+    p.add_argument("--account")
+    p.add_argument("--env", help="environment variable name the token is used as")
+    p.add_argument("--url")
+    p.add_argument("--token-stdin", action="store_true", help="read the token from standard input")
+    p.add_argument("--totp", metavar="URI", help="otpauth://totp/... (prefer --otp-stdin: argv is visible)")
+    p.add_argument("--hotp", metavar="URI", help="otpauth://hotp/...?counter=N")
+    p.add_argument("--otp-stdin", action="store_true", help="read an otpauth:// URI from standard input")
+    p.add_argument("--body", help="non-secret notes")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG")
+    p.set_defaults(func=cmd_protected_new)
+
+    p = sub.add_parser("otp", parents=[common], help="print the current TOTP / next HOTP code of a card")
+    p.add_argument("card")
+    p.add_argument("--at", type=int, metavar="UNIX_SECONDS", help="TOTP only: the code at another moment")
+    p.set_defaults(func=cmd_otp)
+
+    secret = sub.add_parser("secret", parents=[common], help="secret references in memories and cards")
+    ssub = secret.add_subparsers(dest="secret_command", metavar="SUBCOMMAND", parser_class=type(secret))
+    p = ssub.add_parser("protect", parents=[common], help="move a value from the body into a credential")
+    p.add_argument("id")
+    p.add_argument("--label", required=True)
+    p.add_argument("--value-stdin", action="store_true", required=True, help="read the value from standard input")
+    p.set_defaults(func=cmd_secret_protect)
+
+    p = sub.add_parser("copy", parents=[common], help="copy a secret to the clipboard (needs sudo)")
+    p.add_argument("ref", help="secret label (or ASSET:LABEL), protected card, or credential")
+    p.add_argument("--clear-after", type=int, help="seconds before the clipboard is cleared (default 30)")
+    p.set_defaults(func=cmd_copy)
+
+
+# -- cards -------------------------------------------------------------------------------
+def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.title:
+        raise UsageError("card new needs --title")
+    body = {
+        "op": "card_write",
+        "type": args.type,
+        "title": args.title,
+        "body": _body(args) or "",
+        "tags": args.tags or [],
+        "meta": _meta(args.meta) or {},
+    }
+    result = ctx.request(body)
+    ctx.emit(result, f"{result['short_id']}  {args.type}  (revision {result['short_revision']})")
+    return 0
+
+
+def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "card_read", "id": args.id})
+    lines = [f"id:       {result['short_id']}  ({result['kind']})", f"revision: {result['short_revision']}"]
+    lines.append(f"title:    {result['title']}")
+    if result["tags"]:
+        lines.append(f"tags:     {', '.join(result['tags'])}")
+    lines.extend(f"{k}: {v}" for k, v in sorted(result["meta"].items()))
+    if result.get("protected"):
+        prot = result["protected"]
+        lines.append(f"protected: {', '.join(prot['features'])}  credential {prot['credential']}")
+    lines.extend(f"secret {label}: {ref}" for label, ref in result["secrets"].items())
+    lines.append(f"links:    {result['links']['out']} out, {result['links']['in']} in")
+    if result["conflict"]:
+        lines.insert(0, f"CONFLICT: {result['heads']} heads")
+    ctx.emit(result, "\n".join(lines) + "\n\n" + result["body"])
+    return 0
+
+
+def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "card_write", "id": args.id}
+    for key in ("title", "base"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    text = _body(args)
+    if text is not None:
+        body["body"] = text
+    if args.tags is not None:
+        body["tags"] = args.tags
+    meta = _meta(args.meta)
+    if meta is not None:
+        body["meta"] = meta
+    result = ctx.request(body)
+    note = "  CONFLICT: the base was stale; both versions are kept" if result["conflict"] else ""
+    ctx.emit(result, f"{result['short_id']}  (revision {result['short_revision']}){note}")
+    return 0
+
+
+def cmd_link(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "card_link", "src": args.src, "dst": args.dst, "rel": args.rel}
+    body["confidence"] = args.confidence
+    if args.valid_till:
+        body["valid_till"] = args.valid_till
+    result = ctx.request(body)
+    rel = f" [{result['rel']}]" if result["rel"] else ""
+    ctx.emit(result, f"linked {args.src} -> {args.dst}{rel} (confidence {result['confidence']:g})")
+    return 0
+
+
+def cmd_unlink(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "card_unlink", "src": args.src, "dst": args.dst}
+    if args.rel is not None:
+        body["rel"] = args.rel
+    result = ctx.request(body)
+    ctx.emit(result, f"removed {result['unlinked']} link(s)")
+    return 0
+
+
+def _edge_line(edge: dict[str, Any]) -> str:
+    rel = f" [{edge['rel']}]" if edge["rel"] else ""
+    return f"{edge['src_short']} -> {edge['dst_short']}{rel}  {edge['confidence']:g}"
+
+
+def cmd_connections(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "connections", "id": args.id, "depth": args.depth, "direction": args.direction}
+    if args.rel is not None:
+        body["rel"] = args.rel
+    result = ctx.request(body)
+    lines = [f"{n['distance']}  {n['short_id']}  {n['kind']:<9}  {n['title']}" for n in result["neighbours"]]
+    ctx.emit(result, "\n".join(lines) or "(no connections)")
+    return 0
+
+
+def cmd_recall(ctx: Context, args: argparse.Namespace) -> int:
+    body = {"op": "recall_connected", "ids": args.ids, "hops": args.hops, "decay": args.decay, "limit": args.limit}
+    result = ctx.request(body)
+    lines = [f"{r['activation']:.3f}  {r['short_id']}  {r['kind']:<9}  {r['title']}" for r in result["results"]]
+    ctx.emit(result, "\n".join(lines) or "(nothing connected)")
+    return 0
+
+
+def cmd_graph(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "graph", "depth": args.depth, "limit": args.limit}
+    if args.id:
+        body["id"] = args.id
+    result = ctx.request(body, timeout=120)
+    nodes = [f"{n['short_id']}  {n['kind']:<9}  {n['title']}" for n in result["nodes"]]
+    edges = [_edge_line(e) for e in result["edges"]]
+    text = f"{len(nodes)} nodes, {len(edges)} edges\n" + "\n".join([*nodes, "", *edges])
+    ctx.emit(result, text.rstrip())
+    return 0
+
+
+# -- protected cards, otp, secrets, copy --------------------------------------------------
+def cmd_protected_new(ctx: Context, args: argparse.Namespace) -> int:
+    if args.token_stdin and args.otp_stdin:
+        raise UsageError("only one of --token-stdin and --otp-stdin can read standard input")
+    body: dict[str, Any] = {"op": "protected_card", "title": args.title, "tags": args.tags or []}
+    for key in ("account", "env", "url", "totp", "hotp", "body"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    if args.token_stdin:
+        body["token"] = _stdin_value()
+    if args.otp_stdin:
+        uri = _stdin_value().strip()
+        body["hotp" if uri.lower().startswith("otpauth://hotp") else "totp"] = uri
+    result = ctx.request(body)
+    ctx.emit(result, f"{result['short_id']}  protected ({', '.join(result['features'])})")
+    return 0
+
+
+def cmd_otp(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "otp_code", "id": args.card}
+    if args.at is not None:
+        body["at"] = args.at
+    result = ctx.request(body)
+    ctx.emit(result, result["code"])
+    return 0
+
+
+def cmd_secret_protect(ctx: Context, args: argparse.Namespace) -> int:
+    value = _stdin_value()
+    result = ctx.request({"op": "protect_secret", "id": args.id, "label": args.label, "value": value})
+    ctx.emit(result, f"{result['short_id']}: replaced {result['replaced']} occurrence(s) with {{{{secret:{result['label']}}}}}")
+    return 0
+
+
+def _clear_seconds(ctx: Context, flag: int | None) -> int:
+    """--clear-after, else `[clipboard] clear_seconds` in config.toml, else 30."""
+    from engine.cli.clipboard import DEFAULT_CLEAR_SECONDS
+
+    if flag is not None:
+        if flag < 1:
+            raise UsageError("--clear-after must be at least 1 second")
+        return flag
+    try:
+        data = tomllib.loads(ctx.paths.config_file.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return DEFAULT_CLEAR_SECONDS
+    value = data.get("clipboard", {}).get("clear_seconds") if isinstance(data.get("clipboard"), dict) else None
+    return value if isinstance(value, int) and value >= 1 else DEFAULT_CLEAR_SECONDS
+
+
+def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.cli.clipboard import copy_with_clear, detect
+
+    seconds = _clear_seconds(ctx, args.clear_after)
+    detect()  # fail before asking the engine (and auditing) if there is no clipboard
+    result = ctx.request({"op": "credential_copy", "ref": args.ref})
+    secret = result.pop("secret")
+    backend = copy_with_clear(secret, seconds)
+    del secret
+    ctx.emit({"copied": True, "clear_after": seconds}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s")
+    return 0

@@ -1,0 +1,159 @@
+"""search, retrieve, ask, rag status, rag index."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from engine.cli.context import Context, UsageError
+
+MODES = ("auto", "lexical", "vector", "hybrid")
+
+
+def _query_options(p: argparse.ArgumentParser, default_limit: int, max_limit: int) -> None:
+    p.add_argument("query", help='words, "quoted phrases", Chinese or English')
+    p.add_argument("--mode", choices=MODES, default="auto", help="auto = hybrid if an embedding model is configured")
+    p.add_argument("--limit", type=int, default=default_limit, help=f"1–{max_limit}")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="wait this long for an index still building after unlock (default 5)",
+    )
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("search", parents=[common], help="search memories and cards")
+    _query_options(p, 10, 100)
+    p.add_argument("--kind", help="only this kind (memory, knowledge, brain, persona)")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("retrieve", parents=[common], help="passages labelled [S1] [S2] … with their sources")
+    _query_options(p, 5, 20)
+    p.set_defaults(func=cmd_retrieve)
+
+    p = sub.add_parser("ask", parents=[common], help="answer from your memories with validated [S1] citations")
+    _query_options(p, 5, 20)
+    p.set_defaults(func=cmd_ask)
+
+    rag = sub.add_parser("rag", parents=[common], help="search index and model providers")
+    rag_sub = rag.add_subparsers(dest="rag_command", metavar="COMMAND", parser_class=rag.__class__)
+    rag.set_defaults(func=lambda ctx, args: _usage(rag))
+    p = rag_sub.add_parser("status", parents=[common], help="index state, bounds, truncation, providers")
+    p.set_defaults(func=cmd_rag_status)
+    p = rag_sub.add_parser("index", parents=[common], help="bring the index up to date and embed missing chunks")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the lexical index from scratch")
+    p.add_argument("--no-vectors", action="store_true", help="do not call the embedding provider")
+    p.set_defaults(func=cmd_rag_index)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    raise UsageError("rag needs a command: status or index")
+
+
+def _body(op: str, args: argparse.Namespace, max_limit: int) -> dict[str, Any]:
+    if not 1 <= args.limit <= max_limit:
+        raise UsageError(f"--limit must be between 1 and {max_limit}")
+    if args.wait < 0:
+        raise UsageError("--wait must not be negative")
+    if not args.query.strip():
+        raise UsageError("the query is empty")
+    return {"op": op, "query": args.query, "mode": args.mode, "limit": args.limit, "wait_ms": int(args.wait * 1000)}
+
+
+def _timeout(args: argparse.Namespace) -> float:
+    # Model calls may retry with back-off; give the engine room beyond the index wait.
+    return float(args.wait) + 300.0
+
+
+def _flags(result: dict[str, Any]) -> list[str]:
+    notes = []
+    if result.get("partial"):
+        notes.append("(the index is still building; results may be incomplete)")
+    if result.get("truncated"):
+        notes.append(f"({result['truncated']} older items are not indexed: content exceeds the index bounds)")
+    if result.get("vectors_missing"):
+        notes.append("(some passages have no vectors yet; run `memories rag index`)")
+    return notes
+
+
+def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
+    body = _body("search", args, 100)
+    if args.kind:
+        body["kind"] = args.kind
+    result = ctx.request(body, timeout=_timeout(args))
+    lines = []
+    for item in result["results"]:
+        tags = f"  [{', '.join(item['tags'])}]" if item["tags"] else ""
+        lines.append(f"{item['rank']:>2}. {item['short_id']}  {item['title']}{tags}")
+        if item["snippet"]:
+            lines.append(f"    {item['snippet']}")
+    if not result["results"]:
+        lines.append("(no matches)")
+    ctx.emit(result, "\n".join(lines + _flags(result)))
+    return 0
+
+
+def cmd_retrieve(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request(_body("retrieve", args, 20), timeout=_timeout(args))
+    blocks = [
+        f"[{p['label']}] {p['title']}  ({p['short_id']}, revision {p['revision']})\n{p['text']}" for p in result["passages"]
+    ]
+    ctx.emit(result, "\n\n".join([*(blocks or ["(no matches)"]), *_flags(result)]))
+    return 0
+
+
+def cmd_ask(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request(_body("ask", args, 20), timeout=_timeout(args))
+    if result["answer"] is None:
+        ctx.emit(result, result.get("note", "(no answer)"))
+        return 0
+    lines = [result["answer"], ""]
+    for cite in result["citations"]:
+        lines.append(f"[{cite['label']}] {cite['title']}  ({cite['short_id']})")
+    if result["invalid_citations"]:
+        lines.append(f"(removed citations that named no selected source: {', '.join(result['invalid_citations'])})")
+    ctx.emit(result, "\n".join(lines + _flags(result)))
+    return 0
+
+
+def cmd_rag_status(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "rag_status"})
+    ctx.emit(result, _status_text(result))
+    return 0
+
+
+def cmd_rag_index(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "rag_index", "rebuild": args.rebuild, "vectors": not args.no_vectors}, timeout=900)
+    text = f"embedded {result['embedded']} passages" + (" (vector bound reached)" if result["vector_limit_reached"] else "")
+    ctx.emit(result, text + "\n" + _status_text(result["status"]))
+    return 0
+
+
+def _status_text(status: dict[str, Any]) -> str:
+    index = status.get("index", {})
+    lines = [f"index:      {index.get('state', 'missing')}"]
+    if "chunks" in index:
+        limits = index["limits"]
+        lines.append(
+            f"content:    {index['assets']} items, {index['chunks']}/{limits['max_chunks']} chunks, "
+            f"{index['text_bytes']}/{limits['max_text_bytes']} text bytes"
+        )
+        lines.append(f"vectors:    {index['vectors']} ({index['vector_bytes']}/{limits['max_vector_bytes']} bytes)")
+        if index["truncated"]:
+            lines.append(f"truncated:  {index['truncated']} older items left out (bounds reached)")
+        if index["excluded"]:
+            lines.append("excluded:   " + ", ".join(f"{k} {v}" for k, v in sorted(index["excluded"].items())))
+    lines.append(f"segmenter:  {status.get('segmenter')}")
+    providers = status.get("providers", {})
+    for name, prov in providers.items():
+        key = ""
+        if prov.get("api_key_env"):
+            key = f", key from ${prov['api_key_env']} ({'set' if prov['api_key_present'] else 'NOT SET'})"
+        lines.append(f"{name + ':':<11} {prov['kind']} {prov['model']}{key}")
+    if not providers:
+        lines.append("providers:  none (lexical search only; see docs/search.md to add models)")
+    if status.get("config_error"):
+        lines.append(f"config:     {status['config_error']}")
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""Daemon ops of the MCP feature: grant create/list/revoke (elevated) and ``mcp_call`` (AG-2).
+
+``mcp_call`` is how the ``memories mcp`` process (an ordinary IPC client) acts for an
+agent. The daemon — never the MCP process — decides:
+
+1. the token matches an active grant (constant-time digest compare);
+2. the inner request decodes to a known op that is on the registry's MCP allowlist
+   (``mcp_allowed``); no scope, not even ``allow_all``, gets around that list;
+3. the grant's scope gives the capability that op needs, and the grant covers the vault;
+
+and only then dispatches the inner request through ``Service.dispatch`` as
+``Caller(surface="mcp", namespace="mcp:{grant}")`` — a namespace ``sudo`` never elevates.
+After the op ran (outside the service lock, so slow ops do not hold it), the grant is
+checked again: a grant revoked meanwhile gets no result.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any
+
+from engine.errors import MemoriesError
+from engine.mcp import grants as g
+from engine.mcp import requests as rq
+from engine.service.caller import Caller
+from engine.service.registry import OPS, op
+from engine.service.service import EXTENSIONS, Service, Unlocked
+
+__all__ = ["scrub_result", "LAST_USED_PERSIST_MS"]
+
+# Last use is exact in memory and persisted at most this often per grant (no commit,
+# hence no fsync, on the hot path of every agent call).
+LAST_USED_PERSIST_MS = 60 * 60 * 1000
+# Keys that never leave the daemon towards an agent, whatever op produced them (CD-7, CD-8).
+_SCRUBBED_KEYS = frozenset({"secret", "secrets"})
+
+
+class _McpRuntime:
+    """Per-Service, in-memory only: exact last-use times (wiped on lock like every cache)."""
+
+    def __init__(self) -> None:
+        self.last_used: dict[bytes, int] = {}
+
+    def clear(self) -> None:
+        self.last_used.clear()
+
+
+_RUNTIME: weakref.WeakKeyDictionary[Service, _McpRuntime] = weakref.WeakKeyDictionary()
+
+
+def _setup(service: Service) -> None:
+    runtime = _McpRuntime()
+    _RUNTIME[service] = runtime
+    service.on_lock.append(runtime.clear)
+
+
+EXTENSIONS.append(_setup)
+
+
+def _runtime(service: Service) -> _McpRuntime:
+    runtime = _RUNTIME.get(service)
+    if runtime is None:  # a Service built before this module was imported
+        _setup(service)
+        runtime = _RUNTIME[service]
+    return runtime
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _vault_ids(state: Unlocked, names: list[str]) -> list[bytes]:
+    by_name = {v.name: v.vault_id for v in state.vaults.values()}
+    ids: list[bytes] = []
+    for name in names:
+        vault_id = by_name.get(name)
+        if vault_id is None:
+            raise MemoriesError("invalid_input", "A named vault does not exist here.")
+        if vault_id not in ids:
+            ids.append(vault_id)
+    return ids
+
+
+def _vault_names(state: Unlocked, ids: tuple[bytes, ...]) -> list[str]:
+    return [state.vaults[v].name if v in state.vaults else "(unknown)" for v in ids]
+
+
+def _grant_view(state: Unlocked, grant: g.Grant, last_used: int | None) -> dict[str, Any]:
+    used = max(filter(None, (grant.used_ms, last_used)), default=None)
+    return {
+        "name": grant.name,
+        "scope": grant.scope,
+        "vaults": _vault_names(state, grant.vaults),
+        "hint": grant.hint,
+        "created_ms": grant.created_ms,
+        "last_used_ms": used,
+        "revoked_ms": grant.revoked_ms,
+        "active": grant.active,
+    }
+
+
+# -- grant management (local, elevated, never reachable over MCP) ------------------------
+@op(rq.McpGrantCreate, needs_elevation=True)
+def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    if any(x.active and x.name == request.name for x in g.load_grants(state.extra_records)):
+        raise MemoriesError("grant_exists")
+    token = g.new_token()
+    grant = g.Grant(
+        grant_id=os.urandom(16),
+        name=request.name,
+        scope=request.scope,
+        vaults=tuple(_vault_ids(state, request.vaults)),
+        token_hash=g.token_digest(token),
+        hint=g.token_hint(token),
+        created_ms=_now_ms(),
+    )
+    audit = service.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
+    service.commit(state, [], [], [grant.to_record(), audit])
+    # The only time the token exists outside the caller: it is returned once, never stored.
+    return {**_grant_view(state, grant, None), "token": token}
+
+
+@op(rq.McpGrantList, needs_elevation=True)
+def mcp_grants(service: Service, request: rq.McpGrantList, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    runtime = _runtime(service)
+    items = [
+        _grant_view(state, grant, runtime.last_used.get(grant.grant_id))
+        for grant in g.load_grants(state.extra_records)
+        if grant.active or request.include_revoked
+    ]
+    return {"grants": items}
+
+
+@op(rq.McpGrantRevoke, needs_elevation=True)
+def mcp_revoke(service: Service, request: rq.McpGrantRevoke, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    active = [x for x in g.load_grants(state.extra_records) if x.active and x.name == request.name]
+    if not active:
+        raise MemoriesError("not_found", "No active MCP grant has that name.")
+    now = _now_ms()
+    records: list[dict[str, Any]] = [{"t": g.REVOKE_KIND, "grant_id": x.grant_id, "revoked_ms": now} for x in active]
+    records.append(service.audit_record(state, "mcp_revoke", caller, outcome="ok", grant=active[0].grant_id))
+    service.commit(state, [], [], records)
+    _runtime(service).last_used.pop(active[0].grant_id, None)
+    return {"revoked": True, "name": request.name}
+
+
+# -- the agent path ---------------------------------------------------------------------
+def _authenticate(state: Unlocked, token: str) -> g.Grant:
+    return g.authenticate(g.load_grants(state.extra_records), token)
+
+
+@op(rq.McpWhoami, touches_idle=False)
+def mcp_whoami(service: Service, request: rq.McpWhoami, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    grant = _authenticate(state, request.token)
+    return {"name": grant.name, "scope": grant.scope, "vaults": _vault_names(state, grant.vaults)}
+
+
+def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None:
+    """The grant's vault set bounds where the op may act (today ops act on the default vault)."""
+    target = inner.get("vault")
+    if target is None:
+        vault_id = state.default_vault
+    elif isinstance(target, str):
+        matches = [v.vault_id for v in state.vaults.values() if v.name == target or v.vault_id.hex() == target]
+        if not matches:
+            raise MemoriesError("not_found", "No vault has that name.")
+        vault_id = matches[0]
+    else:
+        raise MemoriesError("invalid_request", "`vault` must be a vault name.")
+    if vault_id not in grant.vaults:
+        raise MemoriesError("scope_denied", "This grant does not cover that vault.")
+
+
+@op(rq.McpCall, lock_free=True)
+def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str, Any]:
+    if caller.surface == "mcp":
+        raise MemoriesError("permission_denied", "This operation is not available to agents.")
+    inner = request.request
+    with service.lock:
+        state = service.require_unlocked()
+        grant = _authenticate(state, request.token)
+        op_name = inner.get("op")
+        if not isinstance(op_name, str):
+            raise MemoriesError("invalid_request", "The request has no `op` string.")
+        spec = OPS.get(op_name)
+        if spec is None:
+            raise MemoriesError("unknown_op")
+        # The allowlist first, whatever the scope and whatever the rest of the request says.
+        if not spec.mcp_allowed:
+            raise MemoriesError("permission_denied", "This operation is not available to agents.")
+        g.require_capability(grant.scope, op_name)
+        _check_vault(state, grant, inner)
+        generation = service.session.generation
+    agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid)
+    # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
+    # in dispatch, exactly as for every other surface.
+    result = service.dispatch(inner, agent)
+    with service.lock:
+        state = service.require_unlocked()
+        if service.session.generation != generation:
+            raise MemoriesError("locked")
+        current = _authenticate(state, request.token)  # revoked while the op ran: no delivery
+        _record_use(service, state, current)
+    return {"op": op_name, "result": scrub_result(result)}
+
+
+def _record_use(service: Service, state: Unlocked, grant: g.Grant) -> None:
+    runtime = _runtime(service)
+    now = _now_ms()
+    runtime.last_used[grant.grant_id] = now
+    if grant.used_ms is None or now - grant.used_ms >= LAST_USED_PERSIST_MS:
+        service.commit(state, [], [], [{"t": g.USED_KIND, "grant_id": grant.grant_id, "used_ms": now}])
+
+
+def scrub_result(value: Any) -> Any:
+    """Drop secret-map and secret keys at any depth (defence in depth for CD-7/CD-8)."""
+    if isinstance(value, dict):
+        return {k: scrub_result(v) for k, v in value.items() if k not in _SCRUBBED_KEYS}
+    if isinstance(value, list):
+        return [scrub_result(v) for v in value]
+    return value

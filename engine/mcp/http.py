@@ -1,0 +1,138 @@
+"""``memories mcp --http``: Streamable HTTP on 127.0.0.1 only, bearer-authenticated (AG-1).
+
+A guard in front of the SDK's Streamable HTTP app checks, in this order:
+
+1. ``Origin`` — when present it must be a loopback origin on our port, else **403**
+   (a web page in the user's browser must not drive the vault: cross-site and DNS
+   rebinding requests carry a foreign Origin);
+2. ``Host`` — must name the loopback address we bound, else **421**;
+3. ``Authorization: Bearer <token>`` compared in constant time with the grant token
+   the server was started with, else **401** with an empty body and no hint of why.
+
+The same token is then sent with every ``mcp_call``, so a grant revoked while the
+server runs fails on its next call, and from then on the guard answers 401 too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engine.errors import MemoriesError
+from engine.mcp.server import DaemonBridge, build_server, check_token, configure_logging
+
+__all__ = ["BearerGuard", "serve_http", "LOOPBACK_HOST", "MCP_PATH"]
+
+LOOPBACK_HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+
+
+async def _plain(send: Send, status: int, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-length", b"0"), (b"cache-control", b"no-store"), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class BearerGuard:
+    """ASGI middleware: Origin, Host and bearer checks before anything reaches the SDK."""
+
+    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+        self._revoked = False
+        self.port = port
+
+    def revoke(self) -> None:
+        """The daemon said the token is no longer valid: refuse every later request."""
+        self._revoked = True
+
+    def _origin_ok(self, origin: str | None) -> bool:
+        if origin is None:
+            return True  # not a browser (agent clients send no Origin)
+        allowed = {f"http://{host}:{self.port}" for host in (LOOPBACK_HOST, "localhost", "[::1]")}
+        return origin.lower() in allowed
+
+    def _host_ok(self, host: str | None) -> bool:
+        return host is not None and host.lower() in {f"{LOOPBACK_HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def _token_ok(self, authorization: str | None) -> bool:
+        presented = (authorization or "").encode("utf-8", "replace")
+        return hmac.compare_digest(presented, self._expected) and not self._revoked
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if not self._origin_ok(headers.get("origin")):
+            await _plain(send, 403)
+            return
+        if not self._host_ok(headers.get("host")):
+            await _plain(send, 421)
+            return
+        if not self._token_ok(headers.get("authorization")):
+            await _plain(send, 401, [(b"www-authenticate", b"Bearer")])
+            return
+        await self._app(scope, receive, send)
+
+
+def bind_loopback(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((LOOPBACK_HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise MemoriesError("io_error", f"Cannot listen on {LOOPBACK_HOST}:{port} ({exc.strerror}).") from None
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
+    guard_box: list[BearerGuard] = []
+
+    def on_unauthorized() -> None:
+        for guard in guard_box:
+            guard.revoke()
+
+    server = build_server(bridge.call, on_unauthorized=on_unauthorized)
+    starlette_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=True,
+        host=LOOPBACK_HOST,
+    )
+    guard = BearerGuard(starlette_app, token, port)
+    guard_box.append(guard)
+    return guard
+
+
+async def _serve(app: Any, sock: socket.socket) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False)
+    server = uvicorn.Server(config)
+    await server.serve(sockets=[sock])
+
+
+def serve_http(socket_path: Path, token: str, port: int) -> int:
+    configure_logging()
+    bridge = DaemonBridge(socket_path, token)
+    sock = bind_loopback(port)
+    try:
+        check_token(bridge)
+        bound = int(sock.getsockname()[1])
+        app = build_app(bridge, token, bound)
+        print(f"memories mcp: listening on http://{LOOPBACK_HOST}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
+        anyio.run(_serve, app, sock)
+    finally:
+        sock.close()
+        bridge.close()
+    return 0

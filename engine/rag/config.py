@@ -1,0 +1,150 @@
+"""The [rag] table of config.toml: provider endpoints, models, key *names*, retries, proxy, bounds."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import MemoriesError
+
+__all__ = ["Endpoint", "RagConfig", "load_rag_config", "IndexBounds"]
+
+_PROVIDER_KINDS = {"embedding": ("openai", "gemini", "onnx"), "generation": ("openai",), "rerank": ("openai",)}
+_SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    kind: str  # "openai" (OpenAI-compatible wire format), "gemini", or "onnx" (local model dir)
+    url: str
+    model: str
+    api_key_env: str | None = None
+    model_dir: str | None = None
+    batch: int = 64
+
+    def api_key(self) -> str | None:
+        """Read the key at call time from the named variable; absent → None (no header sent)."""
+        if not self.api_key_env:
+            return None
+        value = os.environ.get(self.api_key_env)
+        return value or None
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.kind}:{self.model or self.model_dir}"
+
+
+@dataclass(frozen=True)
+class IndexBounds:
+    max_chunks: int = 10_000
+    max_text_mib: float = 16
+    max_vector_mib: float = 32
+
+
+@dataclass(frozen=True)
+class RagConfig:
+    embedding: Endpoint | None = None
+    generation: Endpoint | None = None
+    rerank: Endpoint | None = None
+    timeout_seconds: float = 30.0
+    retries: int = 3
+    backoff_seconds: float = 0.5
+    proxy: str | None = None
+    max_sources: int = 6
+    bounds: IndexBounds = field(default_factory=IndexBounds)
+
+    @property
+    def provider_types(self) -> list[str]:
+        return [f"{name}:{ep.kind}" for name, ep in self.endpoints() if ep is not None]
+
+    def endpoints(self) -> list[tuple[str, Endpoint | None]]:
+        return [("embedding", self.embedding), ("generation", self.generation), ("rerank", self.rerank)]
+
+
+def _bad(sentence: str) -> MemoriesError:
+    return MemoriesError("invalid_config", sentence)
+
+
+def _number(table: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise _bad(f"[rag] {key} must be a number between {lo:g} and {hi:g}.")
+    return float(value)
+
+
+def _endpoint(name: str, table: object) -> Endpoint:
+    if not isinstance(table, dict):
+        raise _bad(f"[rag.{name}] must be a table.")
+    for secret in _SECRET_KEYS:
+        if secret in table:
+            # Never echo the value: it may be the very key we refuse to hold.
+            raise _bad(f"[rag.{name}] must not contain `{secret}`; name an environment variable in `api_key_env`.")
+    kind = table.get("kind", "openai")
+    if kind not in _PROVIDER_KINDS[name]:
+        raise _bad(f"[rag.{name}] kind must be one of {', '.join(_PROVIDER_KINDS[name])}.")
+    url = table.get("url", "")
+    model = table.get("model", "")
+    model_dir = table.get("model_dir")
+    env = table.get("api_key_env")
+    if kind == "onnx":
+        if not isinstance(model_dir, str) or not model_dir:
+            raise _bad(f"[rag.{name}] kind onnx needs `model_dir`.")
+    else:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise _bad(f"[rag.{name}] needs an http(s) `url`.")
+        if not isinstance(model, str) or not model:
+            raise _bad(f"[rag.{name}] needs a `model` name.")
+    if env is not None and (not isinstance(env, str) or not env.replace("_", "").isalnum()):
+        raise _bad(f"[rag.{name}] api_key_env must be an environment variable name.")
+    batch = _number(table, "batch", 64, 1, 2048)
+    return Endpoint(
+        kind=str(kind),
+        url=str(url),
+        model=str(model),
+        api_key_env=env,
+        model_dir=model_dir if isinstance(model_dir, str) else None,
+        batch=int(batch),
+    )
+
+
+def parse_rag_config(data: dict[str, Any]) -> RagConfig:
+    rag = data.get("rag", {})
+    if not isinstance(rag, dict):
+        raise _bad("[rag] must be a table.")
+    proxy = rag.get("proxy")
+    if proxy is not None and (not isinstance(proxy, str) or not proxy.startswith(("http://", "https://"))):
+        raise _bad("[rag] proxy must be an http(s) URL.")
+    index = rag.get("index", {})
+    if not isinstance(index, dict):
+        raise _bad("[rag.index] must be a table.")
+    return RagConfig(
+        embedding=_endpoint("embedding", rag["embedding"]) if "embedding" in rag else None,
+        generation=_endpoint("generation", rag["generation"]) if "generation" in rag else None,
+        rerank=_endpoint("rerank", rag["rerank"]) if "rerank" in rag else None,
+        timeout_seconds=_number(rag, "timeout_seconds", 30, 0.05, 600),
+        retries=int(_number(rag, "retries", 3, 0, 10)),
+        backoff_seconds=_number(rag, "backoff_seconds", 0.5, 0, 60),
+        proxy=proxy,
+        max_sources=int(_number(rag, "max_sources", 6, 1, 20)),
+        bounds=IndexBounds(
+            max_chunks=int(_number(index, "max_chunks", 10_000, 1, 1_000_000)),
+            max_text_mib=_number(index, "max_text_mib", 16, 0.001, 4096),
+            max_vector_mib=_number(index, "max_vector_mib", 32, 0.001, 4096),
+        ),
+    )
+
+
+def load_rag_config(path: Path) -> RagConfig:
+    """Read at each use (a small file), so a provider change needs no restart."""
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return RagConfig()
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        raise _bad("config.toml is not valid TOML.") from None
+    except OSError:
+        raise MemoriesError("io_error", "config.toml could not be read.") from None
+    return parse_rag_config(data)

@@ -1,0 +1,111 @@
+"""The daemon's remote state: open sessions, tickets and proxies, all dropped by lock (RM-5, PX-4, ST-10).
+
+Every mutation happens under the service lock (the handlers hold it); network
+I/O happens on the :class:`Runtime` loop. ``drop_all`` is the ``on_lock`` hook:
+it empties the tables first (so nothing new can use them) and then waits for
+every connection and proxy worker to finish closing before lock returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from engine.remote.runtime import Runtime
+from engine.remote.sessions.base import RemoteSession
+from engine.remote.tickets import TicketBook
+
+if TYPE_CHECKING:
+    from engine.service.service import Service
+
+__all__ = ["RemoteManager", "SessionEntry", "ProxyHandle", "manager_of", "install"]
+
+log = logging.getLogger("memories.remote")
+DROP_TIMEOUT = 20.0
+_ATTR = "remote_manager"
+
+
+class ProxyHandle(Protocol):
+    """What the manager needs from a running proxy listener."""
+
+    proxy_id: str
+    target_name: str
+    ctype: str
+    port: int
+    started: float
+
+    async def stop(self) -> None: ...
+
+    def view(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class SessionEntry:
+    session_id: str
+    session: RemoteSession
+    target_name: str
+    ctype: str
+    asset_id: bytes
+    host: str
+    opened_by: str
+    next_seq: int = 1
+    busy: asyncio.Lock = field(default_factory=asyncio.Lock)
+    opened: float = field(default_factory=time.time)
+
+    def view(self) -> dict[str, Any]:
+        return {"session": self.session_id, "target": self.target_name, "type": self.ctype, "host": self.host}
+
+
+class RemoteManager:
+    def __init__(self) -> None:
+        self.runtime = Runtime()
+        self.sessions: dict[str, SessionEntry] = {}
+        self.tickets = TicketBook()
+        self.proxies: dict[str, ProxyHandle] = {}
+
+    @staticmethod
+    def new_id() -> str:
+        return os.urandom(6).hex()
+
+    def drop_all(self) -> None:
+        """on_lock: forget sessions, tickets and proxies, then await every close (PX-4)."""
+        sessions = list(self.sessions.values())
+        proxies = list(self.proxies.values())
+        self.sessions.clear()
+        self.proxies.clear()
+        self.tickets.clear()
+        if not sessions and not proxies:
+            return
+
+        async def close_everything() -> None:
+            results = await asyncio.gather(
+                *(entry.session.close() for entry in sessions),
+                *(proxy.stop() for proxy in proxies),
+                return_exceptions=True,
+            )
+            failed = sum(1 for r in results if isinstance(r, BaseException))
+            if failed:
+                log.warning("remote drop: %d closes raised", failed)
+
+        try:
+            self.runtime.call(close_everything(), DROP_TIMEOUT)
+        except Exception as exc:
+            log.error("remote drop failed type=%s", type(exc).__name__)
+
+
+def manager_of(service: Service) -> RemoteManager:
+    manager = getattr(service, _ATTR, None)
+    if not isinstance(manager, RemoteManager):
+        raise RuntimeError("remote extension not installed")
+    return manager
+
+
+def install(service: Service) -> None:
+    """EXTENSIONS hook: one manager per Service, wiped on every lock (incl. idle and shutdown)."""
+    manager = RemoteManager()
+    setattr(service, _ATTR, manager)
+    service.on_lock.append(manager.drop_all)

@@ -1,0 +1,28 @@
+"""Credential-injecting loopback proxies (PX-1…PX-4): one handshake state machine per protocol."""
+
+from __future__ import annotations
+
+from engine.remote.proxy.listener import ProxyListener
+from engine.remote.targets import Target
+
+__all__ = ["ProxyListener", "proxy_for", "PROXY_TYPES"]
+
+PROXY_TYPES = frozenset({"postgres", "redis", "mysql"})
+
+
+def proxy_for(proxy_id: str, target: Target, host: str) -> ProxyListener:
+    from engine.errors import MemoriesError
+
+    if target.ctype == "postgres":
+        from engine.remote.proxy.postgres import PostgresProxy
+
+        return PostgresProxy(proxy_id, target, host)
+    if target.ctype == "redis":
+        from engine.remote.proxy.redis import RedisProxy
+
+        return RedisProxy(proxy_id, target, host)
+    if target.ctype == "mysql":
+        from engine.remote.proxy.mysql import MysqlProxy
+
+        return MysqlProxy(proxy_id, target, host)
+    raise MemoriesError("invalid_input", "This credential type has no proxy (postgres, mysql and redis do).")

@@ -1,0 +1,120 @@
+"""A document to index, and its prepared (chunked + segmented) form, which is the costly part (SR-6)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.search.chunker import CHUNKER_VERSION, Chunk, chunk_text
+from engine.search.segment import SEGMENTER_VERSION, Segmented, Segmenter
+
+__all__ = ["Document", "Prepared", "PreparedChunk", "prepare", "PREPARED_VERSION", "TOKENS_KIND"]
+
+PREPARED_VERSION = f"{SEGMENTER_VERSION}/chunker-{CHUNKER_VERSION}"
+TOKENS_KIND = "search_tokens"
+
+
+@dataclass(frozen=True)
+class Document:
+    asset_id: bytes
+    rev_id: bytes
+    kind: str
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    meta: tuple[tuple[str, str], ...]
+    updated_ms: int
+
+    @property
+    def meta_text(self) -> str:
+        """Tags and metadata values, searched in the metadata field (weight 2)."""
+        parts = list(self.tags)
+        parts.extend(f"{key} {value}" for key, value in self.meta if key != "private")
+        return "\n".join(parts)
+
+    @classmethod
+    def from_summary(
+        cls, asset_id: bytes, rev_id: bytes, kind: str, summary: Mapping[str, Any], body: str, updated_ms: int
+    ) -> Document:
+        raw_meta = summary.get("meta")
+        meta = raw_meta if isinstance(raw_meta, Mapping) else {}
+        return cls(
+            asset_id=asset_id,
+            rev_id=rev_id,
+            kind=kind,
+            title=str(summary.get("title", "")),
+            body=body,
+            tags=tuple(str(t) for t in summary.get("tags", []) if isinstance(t, str)),
+            meta=tuple(sorted((str(k), str(v)) for k, v in meta.items())),
+            updated_ms=updated_ms,
+        )
+
+
+@dataclass(frozen=True)
+class PreparedChunk:
+    start: int
+    end: int
+    words: str
+    bigrams: str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    rev_id: bytes
+    version: str
+    title: Segmented
+    meta: Segmented
+    chunks: tuple[PreparedChunk, ...]
+
+    def to_record(self) -> dict[str, Any]:
+        """An encrypted extra record (device-local state): the token stream of one revision."""
+        return {
+            "t": TOKENS_KIND,
+            "rev": self.rev_id,
+            "v": self.version,
+            "title": [self.title.words, self.title.bigrams],
+            "meta": [self.meta.words, self.meta.bigrams],
+            "chunks": [[c.start, c.end, c.words, c.bigrams] for c in self.chunks],
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Prepared | None:
+        """None for a record of another segmenter/chunker version or of an unknown shape."""
+        try:
+            if record.get("v") != PREPARED_VERSION:
+                return None
+            return cls(
+                rev_id=bytes(record["rev"]),
+                version=PREPARED_VERSION,
+                title=Segmented(str(record["title"][0]), str(record["title"][1])),
+                meta=Segmented(str(record["meta"][0]), str(record["meta"][1])),
+                chunks=tuple(PreparedChunk(int(c[0]), int(c[1]), str(c[2]), str(c[3])) for c in record["chunks"]),
+            )
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+
+    def fits(self, doc: Document) -> bool:
+        return self.rev_id == doc.rev_id and all(0 <= c.start <= c.end <= len(doc.body) for c in self.chunks)
+
+
+def prepare(doc: Document, segmenter: Segmenter) -> Prepared:
+    chunks = tuple(
+        PreparedChunk(c.start, c.end, seg.words, seg.bigrams)
+        # An empty body still gets one (empty) chunk so the title and tags are findable.
+        for c in (chunk_text(doc.body) or [Chunk(0, 0, "")])
+        for seg in (segmenter.segment(c.text),)
+    )
+    return Prepared(
+        rev_id=doc.rev_id,
+        version=PREPARED_VERSION,
+        title=segmenter.segment(doc.title),
+        meta=segmenter.segment(doc.meta_text),
+        chunks=chunks,
+    )
+
+
+def chunk_key(title: str, text: str) -> bytes:
+    """Identity of a chunk's embedded text (title + passage); not an asset ID and never shown as one."""
+    return hashlib.sha256(title.encode() + b"\x00" + text.encode()).digest()

@@ -1,0 +1,74 @@
+"""The in-memory SQLite FTS5 table with BM25 field weights title/body/metadata = 5/1/2 (SR-2, SR-4).
+
+``:memory:`` with ``temp_store=MEMORY``: nothing of the index ever reaches a file (ST-2).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["FtsIndex", "FtsRow", "BM25_WEIGHTS"]
+
+# title, body, metadata; then the same three as CJK bigram columns, at half weight so
+# that an exact Jieba word match outranks a bigram-only (context-split) match.
+BM25_WEIGHTS = (5.0, 1.0, 2.0, 2.5, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class FtsRow:
+    rowid: int
+    title: str
+    body: str
+    meta: str
+    title_bg: str
+    body_bg: str
+    meta_bg: str
+
+
+class FtsIndex:
+    def __init__(self) -> None:
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn.execute("PRAGMA temp_store=MEMORY")
+        # unicode61 splits our pre-segmented, space-joined tokens; diacritics are kept
+        # as written (folding is done before, identically for documents and queries).
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE chunks USING fts5("
+            "title, body, meta, title_bg, body_bg, meta_bg, "
+            "tokenize = 'unicode61 remove_diacritics 0')"
+        )
+        self._lock = threading.Lock()
+        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+        self._query_sql = (
+            f"SELECT rowid, bm25(chunks, {weights}) AS score FROM chunks "  # noqa: S608 - constants only
+            "WHERE chunks MATCH ? ORDER BY score LIMIT ?"
+        )
+
+    def add(self, rows: Iterable[FtsRow]) -> None:
+        with self._lock:
+            self._conn.executemany(
+                "INSERT INTO chunks (rowid, title, body, meta, title_bg, body_bg, meta_bg) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(r.rowid, r.title, r.body, r.meta, r.title_bg, r.body_bg, r.meta_bg) for r in rows],
+            )
+
+    def delete(self, rowids: Iterable[int]) -> None:
+        with self._lock:
+            self._conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in rowids])
+
+    def query(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """Best ``limit`` rows, best first; scores are negated BM25 (higher is better)."""
+        if not match:
+            return []
+        with self._lock:
+            try:
+                rows = self._conn.execute(self._query_sql, (match, limit)).fetchall()
+            except sqlite3.OperationalError:
+                # Our expressions quote every token, so this means an FTS5 limit; treat as no hit.
+                return []
+        return [(int(rowid), -float(score)) for rowid, score in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

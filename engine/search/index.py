@@ -1,0 +1,228 @@
+"""One vault's in-memory index: FTS5 rows, chunk texts, vectors, bounds and the query pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.search.documents import Document, Prepared, chunk_key
+from engine.search.fts import FtsIndex, FtsRow
+from engine.search.fusion import rrf
+from engine.search.normalize import fold
+from engine.search.query import ParsedQuery
+from engine.search.rerank import Candidate, rerank
+from engine.search.vectors import VectorStore
+
+__all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
+
+Mode = Literal["lexical", "vector", "hybrid"]
+CANDIDATES = 100  # chunk rows fetched per retriever before grouping by asset
+
+
+@dataclass(frozen=True)
+class Limits:
+    """SR-2 per-index bounds (configurable in [rag.index])."""
+
+    max_chunks: int = 10_000
+    max_text_bytes: int = 16 * 1024 * 1024
+    max_vector_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass
+class ChunkInfo:
+    asset_id: bytes
+    ordinal: int
+    text: str
+    folded: str
+    key: bytes
+
+
+@dataclass
+class AssetInfo:
+    doc: Document
+    rowids: list[int]
+    text_bytes: int
+    folded_title: str = ""
+    folded_head: str = ""  # folded title + metadata, precomputed so reranking does not fold per query
+
+
+@dataclass
+class Hit:
+    asset_id: bytes
+    rowid: int
+    score: float
+    lexical_rank: int | None = None
+    vector_rank: int | None = None
+
+
+@dataclass
+class VaultIndex:
+    vault_id: bytes
+    policy_head: bytes
+    limits: Limits = field(default_factory=Limits)
+    complete: bool = False
+    revisions_seen: int = 0
+    excluded: dict[bytes, str] = field(default_factory=dict)  # asset ID -> reason (SR-3), counted in status
+
+    def __post_init__(self) -> None:
+        self.fts = FtsIndex()
+        self.chunks: dict[int, ChunkInfo] = {}
+        self.assets: dict[bytes, AssetInfo] = {}
+        self.by_key: dict[bytes, list[int]] = {}
+        self.vectors = VectorStore(self.limits.max_vector_bytes)
+        self.text_bytes = 0
+        self.truncated: set[bytes] = set()
+        self._next_rowid = 1
+
+    # -- updates ------------------------------------------------------------------------
+    def upsert(self, doc: Document, prepared: Prepared) -> None:
+        """Replace the asset's rows; evict the least recently changed assets if over the bounds."""
+        self.remove(doc.asset_id)
+        self.truncated.discard(doc.asset_id)
+        self.excluded.pop(doc.asset_id, None)
+        rows: list[FtsRow] = []
+        rowids: list[int] = []
+        size = len(doc.title.encode()) + len(doc.meta_text.encode())
+        for ordinal, chunk in enumerate(prepared.chunks):
+            text = doc.body[chunk.start : chunk.end]
+            size += len(text.encode())
+            rowid = self._next_rowid
+            self._next_rowid += 1
+            key = chunk_key(doc.title, text)
+            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, fold(text), key)
+            self.by_key.setdefault(key, []).append(rowid)
+            rowids.append(rowid)
+            rows.append(
+                FtsRow(
+                    rowid,
+                    prepared.title.words,
+                    chunk.words,
+                    prepared.meta.words,
+                    prepared.title.bigrams,
+                    chunk.bigrams,
+                    prepared.meta.bigrams,
+                )
+            )
+        self.fts.add(rows)
+        folded_title = fold(doc.title)
+        self.assets[doc.asset_id] = AssetInfo(doc, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
+        self.text_bytes += size
+        self._enforce_bounds()
+
+    def remove(self, asset_id: bytes) -> None:
+        info = self.assets.pop(asset_id, None)
+        self.truncated.discard(asset_id)
+        if info is None:
+            return
+        self.fts.delete(info.rowids)
+        for rowid in info.rowids:
+            chunk = self.chunks.pop(rowid)
+            keyed = self.by_key.get(chunk.key, [])
+            if rowid in keyed:
+                keyed.remove(rowid)
+            if not keyed:
+                self.by_key.pop(chunk.key, None)
+                self.vectors.discard(chunk.key)
+        self.text_bytes -= info.text_bytes
+
+    def would_fit(self, chunks: int, text_bytes: int) -> bool:
+        return len(self.chunks) + chunks <= self.limits.max_chunks and self.text_bytes + text_bytes <= self.limits.max_text_bytes
+
+    def _enforce_bounds(self) -> None:
+        """Keep the most recently changed content; what is dropped is reported as truncation."""
+        if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
+            return
+        for info in sorted(self.assets.values(), key=lambda a: a.doc.updated_ms):
+            if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
+                break
+            asset_id = info.doc.asset_id
+            self.remove(asset_id)
+            self.truncated.add(asset_id)
+
+    def close(self) -> None:
+        self.fts.close()
+        self.chunks.clear()
+        self.assets.clear()
+        self.by_key.clear()
+        self.vectors.clear()
+
+    # -- vectors ------------------------------------------------------------------------
+    def missing_vectors(self, limit: int) -> list[tuple[bytes, str]]:
+        """(chunk key, text to embed) for chunks without a vector, newest assets first."""
+        out: list[tuple[bytes, str]] = []
+        seen: set[bytes] = set()
+        for info in sorted(self.assets.values(), key=lambda a: a.doc.updated_ms, reverse=True):
+            for rowid in info.rowids:
+                chunk = self.chunks[rowid]
+                if not self.vectors.has(chunk.key) and chunk.key not in seen:
+                    seen.add(chunk.key)
+                    out.append((chunk.key, f"{info.doc.title}\n\n{chunk.text}"))
+                    if len(out) >= limit:
+                        return out
+        return out
+
+    def store_vectors(self, items: Iterable[tuple[bytes, list[float]]]) -> int:
+        stored = 0
+        for key, values in items:
+            if key in self.by_key and self.vectors.put(key, values):
+                stored += 1
+        return stored
+
+    # -- queries ------------------------------------------------------------------------
+    def search(
+        self,
+        query: ParsedQuery,
+        *,
+        mode: Mode,
+        query_vector: npt.NDArray[np.float32] | None = None,
+        limit: int = 10,
+        kinds: frozenset[str] | None = None,
+    ) -> list[Hit]:
+        lexical: list[tuple[bytes, int, float]] = []
+        vector: list[tuple[bytes, int, float]] = []
+        if mode in ("lexical", "hybrid") and not query.empty:
+            lexical = self._best_per_asset(self.fts.query(query.match_expression(), CANDIDATES), kinds)
+        if mode in ("vector", "hybrid") and query_vector is not None:
+            rows: list[tuple[int, float]] = []
+            for key, score in self.vectors.nearest(query_vector, None, CANDIDATES):
+                rows.extend((rowid, score) for rowid in self.by_key.get(key, []))
+            vector = self._best_per_asset(rows, kinds)
+        best_row: dict[bytes, int] = {}
+        lex_rank = {a: i for i, (a, _, _) in enumerate(lexical, start=1)}
+        vec_rank = {a: i for i, (a, _, _) in enumerate(vector, start=1)}
+        if mode == "hybrid" and vector:
+            for asset, rowid, _ in vector + lexical:  # lexical wins the passage choice when both found it
+                best_row[asset] = rowid
+            fused = rrf([[a for a, _, _ in lexical], [a for a, _, _ in vector]])
+        else:
+            source = vector if mode == "vector" else lexical
+            for asset, rowid, _ in source:
+                best_row[asset] = rowid
+            fused = [(a, s) for a, _, s in source]
+        candidates = [
+            Candidate(asset, score, self._candidate_text(asset, best_row[asset]), self.assets[asset].folded_title)
+            for asset, score in fused
+        ]
+        ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
+        return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
+
+    def _best_per_asset(self, rows: list[tuple[int, float]], kinds: frozenset[str] | None) -> list[tuple[bytes, int, float]]:
+        seen: dict[bytes, tuple[int, float]] = {}
+        order: list[bytes] = []
+        for rowid, score in rows:
+            chunk = self.chunks.get(rowid)
+            if chunk is None:
+                continue
+            if kinds is not None and self.assets[chunk.asset_id].doc.kind not in kinds:
+                continue
+            if chunk.asset_id not in seen:
+                seen[chunk.asset_id] = (rowid, score)
+                order.append(chunk.asset_id)
+        return [(a, seen[a][0], seen[a][1]) for a in order]
+
+    def _candidate_text(self, asset_id: bytes, rowid: int) -> str:
+        return self.assets[asset_id].folded_head + "\n" + self.chunks[rowid].folded

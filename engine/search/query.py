@@ -1,0 +1,87 @@
+"""Query parsing and the FTS5 MATCH expression (terms OR-ed; BM25 and the reranker order them)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from engine.search.normalize import fold, is_cjk_text
+from engine.search.segment import CJK_RUN, STOPWORDS, Segmenter, cjk_bigrams
+
+__all__ = ["ParsedQuery", "parse_query", "MAX_QUERY_CHARS"]
+
+MAX_QUERY_CHARS = 1000
+MAX_TERMS = 32
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」')
+WORD_COLS = "{title body meta}"
+BIGRAM_COLS = "{title_bg body_bg meta_bg}"
+
+
+def _fts_string(token: str) -> str:
+    """An FTS5 string literal; doubling quotes is the whole escaping rule."""
+    return '"' + token.replace('"', '""') + '"'
+
+
+@dataclass
+class ParsedQuery:
+    text: str
+    terms: list[str] = field(default_factory=list)  # folded, de-duplicated, stopwords removed
+    phrases: list[str] = field(default_factory=list)  # folded quoted phrases
+    phrase_tokens: list[list[str]] = field(default_factory=list)
+    cjk_runs: list[str] = field(default_factory=list)  # CJK runs of 3+ characters
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms and not self.phrases and not self.cjk_runs
+
+    def match_expression(self) -> str:
+        clauses: list[str] = []
+        for term in self.terms:
+            clauses.append(_term_clause(term))
+        for tokens, phrase in zip(self.phrase_tokens, self.phrases, strict=True):
+            if not tokens:
+                continue
+            clause = f"{WORD_COLS} : " + _fts_string(" ".join(tokens))
+            bigrams = cjk_bigrams(phrase)
+            if bigrams and is_cjk_text(phrase.replace(" ", "")):
+                clause = f"({clause} OR {BIGRAM_COLS} : {_fts_string(' '.join(bigrams))})"
+            clauses.append(clause)
+        for run in self.cjk_runs:
+            # The whole CJK run as a bigram phrase: catches words Jieba split differently
+            # in the document than in the query (记忆库 vs 记忆/库来).
+            clauses.append(f"{BIGRAM_COLS} : " + _fts_string(" ".join(cjk_bigrams(run))))
+        return " OR ".join(clauses)
+
+
+def _term_clause(term: str) -> str:
+    word = f"{WORD_COLS} : {_fts_string(term)}"
+    if is_cjk_text(term) and len(term) >= 2:
+        return f"({word} OR {BIGRAM_COLS} : {_fts_string(' '.join(cjk_bigrams(term)))})"
+    return word
+
+
+def parse_query(text: str, segmenter: Segmenter) -> ParsedQuery:
+    folded = fold(text[:MAX_QUERY_CHARS])
+    parsed = ParsedQuery(text=folded)
+    for match in _QUOTED.finditer(folded):
+        phrase = next(g for g in match.groups() if g is not None).strip()
+        if phrase:
+            parsed.phrases.append(phrase)
+            parsed.phrase_tokens.append(segmenter.words(phrase))
+    rest = _QUOTED.sub(" ", folded)
+    seen: set[str] = set()
+    for source in [rest, *parsed.phrases]:
+        for token in segmenter.words(source):
+            if token in STOPWORDS or token in seen:
+                continue
+            seen.add(token)
+            parsed.terms.append(token)
+    if not parsed.terms and not parsed.phrases:
+        # A query of stopwords only ("what is it") still searches for its words.
+        for token in segmenter.words(rest):
+            if token not in seen:
+                seen.add(token)
+                parsed.terms.append(token)
+    parsed.terms = parsed.terms[:MAX_TERMS]
+    parsed.cjk_runs = [r for r in dict.fromkeys(CJK_RUN.findall(rest)) if len(r) >= 3][:MAX_TERMS]
+    return parsed

@@ -1,0 +1,190 @@
+"""Jieba segmentation for mixed Chinese/English text, plus CJK character bigrams (SR-1).
+
+Jieba's cut depends on context: "记忆库来" may become 记忆/库来 and then miss a
+query for 记忆库. Every CJK run is therefore also indexed as overlapping
+character bigrams in separate columns; a CJK query word matches either its
+Jieba token or the phrase of its bigrams. English never produces bigrams, so
+English precision is unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import jieba
+import regex
+
+from engine.search.normalize import fold, is_cjk
+
+__all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN"]
+
+# Bump when tokenization changes: stored token streams of an older version are re-segmented lazily (SR-6).
+SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1"
+CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
+_init_lock = threading.Lock()
+
+STOPWORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "do",
+        "does",
+        "did",
+        "for",
+        "from",
+        "has",
+        "have",
+        "had",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "these",
+        "those",
+        "can",
+        "could",
+        "would",
+        "should",
+        "的",
+        "了",
+        "是",
+        "在",
+        "和",
+        "与",
+        "也",
+        "都",
+        "就",
+        "而",
+        "及",
+        "或",
+        "一个",
+        "我",
+        "你",
+        "他",
+        "她",
+        "它",
+        "我们",
+        "你们",
+        "他们",
+        "吗",
+        "呢",
+        "吧",
+        "啊",
+        "什么",
+        "怎么",
+        "如何",
+        "哪",
+        "哪里",
+        "这",
+        "那",
+        "这个",
+        "那个",
+        "有",
+        "没有",
+        "把",
+        "被",
+        "对",
+        "从",
+        "为",
+        "为什么",
+        "呀",
+        "么",
+    )
+)
+
+
+def cjk_bigrams(folded: str) -> list[str]:
+    """Overlapping bigrams of each CJK run; a lone CJK character stands for itself."""
+    out: list[str] = []
+    for run in CJK_RUN.findall(folded):
+        if len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+def _is_word(token: str) -> bool:
+    return any(c.isalnum() for c in token)
+
+
+@dataclass(frozen=True)
+class Segmented:
+    words: str  # space-joined Jieba tokens (FTS5's unicode61 tokenizer splits on the spaces)
+    bigrams: str
+
+
+class Segmenter:
+    """Wraps Jieba's default tokenizer; initialized once, lazily, off the request path when possible."""
+
+    def __init__(self) -> None:
+        self._ready = False
+
+    def warm(self) -> None:
+        if self._ready:
+            return
+        with _init_lock:
+            if not self._ready:
+                jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" chatter is not our log
+                jieba.initialize()
+                self._ready = True
+
+    def words(self, folded: str) -> list[str]:
+        self.warm()
+        return [t for t in jieba.lcut(folded, HMM=True) if _is_word(t)]
+
+    def segment(self, text: str) -> Segmented:
+        folded = fold(text)
+        return Segmented(" ".join(self.words(folded)), " ".join(cjk_bigrams(folded)))
+
+
+def has_cjk(text: str) -> bool:
+    return any(is_cjk(c) for c in text)

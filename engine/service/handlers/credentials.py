@@ -1,0 +1,180 @@
+"""Credential ops for remote targets and generated keys (RM-1…RM-4).
+
+``credential_new`` stores a remote target (postgres, mysql, redis, ssh, ftp, tcp),
+a PEM CA (``tls_ca``) or an imported SSH key (``ssh_key``). ``credential_generate``
+(under sudo) creates key material inside the engine; ``credential_public`` derives
+only the public half. No op here returns a secret body.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from engine.errors import MemoriesError
+from engine.remote import keygen, targets
+from engine.service.caller import Caller
+from engine.service.registry import op
+from engine.service.requests import Request
+from engine.service.service import Service
+from engine.vault.credentials import (
+    create_credential,
+    credential_summary,
+    find_credential,
+    list_credentials,
+    read_credential,
+)
+
+__all__ = ["CredentialNew", "CredentialGenerate", "CredentialPublic", "CredentialList", "CredentialShow"]
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+HostStr = Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
+Short = Annotated[str, msgspec.Meta(max_length=1000)]
+Pem = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
+Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+
+NEW_TYPES = targets.REMOTE_TYPES | {"tls_ca", "ssh_key"}
+
+
+class CredentialNew(Request, tag="credential_new"):
+    name: Name
+    type: Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,16}$")]
+    host: HostStr | None = None
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)] | None = None
+    user: Short | None = None
+    database: Short | None = None
+    tls: Literal["required", "disabled"] | None = None
+    tls_ca: Ref | None = None
+    allow_hosts: Annotated[list[HostStr], msgspec.Meta(max_length=64)] = []
+    allow_auth: Annotated[list[Literal["md5", "cleartext"]], msgspec.Meta(max_length=2)] = []
+    password: Secret | None = None
+    private_key: Pem | None = None
+    key: Ref | None = None  # an ssh_key credential to authenticate with
+    certificate: Pem | None = None
+    host_key: Short | None = None
+    known_hosts: Pem | None = None
+    pem: Pem | None = None
+
+
+class CredentialGenerate(Request, tag="credential_generate"):
+    kind: Literal["ssh", "tls"]
+    name: Name
+    comment: Short = ""
+    cn: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 365
+    san: Annotated[list[HostStr], msgspec.Meta(max_length=32)] = []
+    csr: bool = False
+
+
+class CredentialPublic(Request, tag="credential_public"):
+    id: Ref
+
+
+class CredentialList(Request, tag="credential_list"):
+    type: Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,16}$")] | None = None
+
+
+class CredentialShow(Request, tag="credential_show"):
+    id: Ref
+
+
+def _check_pem_cert(pem: str) -> None:
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificates(pem.encode("ascii"))
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise MemoriesError("invalid_input", "The file is not a PEM certificate.") from exc
+
+
+def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], dict[str, Any]]:
+    if request.type == "tls_ca":
+        if not request.pem:
+            raise MemoriesError("invalid_input", "A tls_ca credential needs a PEM certificate.")
+        _check_pem_cert(request.pem)
+        return {"pem": request.pem.strip() + "\n"}, {}
+    if request.type == "ssh_key":
+        if not request.private_key:
+            raise MemoriesError("invalid_input", "An ssh_key credential needs an OpenSSH private key.")
+        line = keygen.ssh_public_line(request.private_key)
+        return {"public_key": line}, {"private_key": request.private_key}
+    fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type"}}
+    public, secret = targets.build(request.type, fields)
+    state = service.require_unlocked()
+    # References are checked now (typos fail early) but resolved at open time, so rotating a CA or key needs no edit.
+    if request.tls_ca:
+        ca = read_credential(service, state, request.tls_ca)
+        if ca.ctype != "tls_ca":
+            raise MemoriesError("invalid_input", "--tls-ca must name a tls_ca credential.")
+        public["tls_ca"] = ca.asset_id.hex()
+    if request.type == "ssh":
+        if request.key:
+            key = read_credential(service, state, request.key)
+            if key.ctype != "ssh_key":
+                raise MemoriesError("invalid_input", "--key must name an ssh_key credential.")
+            public["key_ref"] = key.asset_id.hex()
+        if request.private_key:
+            keygen.ssh_public_line(request.private_key)  # validate now
+    elif request.key or request.private_key or request.certificate:
+        raise MemoriesError("invalid_input", "Keys and certificates belong to ssh credentials.")
+    return public, secret
+
+
+@op(CredentialNew)
+def credential_new(service: Service, request: CredentialNew, caller: Caller) -> dict[str, Any]:
+    if request.type not in NEW_TYPES:
+        raise MemoriesError("invalid_input", "Unknown credential type.")
+    state = service.require_unlocked()
+    public, secret = _build(service, request)
+    if request.type == "ssh" and not secret and "key_ref" not in public:
+        raise MemoriesError("invalid_input", "An SSH credential needs a password or a private key.")
+    rev = create_credential(service, state, caller, name=request.name, ctype=request.type, public=public, secret=secret)
+    return credential_summary(service, state, state.index.assets[rev.asset_id])
+
+
+@op(CredentialGenerate, needs_elevation=True)
+def credential_generate(service: Service, request: CredentialGenerate, caller: Caller) -> dict[str, Any]:
+    """RM-3: the private key is created and stored here and is never returned."""
+    state = service.require_unlocked()
+    if request.kind == "ssh":
+        private, line = keygen.generate_ssh_key(request.comment or request.name)
+        public: dict[str, Any] = {"public_key": line, "algorithm": "ssh-ed25519"}
+        ctype = "ssh_key"
+    else:
+        private, cert, csr = keygen.generate_tls(request.cn or request.name, request.days, request.san, request.csr)
+        public = {"certificate": cert, **({"csr": csr} if csr else {})}
+        ctype = "tls_cert"
+    rev = create_credential(
+        service, state, caller, name=request.name, ctype=ctype, public=public, secret={"private_key": private}
+    )
+    return credential_summary(service, state, state.index.assets[rev.asset_id])
+
+
+@op(CredentialPublic)
+def credential_public(service: Service, request: CredentialPublic, caller: Caller) -> dict[str, Any]:
+    """RM-3: the OpenSSH public key line or PEM certificate, derived from stored public fields."""
+    state = service.require_unlocked()
+    summary = credential_summary(service, state, find_credential(service, state, request.id))
+    public = summary["public"]
+    if summary["type"] == "ssh_key":
+        return {"type": "ssh_key", "public_key": public["public_key"]}
+    if summary["type"] == "tls_cert":
+        return {"type": "tls_cert", "certificate": public["certificate"], "csr": public.get("csr", "")}
+    if summary["type"] == "tls_ca":
+        return {"type": "tls_ca", "certificate": public["pem"]}
+    raise MemoriesError("invalid_input", "That credential has no public key or certificate.")
+
+
+@op(CredentialList)
+def credential_list(service: Service, request: CredentialList, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    items = [c for c in list_credentials(service, state) if request.type is None or c["type"] == request.type]
+    return {"items": sorted(items, key=lambda c: str(c["name"]))}
+
+
+@op(CredentialShow)
+def credential_show(service: Service, request: CredentialShow, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    return credential_summary(service, state, find_credential(service, state, request.id))

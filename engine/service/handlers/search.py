@@ -1,0 +1,449 @@
+"""Search, retrieve (cited passages), ask (answers with validated citations), rag status / index.
+
+These ops are ``lock_free``: they take the service lock only for short phases and
+run model work (embedding, rerank, generation) outside it. After every phase
+that ran without the lock they re-check the lock generation and, before
+delivery, each source's revision stamp (RAG-1). ``ask`` commits a signed intent
+before inference and an audit of the outcome and delivered source IDs after it,
+never the prompt or any key (RAG-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from engine.errors import MemoriesError
+from engine.rag.citations import check_citations
+from engine.rag.config import RagConfig, load_rag_config
+from engine.rag.prompt import Source, build_messages
+from engine.rag.providers import chat, embed, rerank_scores, run_sync
+from engine.search.index import Mode, VaultIndex
+from engine.search.query import MAX_QUERY_CHARS, ParsedQuery, parse_query
+from engine.search.rerank import RERANK_WINDOW
+from engine.search.segment import SEGMENTER_VERSION
+from engine.search.snippets import snippet
+from engine.search.vectors import normalize
+from engine.service.caller import Caller
+from engine.service.registry import op
+from engine.service.requests import Kind, Request
+from engine.service.search_runtime import SearchRuntime, runtime_of
+from engine.service.service import Service, Unlocked
+
+__all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex"]
+
+QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
+ModeName = Literal["auto", "lexical", "vector", "hybrid"]
+WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
+# Chunks embedded on demand by one query; `memories rag index` embeds the rest.
+EMBED_ON_DEMAND = 512
+PASSAGE_CHARS = 1200
+
+
+class Search(Request, tag="search"):
+    query: QueryText
+    mode: ModeName = "auto"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    kind: Kind | None = None
+    wait_ms: WaitMs = 5000
+
+
+class Retrieve(Request, tag="retrieve"):
+    query: QueryText
+    mode: ModeName = "auto"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    wait_ms: WaitMs = 5000
+
+
+class Ask(Request, tag="ask"):
+    query: QueryText
+    mode: ModeName = "auto"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    wait_ms: WaitMs = 5000
+
+
+class RagStatus(Request, tag="rag_status"):
+    pass
+
+
+class RagIndex(Request, tag="rag_index"):
+    rebuild: bool = False
+    vectors: bool = True
+    wait_ms: WaitMs = 600_000
+
+
+@dataclass
+class Found:
+    """One hit, snapshotted under the lock so delivery never reads the index again."""
+
+    asset_id: bytes
+    rev_id: bytes
+    kind: str
+    title: str
+    tags: list[str]
+    passage: str
+    score: float
+
+
+@dataclass
+class Retrieved:
+    generation: int
+    mode: Mode
+    parsed: ParsedQuery
+    partial: bool
+    truncated: int
+    hits: list[Found] = field(default_factory=list)
+    vectors_missing: int = 0
+
+
+# -- phases ----------------------------------------------------------------------------------
+def _checked_state(service: Service, generation: int) -> Unlocked:
+    """Under the lock: the vault is still unlocked under the same generation (ST-10, RAG-1)."""
+    state = service.require_unlocked()
+    if service.session.generation != generation:
+        raise MemoriesError("locked", "The vault was locked while this request ran; the result was dropped.")
+    return state
+
+
+def _resolve_mode(requested: str, config: RagConfig) -> Mode:
+    if requested == "auto":
+        return "hybrid" if config.embedding is not None else "lexical"
+    if requested in ("vector", "hybrid") and config.embedding is None:
+        raise MemoriesError(
+            "provider_not_configured",
+            f"{requested.capitalize()} search needs an embedding provider: add [rag.embedding] "
+            "(kind, url, model, api_key_env) to config.toml; lexical search works without one.",
+        )
+    mode: Mode = "vector" if requested == "vector" else "hybrid" if requested == "hybrid" else "lexical"
+    return mode
+
+
+def _retrieve(
+    service: Service,
+    runtime: SearchRuntime,
+    config: RagConfig,
+    query: str,
+    requested_mode: str,
+    limit: int,
+    kinds: frozenset[str] | None,
+    wait_ms: int,
+) -> Retrieved:
+    runtime.wait_ready(wait_ms / 1000)
+    with service.lock:
+        state = service.require_unlocked()
+        service.session.touch()
+        generation = service.session.generation
+        mode = _resolve_mode(requested_mode, config)
+        index = runtime.current_index(state, state.default_vault)
+        parsed = parse_query(query, runtime.segmenter)
+        missing: list[tuple[bytes, str]] = []
+        if mode != "lexical" and config.embedding is not None:
+            index.vectors.reset_if_model_changed(config.embedding.model_id)
+            missing = index.missing_vectors(EMBED_ON_DEMAND)
+    query_vector: npt.NDArray[np.float32] | None = None
+    if mode != "lexical":
+        # Model work outside the service lock; the query goes first in the batch.
+        vectors = run_sync(embed(config, [query] + [text for _, text in missing]))
+        try:
+            query_vector = normalize(vectors[0])
+        except ValueError:
+            raise MemoriesError("provider_error", "The provider returned an unusable query vector.") from None
+    with service.lock:
+        state = _checked_state(service, generation)
+        index = runtime.current_index(state, state.default_vault)
+        if missing:
+            index.vectors.reset_if_model_changed(config.embedding.model_id if config.embedding else "")
+            try:
+                index.store_vectors(zip([k for k, _ in missing], vectors[1:], strict=True))
+            except ValueError:
+                raise MemoriesError("provider_error", "The provider returned vectors of inconsistent size.") from None
+        window = max(limit, RERANK_WINDOW) if config.rerank is not None else limit
+        hits = index.search(parsed, mode=mode, query_vector=query_vector, limit=window, kinds=kinds)
+        found = [_snapshot(index, h.asset_id, h.rowid, h.score) for h in hits]
+        result = Retrieved(
+            generation=generation,
+            mode=mode,
+            parsed=parsed,
+            partial=not index.complete,
+            truncated=len(index.truncated),
+            hits=found,
+            vectors_missing=len(index.missing_vectors(1)) if mode != "lexical" else 0,
+        )
+    if config.rerank is not None and len(result.hits) > 1:
+        scores = run_sync(rerank_scores(config, query, [f"{h.title}\n{h.passage}" for h in result.hits]))
+        order = sorted(range(len(result.hits)), key=lambda i: scores[i], reverse=True)
+        result.hits = [result.hits[i] for i in order]
+    result.hits = result.hits[:limit]
+    return result
+
+
+def _snapshot(index: VaultIndex, asset_id: bytes, rowid: int, score: float) -> Found:
+    doc = index.assets[asset_id].doc
+    return Found(
+        asset_id=asset_id,
+        rev_id=doc.rev_id,
+        kind=doc.kind,
+        title=doc.title,
+        tags=list(doc.tags),
+        passage=index.chunks[rowid].text,
+        score=score,
+    )
+
+
+def _still_current(runtime: SearchRuntime, state: Unlocked, hits: list[Found]) -> list[Found]:
+    """Hits whose source is still indexed at the same revision (not edited, deleted or excluded)."""
+    index = runtime.cache.peek(state.default_vault)
+    if index is None:
+        return []
+    runtime.current_index(state, state.default_vault)
+    return [h for h in hits if (a := index.assets.get(h.asset_id)) is not None and a.doc.rev_id == h.rev_id]
+
+
+def _source_view(state: Unlocked, hit: Found) -> dict[str, Any]:
+    """A safe summary projection (SR-5): asset ID and short ID, never a chunk hash."""
+    return {
+        "id": hit.asset_id.hex(),
+        "short_id": state.index.short_id(hit.asset_id),
+        "kind": hit.kind,
+        "title": hit.title,
+        "tags": hit.tags,
+        "revision": hit.rev_id.hex()[:12],
+    }
+
+
+def _config(service: Service) -> RagConfig:
+    return load_rag_config(service.paths.config_file)
+
+
+# -- ops ---------------------------------------------------------------------------------------
+@op(Search, lock_free=True, mcp_allowed=True)
+def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
+    runtime = runtime_of(service)
+    kinds = frozenset({request.kind}) if request.kind else None
+    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms)
+    with service.lock:
+        state = _checked_state(service, found.generation)
+        hits = _still_current(runtime, state, found.hits)
+        service.commit_intent(state, "search", caller, [h.asset_id for h in hits])
+        terms = found.parsed.terms + found.parsed.phrases
+        results = [
+            {
+                "rank": rank,
+                **_source_view(state, hit),
+                "snippet": snippet(hit.passage or hit.title, terms),
+                "score": round(hit.score, 4),
+            }
+            for rank, hit in enumerate(hits, start=1)
+        ]
+    return {
+        "query": request.query,
+        "mode": found.mode,
+        "partial": found.partial,
+        "truncated": found.truncated,
+        "vectors_missing": found.vectors_missing,
+        "results": results,
+    }
+
+
+def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:
+    return [
+        {"label": f"S{i}", **_source_view(state, hit), "text": hit.passage[:PASSAGE_CHARS]} for i, hit in enumerate(hits, start=1)
+    ]
+
+
+@op(Retrieve, lock_free=True, mcp_allowed=True)
+def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, Any]:
+    runtime = runtime_of(service)
+    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, None, request.wait_ms)
+    with service.lock:
+        state = _checked_state(service, found.generation)
+        hits = _still_current(runtime, state, found.hits)
+        service.commit_intent(state, "retrieve", caller, [h.asset_id for h in hits])
+        return {
+            "query": request.query,
+            "mode": found.mode,
+            "partial": found.partial,
+            "truncated": found.truncated,
+            "passages": _passages(state, hits),
+        }
+
+
+@op(Ask, lock_free=True, mcp_allowed=True)
+def ask(service: Service, request: Ask, caller: Caller) -> dict[str, Any]:
+    runtime = runtime_of(service)
+    config = _config(service)
+    if config.generation is None:
+        raise MemoriesError(
+            "provider_not_configured",
+            "`ask` needs a generation provider: add [rag.generation] (url, model, api_key_env) to config.toml; "
+            "`memories retrieve` works without one.",
+        )
+    limit = min(request.limit, config.max_sources)
+    found = _retrieve(service, runtime, config, request.query, request.mode, limit, None, request.wait_ms)
+    with service.lock:
+        state = _checked_state(service, found.generation)
+        hits = _still_current(runtime, state, found.hits)
+        if not hits:
+            return {
+                "query": request.query,
+                "mode": found.mode,
+                "answer": None,
+                "citations": [],
+                "invalid_citations": [],
+                "sources": [],
+                "partial": found.partial,
+                "note": "No authorized memory matches the question; nothing was sent to the model.",
+            }
+        # RAG-2: the intent names the exact sources about to leave for the model.
+        service.commit_intent(state, "ask", caller, [h.asset_id for h in hits])
+    sources = [Source(f"S{i}", h.title, h.passage[:PASSAGE_CHARS]) for i, h in enumerate(hits, start=1)]
+    messages, _ = build_messages(request.query, sources)
+    try:
+        answer = run_sync(chat(config, messages))
+    except MemoriesError as exc:
+        _audit_outcome(service, found.generation, caller, "error", [], exc.code)
+        raise
+    with service.lock:
+        state = _checked_state(service, found.generation)
+        current = _still_current(runtime, state, hits)
+        if len(current) != len(hits):
+            service.commit(
+                state, [], [], [service.audit_record(state, "ask", caller, phase="result", outcome="dropped", assets=[])]
+            )
+            raise MemoriesError("sources_changed")
+        labels = {s.label: h for s, h in zip(sources, hits, strict=True)}
+        checked = check_citations(answer, set(labels))
+        delivered = [labels[label].asset_id for label in checked.cited]
+        service.commit(
+            state, [], [], [service.audit_record(state, "ask", caller, phase="result", outcome="ok", assets=delivered)]
+        )
+        views = {label: _source_view(state, hit) for label, hit in labels.items()}
+        return {
+            "query": request.query,
+            "mode": found.mode,
+            "partial": found.partial,
+            "answer": checked.text,
+            "citations": [{"label": label, **views[label]} for label in checked.cited],
+            "invalid_citations": checked.invalid,
+            "sources": [{"label": label, **views[label]} for label in labels],
+        }
+
+
+def _audit_outcome(service: Service, generation: int, caller: Caller, outcome: str, assets: list[bytes], code: str) -> None:
+    with service.lock:
+        if service.state is None or service.session.generation != generation:
+            return  # locked meanwhile: the committed intent records an unknown outcome
+        state = service.state
+        service.commit(
+            state,
+            [],
+            [],
+            [service.audit_record(state, "ask", caller, phase="result", outcome=outcome, assets=assets, error=code)],
+        )
+
+
+@op(RagStatus, mcp_allowed=True)
+def rag_status(service: Service, request: RagStatus, caller: Caller) -> dict[str, Any]:
+    runtime = runtime_of(service)
+    state = service.require_unlocked()
+    index = runtime.cache.peek(state.default_vault)
+    try:
+        config: RagConfig | None = _config(service)
+        config_error = None
+    except MemoriesError as exc:
+        config, config_error = None, exc.message
+    providers: dict[str, Any] = {}
+    if config is not None:
+        for name, endpoint in config.endpoints():
+            if endpoint is not None:
+                providers[name] = {
+                    "kind": endpoint.kind,
+                    "model": endpoint.model or "(local)",
+                    # The variable's name and whether it is set; never its value.
+                    "api_key_env": endpoint.api_key_env,
+                    "api_key_present": endpoint.api_key() is not None if endpoint.api_key_env else None,
+                }
+    info: dict[str, Any] = {"state": "missing"}
+    if index is not None:
+        info = {
+            "state": "ready" if index.complete else "building",
+            "complete": index.complete,
+            "assets": len(index.assets),
+            "chunks": len(index.chunks),
+            "text_bytes": index.text_bytes,
+            "vectors": len(index.vectors),
+            "vector_bytes": index.vectors.nbytes,
+            "vector_model": index.vectors.model or None,
+            "truncated": len(index.truncated),
+            "excluded": _count_reasons(index.excluded),
+            "limits": {
+                "max_chunks": index.limits.max_chunks,
+                "max_text_bytes": index.limits.max_text_bytes,
+                "max_vector_bytes": index.limits.max_vector_bytes,
+            },
+        }
+    stats = runtime.stats
+    return {
+        "index": info,
+        "cached_indexes": len(runtime.cache),
+        "segmenter": SEGMENTER_VERSION,
+        "build": {
+            "builds": stats.builds,
+            "last_seconds": round(stats.last_seconds, 3) if stats.last_seconds is not None else None,
+            "segmented": stats.segmented,
+            "reused_tokens": stats.reused_tokens,
+            "token_records_written": stats.token_records_written,
+        },
+        "providers": providers,
+        "config_error": config_error,
+        "modes": ["lexical", "vector", "hybrid"] if config and config.embedding else ["lexical"],
+    }
+
+
+def _count_reasons(excluded: dict[bytes, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for reason in excluded.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    return counts
+
+
+@op(RagIndex, lock_free=True)
+def rag_index(service: Service, request: RagIndex, caller: Caller) -> dict[str, Any]:
+    """Bring the lexical index up to date (or rebuild it), then embed every chunk lacking a vector."""
+    runtime = runtime_of(service)
+    config = _config(service)
+    with service.lock:
+        state = service.require_unlocked()
+        service.session.touch()
+        generation = service.session.generation
+        if request.rebuild:
+            runtime.start_build(state, state.default_vault)
+        else:
+            runtime.current_index(state, state.default_vault)
+    runtime.wait_ready(request.wait_ms / 1000)
+    embedded = 0
+    stopped = None
+    if request.vectors and config.embedding is not None:
+        while True:
+            with service.lock:
+                state = _checked_state(service, generation)
+                index = runtime.current_index(state, state.default_vault)
+                index.vectors.reset_if_model_changed(config.embedding.model_id)
+                missing = index.missing_vectors(config.embedding.batch * 4)
+            if not missing:
+                break
+            vectors = run_sync(embed(config, [text for _, text in missing]))
+            with service.lock:
+                state = _checked_state(service, generation)
+                index = runtime.current_index(state, state.default_vault)
+                stored = index.store_vectors(zip([k for k, _ in missing], vectors, strict=True))
+                embedded += stored
+                if stored < len([k for k, _ in missing if k in index.by_key]):
+                    stopped = "vector_bytes"
+                    break
+    status = rag_status(service, RagStatus(), caller) if service.state is not None else {}
+    return {"embedded": embedded, "vector_limit_reached": stopped is not None, "status": status}

@@ -1,0 +1,325 @@
+"""The search runtime of one Service: builds the vault index after unlock, keeps it current on
+every commit, and wipes it on lock (SR-1 … SR-3, SR-6, ST-10).
+
+Hooked in through ``EXTENSIONS``; the core never calls search code directly.
+Segmenting is the dominant cost (SR-6), so each revision is segmented once — at
+write time, or lazily for revisions written before — and its token stream is kept
+as an encrypted ``search_tokens`` record in device-local state, from which the
+next unlock rebuilds the index without re-segmenting. The build runs in a
+background thread in batches that hold the service lock only to read and to
+insert; segmentation happens outside the lock, and search answers meanwhile,
+saying the index is partial.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import MemoriesError
+from engine.search.cache import IndexCache
+from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
+from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
+from engine.search.index import Limits, VaultIndex
+from engine.search.segment import Segmenter
+from engine.service.service import EXTENSIONS, Service, Unlocked
+from engine.vault.index import AssetEntry
+from engine.vault.revision import Revision
+
+__all__ = ["SearchRuntime", "runtime_of", "BUILD_BATCH"]
+
+log = logging.getLogger("memories.search")
+BUILD_BATCH = 256
+TOKEN_COMMIT_BATCH = 1000
+
+# One runtime per Service, held weakly so the registry never keeps a Service alive.
+_RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
+
+
+def runtime_of(service: Service) -> SearchRuntime:
+    runtime = _RUNTIMES.get(service)
+    if runtime is None:
+        raise MemoriesError("internal", "The search extension is not installed.")
+    return runtime
+
+
+@dataclass
+class BuildJob:
+    state: Unlocked
+    vault_id: bytes
+    generation: int
+    index: VaultIndex
+    done: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False
+    started: float = field(default_factory=time.monotonic)
+    seconds: float | None = None
+    segmented: int = 0
+    reused: int = 0
+
+
+@dataclass
+class BuildStats:
+    builds: int = 0
+    last_seconds: float | None = None
+    segmented: int = 0
+    reused_tokens: int = 0
+    token_records_written: int = 0
+
+
+def _newest_live_head(state: Unlocked, entry: AssetEntry) -> Revision:
+    heads = state.index.head_revisions(entry)
+    live = [r for r in heads if not r.tombstone] or heads
+    return max(live, key=lambda r: (r.created_ms, r.seq))
+
+
+class SearchRuntime:
+    def __init__(self, service: Service, limits: Limits | None = None) -> None:
+        self.service = service
+        self.segmenter = Segmenter()
+        self.cache = IndexCache(limits)
+        # rev_id -> prepared token stream (decrypted from search_tokens records); wiped on lock.
+        self.tokens: dict[bytes, Prepared] = {}
+        self.job: BuildJob | None = None
+        self.stats = BuildStats()
+        service.on_unlock.append(self._on_unlock)
+        service.on_commit.append(self._on_commit)
+        service.on_lock.append(self._on_lock)
+
+    # -- hooks (all called under the service lock) --------------------------------------
+    def _on_unlock(self, state: Unlocked) -> None:
+        for _, record in state.extra_records.pop(TOKENS_KIND, []):
+            prepared = Prepared.from_record(record)
+            if prepared is not None:  # another segmenter version: re-segmented lazily
+                self.tokens[prepared.rev_id] = prepared
+        self.start_build(state, state.default_vault)
+
+    def _on_lock(self) -> None:
+        if self.job is not None:
+            self.job.cancelled = True
+            self.job.done.set()
+        self.job = None
+        self.cache.wipe()
+        self.tokens.clear()
+
+    def _on_commit(self, state: Unlocked, revisions: list[Revision], extra: list[dict[str, Any]]) -> None:
+        # Our own token records need no in-memory copy beyond self.tokens.
+        state.extra_records.pop(TOKENS_KIND, None)
+        if not revisions:
+            return
+        fresh: list[Prepared] = []
+        for vault_id in {bytes(r.body["vault"]) for r in revisions}:
+            index = self.cache.peek(vault_id)
+            if index is None:
+                continue
+            if index.policy_head != state.vaults[vault_id].policy.head:
+                self.start_build(state, vault_id)  # a policy change invalidates the whole index
+                continue
+            for asset_id in dict.fromkeys(r.asset_id for r in revisions if bytes(r.body["vault"]) == vault_id):
+                self.refresh_asset(state, index, asset_id, fresh)
+            index.revisions_seen = len(state.index.revisions)
+        self._persist_tokens(state, fresh)
+
+    # -- documents -----------------------------------------------------------------------
+    def document(self, state: Unlocked, entry: AssetEntry, index: VaultIndex | None = None) -> Document | None:
+        """The indexable document of an asset's current head, or None if excluded (SR-3)."""
+        deleted = state.index.is_deleted(entry)
+        conflict = entry.in_conflict
+        cheap = exclusion_reason(kind=entry.kind, deleted=deleted, conflict=conflict, quarantined=False, summary={})
+        if cheap is not None:
+            if index is not None:
+                index.excluded[entry.asset_id] = cheap
+            return None
+        head = _newest_live_head(state, entry)
+        summary = self.service.summary_of(state, head)
+        reason = exclusion_reason(kind=entry.kind, deleted=False, conflict=False, quarantined=False, summary=summary)
+        if reason is not None:
+            if index is not None:
+                index.excluded[entry.asset_id] = reason
+            return None
+        body = self.service.body_of(state, head)
+        return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.created_ms)
+
+    def prepared_for(self, doc: Document, fresh: list[Prepared]) -> Prepared:
+        cached = self.tokens.get(doc.rev_id)
+        if cached is not None and cached.fits(doc):
+            return cached
+        prepared = prepare(doc, self.segmenter)
+        self.tokens[doc.rev_id] = prepared
+        fresh.append(prepared)
+        return prepared
+
+    def refresh_asset(self, state: Unlocked, index: VaultIndex, asset_id: bytes, fresh: list[Prepared]) -> None:
+        entry = state.index.assets.get(asset_id)
+        doc = self.document(state, entry, index) if entry is not None else None
+        if doc is None:
+            index.remove(asset_id)
+            return
+        current = index.assets.get(asset_id)
+        if current is not None and current.doc.rev_id == doc.rev_id:
+            return
+        stale = current.doc.rev_id if current is not None else None
+        index.upsert(doc, self.prepared_for(doc, fresh))
+        if stale is not None:
+            self.tokens.pop(stale, None)
+
+    def _persist_tokens(self, state: Unlocked, fresh: list[Prepared]) -> None:
+        """SR-6: keep new token streams encrypted in local state; a failure only costs a re-segment."""
+        for start in range(0, len(fresh), TOKEN_COMMIT_BATCH):
+            batch = [p.to_record() for p in fresh[start : start + TOKEN_COMMIT_BATCH]]
+            try:
+                self.service.commit(state, [], [], batch)
+            except MemoriesError as exc:
+                log.warning("search tokens not persisted (%s)", exc.code)
+                return
+            self.stats.token_records_written += len(batch)
+
+    # -- building ------------------------------------------------------------------------
+    def start_build(self, state: Unlocked, vault_id: bytes) -> BuildJob:
+        """Replace the vault's index with an empty one and fill it in the background."""
+        if self.job is not None:
+            self.job.cancelled = True
+            self.job.done.set()
+        vault = state.vaults[vault_id]
+        index = VaultIndex(vault_id, vault.policy.head, self.cache.limits)
+        self.cache.put(index)
+        job = BuildJob(state, vault_id, self.service.session.generation, index)
+        self.job = job
+        self.stats.builds += 1
+        threading.Thread(target=self._run_build, args=(job,), name="memories-search-build", daemon=True).start()
+        return job
+
+    def _stale(self, job: BuildJob) -> bool:
+        return (
+            job.cancelled
+            or self.service.state is not job.state
+            or self.service.session.generation != job.generation
+            or self.cache.peek(job.vault_id) is not job.index
+        )
+
+    def _run_build(self, job: BuildJob) -> None:
+        try:
+            self.segmenter.warm()  # loads Jieba's dictionary outside the service lock
+            self._build(job)
+        except MemoriesError as exc:
+            log.warning("search index build stopped (%s)", exc.code)
+        except Exception as exc:  # a bug must not kill the daemon; only the type is logged
+            log.error("search index build failed type=%s", type(exc).__name__)
+        finally:
+            job.done.set()
+
+    def _build(self, job: BuildJob) -> None:
+        index, state = job.index, job.state
+        with self.service.lock:
+            if self._stale(job):
+                return
+            entries = [e for e in state.index.assets.values() if e.vault_id == job.vault_id]
+            # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
+            entries.sort(key=lambda e: _newest_live_head(state, e).created_ms, reverse=True)
+            order = [e.asset_id for e in entries]
+        for start in range(0, len(order), BUILD_BATCH):
+            docs: list[tuple[Document, Prepared | None]] = []
+            with self.service.lock:
+                if self._stale(job):
+                    return
+                for asset_id in order[start : start + BUILD_BATCH]:
+                    entry = state.index.assets[asset_id]
+                    if asset_id in index.assets and index.assets[asset_id].doc.rev_id == _newest_live_head(state, entry).rev_id:
+                        continue  # a commit during the build already indexed it
+                    doc = self.document(state, entry, index)
+                    if doc is None:
+                        continue
+                    size = len(doc.body.encode()) + len(doc.title.encode())
+                    if not index.would_fit(len(doc.body) // 1000 + 1, size):
+                        index.truncated.add(asset_id)
+                        continue
+                    cached = self.tokens.get(doc.rev_id)
+                    docs.append((doc, cached if cached is not None and cached.fits(doc) else None))
+            # The costly part runs without the service lock.
+            fresh: list[Prepared] = []
+            ready: list[tuple[Document, Prepared]] = []
+            for doc, cached in docs:
+                if cached is None:
+                    prepared = prepare(doc, self.segmenter)
+                    fresh.append(prepared)
+                    job.segmented += 1
+                else:
+                    prepared = cached
+                    job.reused += 1
+                ready.append((doc, prepared))
+            with self.service.lock:
+                if self._stale(job):
+                    return
+                for doc, prepared in ready:
+                    entry = state.index.assets[doc.asset_id]
+                    if state.index.is_deleted(entry) or entry.in_conflict or _newest_live_head(state, entry).rev_id != doc.rev_id:
+                        continue  # changed meanwhile; the commit hook indexed the new state
+                    index.upsert(doc, prepared)
+                for prepared in fresh:
+                    self.tokens[prepared.rev_id] = prepared
+                self._persist_tokens(state, fresh)
+        with self.service.lock:
+            if self._stale(job):
+                return
+            index.complete = True
+            index.revisions_seen = len(state.index.revisions)
+            job.seconds = time.monotonic() - job.started
+            self.stats.last_seconds = job.seconds
+            self.stats.segmented += job.segmented
+            self.stats.reused_tokens += job.reused
+
+    # -- queries -------------------------------------------------------------------------
+    def wait_ready(self, timeout_seconds: float) -> bool:
+        job = self.job
+        if job is None:
+            return True
+        return job.done.wait(timeout_seconds)
+
+    def current_index(self, state: Unlocked, vault_id: bytes) -> VaultIndex:
+        """The vault's index, checked against its key: policy head and revision set (SR-2).
+
+        Call under the service lock. A policy change starts a rebuild; revisions that
+        arrived without a commit hook (e.g. a merge path) are reconciled asset by asset.
+        """
+        vault = state.vaults[vault_id]
+        index = self.cache.get(vault_id, vault.policy.head)
+        if index is None:
+            return self.start_build(state, vault_id).index
+        if index.complete and index.revisions_seen != len(state.index.revisions):
+            fresh: list[Prepared] = []
+            for entry in list(state.index.assets.values()):
+                if entry.vault_id != vault_id or entry.kind not in INDEXED_KINDS:
+                    continue
+                known = index.assets.get(entry.asset_id)
+                if (
+                    known is None
+                    or state.index.is_deleted(entry)
+                    or entry.in_conflict
+                    or (known.doc.rev_id != _newest_live_head(state, entry).rev_id)
+                ):
+                    self.refresh_asset(state, index, entry.asset_id, fresh)
+            index.revisions_seen = len(state.index.revisions)
+            self._persist_tokens(state, fresh)
+        return index
+
+
+def _limits(service: Service) -> Limits:
+    from engine.rag.config import load_rag_config
+
+    try:
+        bounds = load_rag_config(service.paths.config_file).bounds
+    except MemoriesError as exc:
+        log.warning("[rag] config ignored for index bounds (%s)", exc.code)
+        return Limits()
+    mib = 1024 * 1024
+    return Limits(bounds.max_chunks, int(bounds.max_text_mib * mib), int(bounds.max_vector_mib * mib))
+
+
+def _setup(service: Service) -> None:
+    _RUNTIMES[service] = SearchRuntime(service, _limits(service))
+
+
+EXTENSIONS.append(_setup)

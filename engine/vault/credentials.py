@@ -1,0 +1,175 @@
+"""Credentials: an asset kind on the shared revision DAG whose body is secret (HI-1, CD-3).
+
+A credential revision's summary holds only non-secret fields (its name, type and
+public fields such as host, port, user, allowlist); its body holds the secret
+payload as canonical JSON. No generic read, search, list, diff or export op ever
+returns the body: only the internal ``read_credential`` below, used by ops that
+need the secret (OTP, copy, remote sessions, proxies) after their own checks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.crypto.canonical import canonical_bytes, decode_canonical
+from engine.errors import MemoriesError
+
+if TYPE_CHECKING:
+    from engine.service.caller import Caller
+    from engine.service.service import Service, Unlocked
+    from engine.vault.index import AssetEntry
+    from engine.vault.revision import Revision
+
+__all__ = [
+    "CREDENTIAL_KIND",
+    "Credential",
+    "prepare_credential",
+    "create_credential",
+    "find_credential",
+    "read_credential",
+    "credential_summary",
+    "list_credentials",
+]
+
+CREDENTIAL_KIND = "credential"
+
+
+@dataclass(frozen=True)
+class Credential:
+    asset_id: bytes
+    revision: bytes
+    name: str
+    ctype: str
+    public: dict[str, Any]
+    secret: dict[str, Any]  # never returned by a generic op, never logged
+
+
+def _check_name(name: str) -> None:
+    if not name or len(name) > 200 or any(ord(c) < 32 for c in name):
+        raise MemoriesError("invalid_input", "A credential name is 1–200 printable characters.")
+
+
+def prepare_credential(
+    service: Service,
+    state: Unlocked,
+    *,
+    name: str,
+    ctype: str,
+    public: dict[str, Any],
+    secret: dict[str, Any],
+    asset_id: bytes | None = None,
+    parents: list[bytes] | None = None,
+    reserved: list[int] | None = None,
+) -> tuple[Revision, list[tuple[int, bytes]]]:
+    """Build (not commit) a credential revision, e.g. to commit with a card in one transaction (CD-4)."""
+    from engine.service.handlers.assets import new_revision
+
+    _check_name(name)
+    if asset_id is None:
+        existing = _by_name(service, state, name)
+        if existing is not None:
+            raise MemoriesError("invalid_input", "A credential with that name already exists.")
+    summary = {"title": name, "tags": [], "meta": {}, "credential": {"type": ctype, "public": public}}
+    return new_revision(
+        service,
+        state,
+        asset_id=asset_id or os.urandom(16),
+        kind=CREDENTIAL_KIND,
+        parents=parents or [],
+        summary=summary,
+        body=canonical_bytes(secret).decode("utf-8"),
+        reserved=reserved,
+    )
+
+
+def create_credential(
+    service: Service,
+    state: Unlocked,
+    caller: Caller,
+    *,
+    name: str,
+    ctype: str,
+    public: dict[str, Any],
+    secret: dict[str, Any],
+) -> Revision:
+    """Create and commit a credential with its audit record; returns the revision."""
+    rev, rows = prepare_credential(service, state, name=name, ctype=ctype, public=public, secret=secret)
+    audit = service.audit_record(state, "credential.create", caller, outcome="ok", assets=[rev.asset_id])
+    service.commit(state, [rev], rows, [audit])
+    return rev
+
+
+def _current(state: Unlocked, entry: AssetEntry) -> Revision | None:
+    if entry.kind != CREDENTIAL_KIND or state.index.is_deleted(entry):
+        return None
+    heads = [state.index.revisions[h] for h in entry.heads if not state.index.revisions[h].tombstone]
+    return max(heads, key=lambda r: (r.created_ms, r.seq)) if heads else None
+
+
+def _by_name(service: Service, state: Unlocked, name: str) -> AssetEntry | None:
+    for entry in state.index.assets.values():
+        rev = _current(state, entry)
+        if rev is not None and service.summary_of(state, rev).get("title") == name:
+            return entry
+    return None
+
+
+def find_credential(service: Service, state: Unlocked, ref: str) -> AssetEntry:
+    """Resolve a credential by exact name, else by asset-ID prefix."""
+    entry = _by_name(service, state, ref)
+    if entry is None:
+        try:
+            entry = state.index.resolve(ref)
+        except MemoriesError:
+            entry = None
+    if entry is None or _current(state, entry) is None:
+        raise MemoriesError("not_found", "No credential has that name or ID.")
+    return entry
+
+
+def read_credential(service: Service, state: Unlocked, ref: str) -> Credential:
+    """Resolve and decrypt a credential's secret. Internal: callers check elevation/intent first."""
+    entry = find_credential(service, state, ref)
+    rev = _current(state, entry)
+    assert rev is not None
+    summary = service.summary_of(state, rev)
+    info = summary.get("credential") or {}
+    try:
+        secret = decode_canonical(service.body_of(state, rev).encode("utf-8"))
+    except ValueError as exc:
+        raise MemoriesError("store_corrupt", "A credential payload is malformed.") from exc
+    return Credential(
+        asset_id=entry.asset_id,
+        revision=rev.rev_id,
+        name=str(summary.get("title", "")),
+        ctype=str(info.get("type", "")),
+        public=dict(info.get("public", {})),
+        secret=secret if isinstance(secret, dict) else {},
+    )
+
+
+def credential_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
+    """The safe projection: name, type, public fields and short ID; never the secret."""
+    rev = _current(state, entry)
+    if rev is None:
+        raise MemoriesError("not_found", "No credential has that name or ID.")
+    summary = service.summary_of(state, rev)
+    info = summary.get("credential") or {}
+    return {
+        "id": entry.asset_id.hex(),
+        "short_id": state.index.short_id(entry.asset_id),
+        "name": summary.get("title", ""),
+        "type": info.get("type", ""),
+        "public": dict(info.get("public", {})),
+        "revision": rev.rev_id.hex(),
+    }
+
+
+def list_credentials(service: Service, state: Unlocked) -> list[dict[str, Any]]:
+    return [
+        credential_summary(service, state, entry)
+        for entry in state.index.assets.values()
+        if _current(state, entry) is not None
+    ]

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import Paths
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
+from tests.helpers import Cli, require
+
+
+def raw(cli: Cli, body: dict[str, Any]) -> dict[str, Any]:
+    """One request over the real IPC socket (for fields the CLI never sends)."""
+    with IpcClient(Paths(cli.home).socket) as client:
+        return client.request(body)
+
+
+def raw_error(cli: Cli, body: dict[str, Any]) -> MemoriesError:
+    try:
+        raw(cli, body)
+    except MemoriesError as exc:
+        return exc
+    raise AssertionError(f"{body['op']} unexpectedly succeeded")
+
+
+def state_rows(cli: Cli) -> int:
+    """The number of visible assets (credentials included): a failed op must not change it."""
+    return int(cli.ok("status")["assets"])
+
+
+@pytest.fixture
+def xdisplay(tmp_path: Path) -> Iterator[str]:
+    """A private Xvfb server; its DISPLAY string."""
+    require(shutil.which("Xvfb") is not None, "Xvfb is needed for clipboard tests (apt: xvfb)")
+    require(shutil.which("xclip") is not None, "xclip is needed for clipboard tests (apt: xclip)")
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    number = b""
+    with os.fdopen(read_fd, "rb") as pipe:
+        while not number.endswith(b"\n"):
+            chunk = pipe.read(1)
+            if not chunk:
+                break
+            number += chunk
+    try:
+        assert number.strip(), "Xvfb did not report a display"
+        yield f":{number.decode().strip()}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def clipboard(display: str) -> str:
+    env = {**os.environ, "DISPLAY": display}
+    out = subprocess.run(
+        ["xclip", "-selection", "clipboard", "-o"], env=env, capture_output=True, timeout=10, stdin=subprocess.DEVNULL
+    )
+    return out.stdout.decode("utf-8", "replace")
+
+
+def set_clipboard(display: str, value: str) -> None:
+    env = {**os.environ, "DISPLAY": display}
+    subprocess.run(
+        ["xclip", "-selection", "clipboard", "-i"],
+        input=value.encode(),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=10,
+        check=True,
+    )
+
+
+def wait_for(predicate: Any, deadline_s: float = 30.0) -> bool:
+    """Poll until true; the deadline is a hang guard, not a timing assertion."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return bool(predicate())
+
+
+@pytest.fixture(scope="module")
+def shared_vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
+    """One unlocked vault for a module whose tests do not depend on an empty vault (daemon start is slow)."""
+    client = Cli(home=tmp_path_factory.mktemp("shared") / "home")
+    client.init()
+    yield client
+    client.stop()

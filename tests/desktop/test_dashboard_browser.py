@@ -1,0 +1,127 @@
+"""DT-5 in a real browser: Debian's chromium driven by Playwright loads the dashboard,
+sees the status, edits a card, and the CLI shows the new revision."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from tests.desktop.support import Dashboard, save_artifact
+from tests.helpers import Cli, require
+
+CHROMIUM = os.environ.get("MEMORIES_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+CANARY = "CANARY-browser-private-91c2"
+
+Scenario = Callable[[Any], Awaitable[None]]
+
+
+def run_in_browser(url: str, scenario: Scenario) -> None:
+    """One chromium per test with Playwright's async API on a private event loop."""
+    require(shutil.which(CHROMIUM) is not None or Path(CHROMIUM).exists(), "chromium (apt: chromium)")
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        require(False, "playwright (pip: the dev extra)")
+        raise
+
+    async def main() -> None:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1280, "height": 720})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on(
+                    "console",
+                    lambda msg: errors.append(msg.text) if msg.type == "error" and "Content Security" in msg.text else None,
+                )
+                await page.goto(url)
+                await scenario(page)
+                assert errors == [], errors  # no script errors, no CSP violations
+            finally:
+                await browser.close()
+
+    asyncio.run(main())
+
+
+async def _shot(page: Any, path: Path) -> None:
+    await page.screenshot(path=str(path))
+    save_artifact(path)
+
+
+def test_browser_status_edit_and_save(dashboard: Dashboard, module_vault: Cli, tmp_path: Path) -> None:
+    """DT-5: status page, card editor, save; the CLI sees the new revision; no private value shown."""
+    put = module_vault.ok("put", "--title", "Browser card", "--body", "old body", "--tag", "t1", "--meta", f"private={CANARY}")
+
+    async def scenario(page: Any) -> None:
+        await page.wait_for_selector("#status-line[data-state='unlocked'], #status-line[data-state='attention']")
+        assert page.url.endswith("/")  # the token left the address bar
+        assert await page.text_content("#backend") == "none"
+        await _shot(page, tmp_path / "dashboard-status.png")
+        await page.click("#nav-cards")
+        await page.click(f"#card-list button[data-id='{put['id']}']")
+        await page.wait_for_selector("#field-title")
+        assert await page.input_value("#field-title") == "Browser card"
+        assert await page.input_value("#field-body") == "old body"
+        await page.fill("#field-title", "Browser card, edited")
+        await page.fill("#field-body", "new body from the browser")
+        await page.fill("#field-tags", "t1, t2")
+        await page.click("#save")
+        await page.wait_for_selector("#save-result.saved")
+        await _shot(page, tmp_path / "dashboard-editor.png")
+        content = await page.content()
+        assert CANARY not in content
+
+    run_in_browser(dashboard.url, scenario)
+    after = module_vault.ok("get", put["id"])
+    assert (after["title"], after["body"], after["tags"]) == ("Browser card, edited", "new body from the browser", ["t1", "t2"])
+    assert after["meta"] == {"private": CANARY}  # untouched: not an editor field
+    history = module_vault.ok("history", put["id"])["revisions"]
+    assert len(history) == 2
+
+
+def test_browser_stale_save_shows_conflict(dashboard: Dashboard, module_vault: Cli, tmp_path: Path) -> None:
+    """DT-5: the page edits the revision it loaded; if the card changed meanwhile it shows the conflict."""
+    put = module_vault.put("Race", "v1")
+
+    async def scenario(page: Any) -> None:
+        await page.click("#nav-cards")
+        await page.click(f"#card-list button[data-id='{put['id']}']")
+        await page.wait_for_selector("#field-title")
+        # Someone else edits the card from the CLI while the page holds revision 1.
+        await asyncio.to_thread(module_vault.ok, "edit", put["id"], "--title", "Race (cli)")
+        await page.fill("#field-title", "Race (browser)")
+        await page.click("#save")
+        await page.wait_for_selector("#save-result.conflict")
+        assert "nothing was overwritten" in (await page.text_content("#save-result") or "")
+        await _shot(page, tmp_path / "dashboard-conflict.png")
+
+    run_in_browser(dashboard.url, scenario)
+    now = module_vault.ok("get", put["id"])
+    assert now["conflict"] is True
+    assert {h["title"] for h in now["head_contents"]} == {"Race (cli)", "Race (browser)"}
+
+
+def test_browser_without_token_gets_nothing(dashboard: Dashboard) -> None:
+    """DT-5: the page without its token shows the notice and no data."""
+
+    async def scenario(page: Any) -> None:
+        await page.wait_for_selector("#auth-missing:not([hidden])")
+        assert await page.text_content("#status-line") == "Waiting for the first probe…"
+
+    run_in_browser(dashboard.url.split("#", 1)[0], scenario)
+

@@ -1,0 +1,63 @@
+"""DT-3: the prober runs the sibling CLI with a deadline and kills and reaps it."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from desktop.tray.prober import probe_once, sanitize
+from tests.desktop.support import children_of
+from tests.helpers import Cli
+
+
+def test_probe_reports_not_running_locked_unlocked(cli: Cli) -> None:
+    """DT-3: states come from `memories status --json` run as a child."""
+    assert probe_once(cli.home, 10, cli.environ()).state == "not_running"
+    cli.init()
+    probe = probe_once(cli.home, 10, cli.environ())
+    assert probe.state == "unlocked" and probe.status["vaults"] == 1
+    cli.ok("lock")
+    probe = probe_once(cli.home, 10, cli.environ())
+    assert (probe.state, probe.status) == ("locked", {"state": "locked"})
+
+
+def test_probe_of_a_stopped_engine_is_not_responding_and_leaves_no_child(vault: Cli) -> None:
+    """DT-3: SIGSTOPped engine -> "not responding" at the deadline; the child is killed and reaped."""
+    pid = vault.daemon_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        probe = probe_once(vault.home, 1.0, vault.environ())
+        leftovers = [c for c in children_of(os.getpid()) if "status" in c[1]]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert probe.state == "not_responding"
+    assert probe.error == "timeout"
+    assert leftovers == [], leftovers
+    assert probe_once(vault.home, 10, vault.environ()).state == "unlocked"
+
+
+def test_sanitize_keeps_only_the_projection() -> None:
+    """DT-1/DT-3: foreign keys and non-plain values never reach the tray or the page."""
+    probe = sanitize(
+        {
+            "state": "unlocked",
+            "assets": 3,
+            "vault_id": "00ff" * 8,
+            "providers": ["onedrive"],
+            "busy": False,
+            "sync_queue": {"outbox": 1, "inbox": 0},
+            "attention": {"nested": {"deep": 1}},
+        }
+    )
+    assert probe.status == {
+        "state": "unlocked",
+        "assets": 3,
+        "providers": ["onedrive"],
+        "busy": False,
+        "sync_queue": {"outbox": 1, "inbox": 0},
+    }
+    assert sanitize({"state": "locked", "assets": 3}).status == {"state": "locked"}
+    assert sanitize({"error": {"code": "timeout", "message": "x"}}).state == "not_responding"
+    assert sanitize({"state": "weird"}).state == "error"
+    assert sanitize([1, 2]).state == "error"

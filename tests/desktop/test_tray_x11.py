@@ -1,0 +1,163 @@
+"""DT-2/DT-4 under Xvfb with a real tray host (trayer): the icon docks, shows the engine's
+state, its menu locks the vault, and the xorg fallback opens the dashboard on click."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from desktop.tray.icons import PALETTE
+from desktop.tray.state import TrayState
+from tests.desktop.support import XSession, stop_process
+from tests.helpers import Cli, require
+
+TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
+
+
+class Tray:
+    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str) -> None:
+        self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
+        self.out = tmp / f"tray-{backend}.out"
+        self.opened = tmp / "browser-opened.txt"
+        browser = tmp / "fake-browser.sh"
+        browser.write_text(f'#!/bin/sh\necho "$1" >> {self.opened}\n')
+        browser.chmod(0o755)
+        env = x.env(cli.environ())
+        env["BROWSER"] = str(browser)  # webbrowser.open runs this instead of a real browser
+        cmd = cli.command("tray", "--backend", backend, "--verbose", "--probe-interval", "0.3")
+        if backend in ("gtk", "appindicator"):
+            cmd = ["dbus-run-session", "--", *cmd]  # GTK needs a session bus (dunst is activated on it)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.DEVNULL, stdout=open(self.out, "wb"), stderr=subprocess.STDOUT  # noqa: SIM115
+        )
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def wait_output(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            match = re.search(pattern, self.output())
+            if match:
+                return match
+            assert self.proc.poll() is None, self.output()
+            time.sleep(0.05)
+        raise AssertionError(f"{pattern!r} not in tray output: {self.output()}")
+
+    def find_icon(self, state: TrayState, shot: Path | None = None) -> tuple[int, int] | None:
+        """Centroid of the state's exact disc colour inside the tray panel, if shown."""
+        image = self.x.screenshot(shot or self.tmp / "probe.png")
+        colour = PALETTE[state]
+        width = image.size[0]
+        points = [
+            (x, y) for y in range(TRAY_REGION_HEIGHT) for x in range(width) if image.getpixel((x, y)) == colour
+        ]
+        if len(points) < 30:
+            return None
+        return sum(p[0] for p in points) // len(points), sum(p[1] for p in points) // len(points)
+
+    def wait_icon(self, state: TrayState, timeout: float = 30) -> tuple[int, int]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            spot = self.find_icon(state)
+            if spot is not None:
+                return spot
+            assert self.proc.poll() is None, self.output()
+            time.sleep(0.1)
+        raise AssertionError(f"the tray icon never showed {state.value}: {self.output()}")
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def _dashboard_request(url: str, path: str) -> Any:
+    import http.client
+    import json
+
+    port = int(url.split(":")[2].split("/")[0])
+    token = url.split("#", 1)[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    origin = f"http://127.0.0.1:{port}"
+    conn.request("POST", path, body=b"{}", headers={"Authorization": f"Bearer {token}", "Origin": origin})
+    resp = conn.getresponse()
+    data = json.loads(resp.read())
+    conn.close()
+    return resp.status, data
+
+
+def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(
+    cli: Cli, xsession: XSession, tmp_path: Path
+) -> None:
+    """DT-2/DT-4: xorg fallback: starts the engine; icon locked, unlocked, then not responding
+    (SIGSTOP) while a click still opens the dashboard; Quit from the dashboard."""
+    cli.init()
+    cli.stop()  # the tray must start the engine itself
+    tray = Tray(cli, xsession, tmp_path, "xorg")
+    try:
+        tray.wait_output(r"memories tray: backend xorg")
+        url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)
+        tray.wait_icon(TrayState.LOCKED)
+        assert cli.daemon_pid() is not None, "the tray did not start the engine"
+        cli.unlock()
+        tray.wait_icon(TrayState.UNLOCKED)
+        tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-xorg-unlocked.png")
+        # A hung engine: the icon says so, and clicking it still works (nothing blocks).
+        pid = cli.daemon_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            x, y = tray.wait_icon(TrayState.NOT_RESPONDING)
+            tray.find_icon(TrayState.NOT_RESPONDING, tmp_path / "tray-xorg-not-responding.png")
+            xsession.xdotool("mousemove", str(x), str(y), "click", "1")
+            end = time.monotonic() + 20
+            while time.monotonic() < end and not tray.opened.exists():
+                time.sleep(0.05)
+            assert tray.opened.read_text().strip() == url, "the default action opens the dashboard"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        tray.wait_icon(TrayState.UNLOCKED)
+        # With no menu on xorg, the dashboard offers Quit.
+        assert _dashboard_request(url, "/api/quit") == (200, {"quitting": True})
+        assert tray.proc.wait(20) == 0
+    finally:
+        tray.stop()
+
+
+def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """DT-4: GTK backend: icon docks, the menu's Lock now locks, the icon follows a CLI unlock, Quit quits."""
+    require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv (pip install '.[gtk]')")
+    require(shutil.which("dbus-run-session") is not None, "dbus-run-session (apt: dbus)")
+    require(shutil.which("dunst") is not None, "a notification daemon (apt: dunst)")
+    tray = Tray(vault, xsession, tmp_path, "gtk")
+    try:
+        tray.wait_output(r"memories tray: backend gtk")
+        x, y = tray.wait_icon(TrayState.UNLOCKED)
+        tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")
+        xsession.xdotool("mousemove", str(x), str(y), "click", "3")
+        time.sleep(0.5)  # let GTK map the popup before the screenshot and the keys
+        xsession.screenshot(tmp_path / "tray-gtk-menu.png")
+        # Keyboard: first Down selects "Open dashboard", the next "Lock now".
+        xsession.xdotool("key", "--delay", "100", "Down", "Down", "Return")
+        end = time.monotonic() + 20
+        while time.monotonic() < end and vault.ok("status")["state"] != "locked":
+            time.sleep(0.1)
+        assert vault.ok("status") == {"state": "locked"}, "Lock now did not lock the vault"
+        tray.wait_icon(TrayState.LOCKED)
+        tray.find_icon(TrayState.LOCKED, tmp_path / "tray-gtk-locked.png")
+        vault.unlock()
+        x, y = tray.wait_icon(TrayState.UNLOCKED)
+        # Quit from the menu: Up from no selection selects the last item.
+        xsession.xdotool("mousemove", str(x), str(y), "click", "3")
+        time.sleep(0.5)
+        xsession.xdotool("key", "--delay", "100", "Up", "Return")
+        assert tray.proc.wait(20) == 0, tray.output()
+    finally:
+        tray.stop()
+    assert os.path.exists(tmp_path / "tray-gtk-menu.png")

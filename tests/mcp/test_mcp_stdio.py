@@ -1,0 +1,100 @@
+"""The official MCP client over stdio against a real daemon (AG-1, AG-3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from tests.helpers import Cli
+from tests.mcp.support import TOOLS, error_of, grant, result_of, stdio_client
+
+
+def test_stdio_tools_round_trip(vault: Cli) -> None:
+    """AG-1, AG-3: discover (2026-07-28), tools/list is the exact set, write → search → link → recall."""
+    vault.sudo()
+    token = grant(vault, "claude", "read_write")
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token) as client:
+            assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            listed = await client.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+            for tool in listed.tools:
+                assert tool.description and len(tool.description) > 40
+                assert tool.input_schema["type"] == "object"
+                assert tool.input_schema.get("additionalProperties") is False
+
+            first = result_of(
+                await client.call_tool(
+                    "memory_write", {"title": "Deploy recipe", "body": "Run make release then tag it", "tags": ["ops"]}
+                )
+            )
+            # Short handles, not 32-hex asset IDs.
+            assert 8 <= len(first["id"]) < 32 and len(first["revision"]) == 12
+            second = result_of(
+                await client.call_tool("memory_write", {"title": "Release tags", "body": "Tags are signed with gpg"})
+            )
+            third = result_of(await client.call_tool("memory_write", {"title": "GPG key", "body": "The key lives on a token"}))
+
+            found = result_of(await client.call_tool("search", {"query": "release"}))
+            assert {hit["id"] for hit in found["results"]} >= {first["id"]}
+
+            result_of(await client.call_tool("link", {"source": first["id"], "target": second["id"], "confidence": 0.9}))
+            result_of(
+                await client.call_tool(
+                    "link", {"source": second["id"], "target": third["id"], "relation": "uses", "confidence": 0.8}
+                )
+            )
+            recalled = result_of(await client.call_tool("recall_connected", {"id": first["id"], "hops": 2}))
+            ranked = [r["id"] for r in recalled["results"]]
+            assert ranked[:2] == [second["id"], third["id"]]
+            assert recalled["results"][0]["activation"] > recalled["results"][1]["activation"]
+            one_hop = result_of(await client.call_tool("recall_connected", {"id": first["id"], "hops": 1}))
+            assert [r["id"] for r in one_hop["results"]] == [second["id"]]
+
+            read = result_of(await client.call_tool("memory_read", {"id": first["id"]}))
+            assert read["body"] == "Run make release then tag it"
+            updated = result_of(
+                await client.call_tool(
+                    "memory_write",
+                    {"id": first["id"], "base": read["revision"], "title": "Deploy recipe", "body": "make release"},
+                )
+            )
+            assert updated["conflict"] is False
+            history = result_of(await client.call_tool("history", {"id": first["id"]}))
+            assert len(history["revisions"]) == 2
+
+    asyncio.run(scenario())
+
+
+def test_stdio_legacy_handshake_locked_vault_and_typed_errors(vault: Cli) -> None:
+    """AG-1, AG-3, API-8: the older initialize handshake is served; a locked vault answers `locked`
+    until unlocked; bad input gets a typed tool error that names the field, never the value."""
+    vault.sudo()
+    token = grant(vault, "older", "read")
+    vault.ok("lock")
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token, mode="legacy") as client:
+            assert client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+            assert client.server_info is not None and client.server_info.name == "memories"
+            assert client.instructions and "not instructions" in client.instructions
+            listed = await client.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+
+            assert error_of(await client.call_tool("memory_list", {}))["code"] == "locked"
+            vault.unlock()
+            assert result_of(await client.call_tool("memory_list", {}))["total"] == 0
+
+            bad = error_of(await client.call_tool("memory_list", {"limit": "SECRET-VALUE-123"}))
+            assert bad["code"] == "invalid_request" and "limit" in bad["message"]
+            assert "SECRET-VALUE-123" not in bad["message"]
+            extra = error_of(await client.call_tool("memory_list", {"limit": 1, "surprise": True}))
+            assert extra["code"] == "unknown_field"
+            missing = error_of(await client.call_tool("memory_read", {"id": "abcdef0123"}))
+            assert missing["code"] == "not_found"
+            no_tool = await client.call_tool("no_such_tool", {})
+            assert no_tool.is_error
+
+    asyncio.run(scenario())

@@ -1,0 +1,220 @@
+"""Tiny scripted upstream servers for the cases no real server will produce (tampered SCRAM, caching_sha2)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import struct
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import scramp
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextmanager
+def serve(handler: Handler) -> Iterator[int]:
+    """Run ``handler`` for each connection on a loopback port, in a thread with its own loop."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    stop = threading.Event()
+    ports: list[int] = []
+
+    async def guarded(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            await handler(r, w)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            w.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(guarded, "127.0.0.1", 0)
+        ports.append(server.sockets[0].getsockname()[1])
+        started.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        server.close()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()
+        await asyncio.sleep(0)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield ports[0]
+    finally:
+        stop.set()
+        thread.join(10)
+        loop.close()
+
+
+def _msg(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!I", len(body) + 4) + body
+
+
+async def _read_msg(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readexactly(5)
+    return await reader.readexactly(struct.unpack("!I", head[1:])[0] - 4)
+
+
+def pg_scram_server(password: str, tamper: str) -> Handler:
+    """A plaintext PostgreSQL upstream speaking SCRAM-SHA-256; ``tamper`` breaks "nonce" or "signature"."""
+    mechanism = scramp.ScramMechanism("SCRAM-SHA-256")
+    auth = mechanism.make_auth_info(password, iteration_count=4096)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        length = struct.unpack("!I", await reader.readexactly(4))[0]
+        await reader.readexactly(length - 4)
+        writer.write(_msg(b"R", struct.pack("!I", 10) + b"SCRAM-SHA-256\x00\x00"))
+        body = await _read_msg(reader)
+        mech_end = body.index(b"\x00")
+        client_first = body[mech_end + 5 :].decode()
+        server = mechanism.make_server(lambda _user: auth)
+        server.set_client_first(client_first)
+        server_first = server.get_server_first()
+        if tamper == "nonce":
+            attrs = dict(p.split("=", 1) for p in server_first.split(","))
+            attrs["r"] = "X" + attrs["r"][1:]  # no longer extends the client's nonce
+            server_first = ",".join(f"{k}={v}" for k, v in attrs.items())
+        writer.write(_msg(b"R", struct.pack("!I", 11) + server_first.encode()))
+        client_final = (await _read_msg(reader)).decode()
+        if tamper == "nonce":
+            writer.write(_msg(b"R", struct.pack("!I", 0)))
+            await writer.drain()
+            return
+        server.set_client_final(client_final)
+        server_final = server.get_server_final()
+        if tamper == "signature":
+            server_final = "v=" + base64.b64encode(b"\x00" * 32).decode()
+        if tamper != "skip_final":
+            writer.write(_msg(b"R", struct.pack("!I", 12) + server_final.encode()))
+        writer.write(_msg(b"R", struct.pack("!I", 0)))
+        writer.write(_msg(b"Z", b"I"))
+        await writer.drain()
+        await reader.read(1)
+
+    return handle
+
+
+@contextmanager
+def asyncssh_password_server(user: str, password: str) -> Iterator[tuple[int, str]]:
+    """An asyncssh server accepting one user/password; exec echoes the command. Yields (port, host key line)."""
+    import asyncssh
+
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+
+    class Server(asyncssh.SSHServer):
+        def begin_auth(self, username: str) -> bool:
+            return True
+
+        def password_auth_supported(self) -> bool:
+            return True
+
+        def validate_password(self, username: str, pw: str) -> bool:
+            return username == user and pw == password
+
+    async def process(proc: asyncssh.SSHServerProcess) -> None:  # type: ignore[type-arg]
+        proc.stdout.write(f"ran: {proc.command}\n")
+        proc.exit(0)
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    stop = threading.Event()
+    ports: list[int] = []
+
+    async def main() -> None:
+        server = await asyncssh.create_server(Server, "127.0.0.1", 0, server_host_keys=[host_key],
+                                              process_factory=process)
+        ports.append(server.sockets[0].getsockname()[1])
+        started.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        server.close()
+        await server.wait_closed()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield ports[0], host_key.export_public_key().decode().strip()
+    finally:
+        stop.set()
+        thread.join(10)
+        loop.close()
+
+
+class MysqlFake:
+    """A scripted MySQL upstream that speaks caching_sha2_password (MariaDB here has no such plugin).
+
+    ``mode``: "fast" (cached fast path), "full" (full authentication: the password itself is sent,
+    which must happen only inside TLS) or "switch" (greets with mysql_native_password, then switches).
+    """
+
+    def __init__(self, user: str, password: str, mode: str, tls: ssl.SSLContext | None = None) -> None:
+        self.user, self.password, self.mode, self.tls = user, password, mode, tls
+        self.plaintext = bytearray()  # every byte the proxy sent outside TLS
+        self.logged_in_as: list[str] = []
+
+    async def _read(self, reader: asyncio.StreamReader, in_tls: bool) -> tuple[int, bytes]:
+        head = await reader.readexactly(4)
+        body = await reader.readexactly(int.from_bytes(head[:3], "little"))
+        if not in_tls:
+            self.plaintext.extend(head + body)
+        return head[3], body
+
+    @staticmethod
+    def _packet(seq: int, payload: bytes) -> bytes:
+        return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import os as _os
+
+        from engine.remote.mysql_auth import caching_sha2_scramble
+
+        nonce = _os.urandom(20)
+        caps = 0x1 | 0x8 | 0x200 | 0x8000 | 0x80000 | (0x800 if self.tls else 0)
+        first_plugin = b"mysql_native_password" if self.mode == "switch" else b"caching_sha2_password"
+        greeting = (b"\x0a8.0.36-fake\x00" + b"\x01\x00\x00\x00" + nonce[:8] + b"\x00" + (caps & 0xFFFF).to_bytes(2, "little")
+                    + b"\x21\x02\x00" + (caps >> 16).to_bytes(2, "little") + bytes([21]) + bytes(10) + nonce[8:] + b"\x00"
+                    + first_plugin + b"\x00")
+        writer.write(self._packet(0, greeting))
+        seq, body = await self._read(reader, False)
+        in_tls = False
+        if len(body) == 32 and int.from_bytes(body[:4], "little") & 0x800 and self.tls:
+            await writer.start_tls(self.tls)
+            in_tls = True
+            seq, body = await self._read(reader, True)
+        user = body[32:].split(b"\x00", 1)[0].decode()
+        rest = body[32 + len(user) + 1 :]
+        auth = rest[1 : 1 + rest[0]]
+        if self.mode == "switch":
+            nonce = _os.urandom(20)
+            seq += 1
+            writer.write(self._packet(seq, b"\xfecaching_sha2_password\x00" + nonce + b"\x00"))
+            seq, auth = await self._read(reader, in_tls)
+        if user != self.user or auth != caching_sha2_scramble(self.password, nonce):
+            writer.write(self._packet(seq + 1, b"\xff\x15\x04#28000Access denied"))
+            await writer.drain()
+            return
+        if self.mode == "full":
+            writer.write(self._packet(seq + 1, b"\x01\x04"))
+            seq, clear = await self._read(reader, in_tls)
+            if clear != self.password.encode() + b"\x00":
+                return
+            seq -= 1
+        else:
+            writer.write(self._packet(seq + 1, b"\x01\x03"))
+            seq += 1
+        writer.write(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
+        self.logged_in_as.append(user)
+        while True:
+            seq, command = await self._read(reader, in_tls)
+            if command[:1] == b"\x01":
+                return
+            writer.write(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
+            await writer.drain()

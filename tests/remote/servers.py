@@ -1,0 +1,275 @@
+"""Throw-away servers for remote tests: TLS PostgreSQL (SCRAM), TLS MariaDB, TLS Redis, OpenSSH, FTP.
+
+Each starts on a free loopback port in a directory the server's own user can
+reach (see RECIPES §4–§6), and is stopped by its fixture. Nothing here patches
+project code: the tests drive the real CLI and daemon against these servers.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, deadline: float = 20.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def shared_dir() -> Path:
+    """A directory other users (postgres, mysql) can traverse (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="memories-remote-"))
+    path.chmod(0o755)
+    return path
+
+
+@dataclass
+class Tls:
+    ca: Path  # self-signed (CA:TRUE) server certificate for localhost / 127.0.0.1
+    cert: Path
+    key: Path
+
+
+def make_tls(directory: Path, cn: str = "localhost", san: str = "DNS:localhost,IP:127.0.0.1") -> Tls:
+    cert, key = directory / "server.crt", directory / "server.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "2", "-subj", f"/CN={cn}", "-addext", f"subjectAltName={san}",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    ca = directory / "ca.crt"
+    shutil.copy(cert, ca)
+    for p in (cert, ca):
+        p.chmod(0o644)
+    return Tls(ca, cert, key)
+
+
+# -- PostgreSQL ------------------------------------------------------------------------
+@dataclass
+class Postgres:
+    port: int
+    root: Path
+    tls: Tls
+    superpw: str
+
+    def psql(self, sql: str, user: str = "postgres", password: str | None = None, db: str = "postgres") -> str:
+        env = dict(os.environ, PGPASSWORD=password or self.superpw)
+        out = subprocess.run(
+            ["psql", f"host=localhost port={self.port} user={user} dbname={db} sslmode=verify-full "
+                     f"sslrootcert={self.tls.ca}", "-Atqc", sql],
+            env=env, capture_output=True, text=True, timeout=30, check=True,
+        )
+        return out.stdout.strip()
+
+
+@contextmanager
+def postgres_server() -> Iterator[Postgres]:
+    root = shared_dir()
+    port = free_port()
+    # DNS:localhost only: connecting by 127.0.0.1 must then fail hostname verification (RM-4).
+    tls = make_tls(root, san="DNS:localhost")
+    superpw = secrets.token_hex(16)
+    (root / "pwfile").write_text(superpw)
+    shutil.chown(root / "pwfile", "postgres")
+    shutil.chown(tls.key, "postgres")
+    tls.key.chmod(0o600)
+    (root / "data").mkdir()
+    (root / "sock").mkdir()
+    shutil.chown(root / "data", "postgres")
+    shutil.chown(root / "sock", "postgres")
+    run = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*run, str(PG_BIN / "initdb"), "-D", str(root / "data"), "-U", "postgres",
+                    f"--pwfile={root / 'pwfile'}", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
+                    "-E", "UTF8", "--locale=C.UTF-8"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(root / "data" / "postgresql.conf", "a") as conf:
+        conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{root / 'sock'}'\n"
+                   f"ssl = on\nssl_cert_file = '{tls.cert}'\nssl_key_file = '{tls.key}'\n"
+                   "password_encryption = 'scram-sha-256'\nfsync = off\nmax_connections = 50\n")
+    (root / "data" / "pg_hba.conf").write_text(
+        "local all all scram-sha-256\n"
+        "hostssl all md5user 127.0.0.1/32 md5\n"
+        "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+        "hostnossl all all 0.0.0.0/0 reject\n"
+    )
+    subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "data" / "server.log"),
+                    "-w", "-t", "30", "start"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield Postgres(port, root, tls, superpw)
+    finally:
+        subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- MariaDB -----------------------------------------------------------------------------
+@dataclass
+class Mariadb:
+    port: int
+    root: Path
+    tls: Tls
+
+    def sql(self, statement: str) -> str:
+        out = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.root / 'data' / 'mysqld.sock'}", "-uroot",
+                              "-N", "-B", "-e", statement], capture_output=True, text=True, timeout=30, check=True)
+        return out.stdout.strip()
+
+
+@contextmanager
+def mariadb_server() -> Iterator[Mariadb]:
+    root = shared_dir()
+    port = free_port()
+    tls = make_tls(root)
+    shutil.chown(tls.key, "mysql")
+    (root / "data").mkdir()
+    shutil.chown(root / "data", "mysql")
+    subprocess.run(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={root / 'data'}",
+                    "--auth-root-authentication-method=socket", "--skip-test-db"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={root / 'data'}", f"--port={port}",
+         "--bind-address=127.0.0.1", f"--socket={root / 'data' / 'mysqld.sock'}",
+         f"--pid-file={root / 'data' / 'mysqld.pid'}", f"--log-error={root / 'data' / 'err.log'}", "--skip-log-bin",
+         "--innodb-buffer-pool-size=32M", "--plugin-load-add=auth_ed25519",
+         f"--ssl-cert={tls.cert}", f"--ssl-key={tls.key}", f"--ssl-ca={tls.ca}"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, 30)
+        yield Mariadb(port, root, tls)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- Redis ---------------------------------------------------------------------------------
+@dataclass
+class Redis:
+    port: int
+    tls: Tls
+    password: str
+
+
+@contextmanager
+def redis_server(tls_on: bool = True) -> Iterator[Redis]:
+    root = shared_dir()
+    port = free_port()
+    tls = make_tls(root)
+    password = secrets.token_hex(12)
+    args = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(root),
+            "--requirepass", password]
+    if tls_on:
+        args += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(tls.cert), "--tls-key-file",
+                 str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
+    else:
+        args += ["--port", str(port)]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        yield Redis(port, tls, password)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- OpenSSH -------------------------------------------------------------------------------
+@dataclass
+class Sshd:
+    port: int
+    root: Path
+    host_pub: str  # "ssh-ed25519 AAAA…"
+    client_key: Path
+    user_ca: Path
+
+
+@contextmanager
+def sshd_server(password_user: str | None = None) -> Iterator[Sshd]:
+    root = Path(tempfile.mkdtemp(prefix="memories-sshd-"))
+    port = free_port()
+    for name in ("host_key", "client_key", "user_ca"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
+    (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
+    (root / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile {root / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\nTrustedUserCAKeys {root / 'user_ca.pub'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+        "Subsystem sftp internal-sftp\n"
+    )
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    with open(root / "sshd.log", "wb") as log:
+        proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(root / "sshd_config")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_port(port)
+        host_pub = " ".join((root / "host_key.pub").read_text().split()[:2])
+        yield Sshd(port, root, host_pub, root / "client_key", root / "user_ca")
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- FTP -------------------------------------------------------------------------------------
+@dataclass
+class Ftp:
+    port: int
+    root: Path
+    user: str
+    password: str
+
+
+@contextmanager
+def ftp_server() -> Iterator[Ftp]:
+    root = Path(tempfile.mkdtemp(prefix="memories-ftp-"))
+    (root / "files").mkdir()
+    (root / "files" / "hello.txt").write_text("hello from ftp\n")
+    port = free_port()
+    password = secrets.token_hex(8)
+    script = (
+        "import sys\n"
+        "from pyftpdlib.authorizers import DummyAuthorizer\n"
+        "from pyftpdlib.handlers import FTPHandler\n"
+        "from pyftpdlib.servers import FTPServer\n"
+        "a = DummyAuthorizer(); a.add_user('ana', sys.argv[3], sys.argv[2], perm='elradfmw')\n"
+        "h = FTPHandler; h.authorizer = a; h.passive_ports = range(60000, 60100)\n"
+        "FTPServer(('127.0.0.1', int(sys.argv[1])), h).serve_forever()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(port), str(root / "files"), password],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        yield Ftp(port, root / "files", "ana", password)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        shutil.rmtree(root, ignore_errors=True)

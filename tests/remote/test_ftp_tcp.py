@@ -1,0 +1,78 @@
+"""FTP file operations and raw TCP sessions through approval tickets (RM-1, RM-5)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Cli
+from tests.remote import fakes
+from tests.remote.servers import Ftp
+
+
+def _exec(cli: Cli, session: str, instruction: str, *extra: str) -> dict:
+    ticket = cli.ok("remote", "propose", session, instruction, *extra)
+    cli.ok("remote", "approve", ticket["ticket"])
+    return cli.ok("remote", "exec", ticket["ticket"])
+
+
+@pytest.fixture(scope="module")
+def elevated(rvault: Cli) -> Cli:
+    rvault.sudo()
+    return rvault
+
+
+def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
+    """RM-5: FTP carries file operations; a put's bytes are part of the fingerprinted ticket."""
+    elevated.ok("credential", "new", "ftp", "--name", "files", "--host", "127.0.0.1", "--port", str(ftp.port),
+                "--user", ftp.user, "--password-stdin", input=ftp.password + "\n")
+    session = elevated.ok("remote", "open", "files")["session"]
+    listing = _exec(elevated, session, "list")["result"]["output"]
+    assert "hello.txt" in listing
+    out = tmp_path / "got.txt"
+    got = _exec(elevated, session, "get hello.txt", )
+    assert got["result"]["bytes"] == len("hello from ftp\n")
+    ticket = elevated.ok("remote", "propose", session, "get hello.txt")
+    elevated.ok("remote", "approve", ticket["ticket"])
+    elevated.ok("remote", "exec", ticket["ticket"], "--output", str(out))
+    assert out.read_text() == "hello from ftp\n"
+    upload = tmp_path / "up.bin"
+    upload.write_bytes(b"\x00\x01payload")
+    a = elevated.ok("remote", "propose", session, "put up.bin", "--data-file", str(upload))
+    upload.write_bytes(b"\x00\x01changed")
+    b = elevated.ok("remote", "propose", session, "put up.bin", "--data-file", str(upload))
+    assert a["fingerprint"] != b["fingerprint"] and "sha256" in a["instruction"]
+    elevated.ok("remote", "approve", a["ticket"])
+    assert elevated.ok("remote", "exec", a["ticket"])["result"]["stored"] == 9
+    assert (ftp.root / "up.bin").read_bytes() == b"\x00\x01payload"
+    missing = elevated.ok("remote", "propose", session, "get nope.txt")
+    elevated.ok("remote", "approve", missing["ticket"])
+    assert elevated.err("remote", "exec", missing["ticket"])["code"] == "remote_error"
+    assert elevated.err("remote", "propose", session, "chmod 777 x")["code"] == "invalid_input"
+    elevated.ok("remote", "close", session)
+
+
+def test_ftp_wrong_password(elevated: Cli, ftp: Ftp) -> None:
+    """API-8: a rejected FTP login is typed."""
+    elevated.ok("credential", "new", "ftp", "--name", "files-bad", "--host", "127.0.0.1", "--port", str(ftp.port),
+                "--user", ftp.user, "--password-stdin", input="wrong\n")
+    assert elevated.err("remote", "open", "files-bad")["code"] == "remote_auth_failed"
+
+
+async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while data := await reader.read(1024):
+        writer.write(b"echo:" + data)
+        await writer.drain()
+
+
+def test_tcp_send_receive(elevated: Cli) -> None:
+    """RM-5: a TCP session sends exactly the approved bytes and returns the answer."""
+    with fakes.serve(_echo) as port:
+        elevated.ok("credential", "new", "tcp", "--name", "echo", "--host", "127.0.0.1", "--port", str(port))
+        session = elevated.ok("remote", "open", "echo")["session"]
+        result = _exec(elevated, session, "ping")["result"]
+        assert result["output"] == "echo:ping"
+        elevated.ok("remote", "close", session)
+    assert elevated.err("remote", "open", "echo")["code"] == "remote_unreachable"

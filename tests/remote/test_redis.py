@@ -1,0 +1,60 @@
+"""Redis: sessions with tickets and the credential-injecting proxy against a real TLS redis-server."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.helpers import Cli
+from tests.remote.servers import Redis
+
+
+@pytest.fixture(scope="module")
+def cache(rvault: Cli, redis_tls: Redis) -> str:
+    rvault.ok("credential", "new", "tls-ca", "--name", "redis-ca", "--pem-file", str(redis_tls.tls.ca))
+    rvault.ok("credential", "new", "redis", "--name", "cache", "--host", "localhost", "--port", str(redis_tls.port),
+              "--password-stdin", "--tls-ca", "redis-ca", input=redis_tls.password + "\n")
+    return "cache"
+
+
+def _redis_cli(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
+    """RM-1/RM-4/RM-5: TLS by default; each command runs only as an approved ticket."""
+    rvault.sudo()
+    session = rvault.ok("remote", "open", cache)["session"]
+    for command, expected in (("set greeting 'hello world'", "OK"), ("get greeting", "hello world")):
+        ticket = rvault.ok("remote", "propose", session, command)
+        rvault.ok("remote", "approve", ticket["ticket"])
+        assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == expected
+    bad = rvault.ok("remote", "propose", session, "nosuchcommand")
+    rvault.ok("remote", "approve", bad["ticket"])
+    assert rvault.err("remote", "exec", bad["ticket"])["code"] == "remote_error"
+    rvault.ok("remote", "close", session)
+
+
+def test_redis_wrong_password_and_plaintext_refused(rvault: Cli, redis_tls: Redis) -> None:
+    """API-8/RM-4: wrong password is typed; a TLS-only server cannot be reached in plaintext by accident."""
+    rvault.ok("credential", "new", "redis", "--name", "cache-bad", "--host", "localhost", "--port",
+              str(redis_tls.port), "--password-stdin", "--tls-ca", "redis-ca", input="wrong\n")
+    assert rvault.err("remote", "open", "cache-bad")["code"] == "remote_auth_failed"
+    rvault.ok("credential", "new", "redis", "--name", "cache-noca", "--host", "localhost", "--port",
+              str(redis_tls.port), "--password-stdin", input=redis_tls.password + "\n")
+    assert rvault.err("remote", "open", "cache-noca")["code"] == "remote_tls_failed"
+
+
+def test_redis_proxy_injects_auth(rvault: Cli, cache: str, redis_tls: Redis) -> None:
+    """PX-1/PX-2: redis-cli connects to the loopback proxy without a password; upstream is TLS + AUTH."""
+    proxy = rvault.ok("proxy", "start", cache)
+    assert _redis_cli(proxy["port"], "set", "via", "proxy").stdout.strip() == "OK"
+    assert _redis_cli(proxy["port"], "get", "via").stdout.strip() == "proxy"
+    # Direct plaintext to the TLS port without the password does not work: the proxy is what injects both.
+    rvault.ok("proxy", "stop", proxy["proxy"])
+    bad = rvault.ok("proxy", "start", "cache-bad")
+    out = _redis_cli(bad["port"], "ping")
+    assert "remote_auth_failed" in out.stdout + out.stderr
+    rvault.ok("proxy", "stop", bad["proxy"])

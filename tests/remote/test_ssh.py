@@ -1,0 +1,92 @@
+"""SSH sessions (RM-2, RM-3, RM-5) against a real OpenSSH sshd and an asyncssh password server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Cli
+from tests.remote import fakes
+from tests.remote.servers import Sshd
+
+
+def _run(cli: Cli, cred: str, command: str) -> dict:
+    session = cli.ok("remote", "open", cred)["session"]
+    ticket = cli.ok("remote", "propose", session, command)
+    cli.ok("remote", "approve", ticket["ticket"])
+    result = cli.ok("remote", "exec", ticket["ticket"])
+    cli.ok("remote", "close", session)
+    return result["result"]
+
+
+@pytest.fixture(scope="module")
+def elevated(rvault: Cli) -> Cli:
+    rvault.sudo()
+    return rvault
+
+
+def test_generated_key_logs_in_and_private_key_is_never_returned(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-3: generate under sudo, derive the public key, authorize it, then log in (host key pinned, RM-2)."""
+    generated = elevated.ok("credential", "generate", "ssh", "--name", "deploy-key")
+    assert "PRIVATE" not in str(generated)
+    public = elevated.ok("credential", "public", "deploy-key")["public_key"]
+    assert public.startswith("ssh-ed25519 ")
+    with open(sshd.root / "authorized_keys", "a") as handle:
+        handle.write(public + "\n")
+    elevated.ok("credential", "new", "ssh", "--name", "box", "--host", "127.0.0.1", "--port", str(sshd.port),
+                "--user", "root", "--key", "deploy-key", "--host-key", sshd.host_pub)
+    result = _run(elevated, "box", "echo hello; id -un")
+    assert result["output"] == "hello\nroot\n" and result["exit_status"] == 0
+    shown = elevated.ok("credential", "show", "deploy-key")
+    assert "PRIVATE" not in str(shown) and "private_key" not in shown["public"]
+
+
+def test_imported_key_and_known_hosts_entry(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-2: an imported OpenSSH private key, host verified through a known-hosts entry."""
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}\n")
+    elevated.ok("credential", "new", "ssh", "--name", "box-imported", "--host", "127.0.0.1", "--port",
+                str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key),
+                "--known-hosts-file", str(known))
+    result = _run(elevated, "box-imported", "echo out; echo err >&2")
+    assert (result["output"], result["stderr"], result["exit_status"]) == ("out\n", "err\n", 0)
+
+
+def test_certificate_auth(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-2: a key that is not in authorized_keys logs in with an OpenSSH certificate from the trusted user CA."""
+    key = tmp_path / "cert_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-s", str(sshd.user_ca), "-I", "test", "-n", "root", "-V", "-5m:+1h",
+                    str(key) + ".pub"], check=True)
+    base = ["credential", "new", "ssh", "--host", "127.0.0.1", "--port", str(sshd.port), "--user", "root",
+            "--identity-file", str(key), "--host-key", sshd.host_pub]
+    elevated.ok(*base, "--name", "box-nocert")
+    assert elevated.err("remote", "open", "box-nocert")["code"] == "remote_auth_failed"
+    elevated.ok(*base, "--name", "box-cert", "--certificate-file", f"{key}-cert.pub")
+    assert _run(elevated, "box-cert", "echo cert")["output"] == "cert\n"
+
+
+def test_unknown_or_changed_host_key_is_refused(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-2: a host key other than the pinned one is refused, never accepted."""
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    wrong = " ".join(Path(f"{other}.pub").read_text().split()[:2])
+    elevated.ok("credential", "new", "ssh", "--name", "box-wrong-hostkey", "--host", "127.0.0.1", "--port",
+                str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key), "--host-key", wrong)
+    assert elevated.err("remote", "open", "box-wrong-hostkey")["code"] == "host_key_unknown"
+    # A credential without any host key pin cannot even be created.
+    err = elevated.err("credential", "new", "ssh", "--name", "box-nopin", "--host", "127.0.0.1", "--port",
+                       str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key))
+    assert err["code"] == "invalid_input"
+
+
+def test_password_auth(elevated: Cli) -> None:
+    """RM-2: password credentials against asyncssh's server; a wrong password is a typed error."""
+    with fakes.asyncssh_password_server("ana", "ssh-pw-1") as (port, host_key):
+        for name, pw in (("pw-box", "ssh-pw-1"), ("pw-box-bad", "nope")):
+            elevated.ok("credential", "new", "ssh", "--name", name, "--host", "127.0.0.1", "--port", str(port),
+                        "--user", "ana", "--password-stdin", "--host-key", host_key, input=pw + "\n")
+        assert _run(elevated, "pw-box", "uptime")["output"] == "ran: uptime\n"
+        assert elevated.err("remote", "open", "pw-box-bad")["code"] == "remote_auth_failed"
