@@ -35,7 +35,12 @@ ENV = {**os.environ, "MEMORIES_KDF_TARGET_MS": "10", "PYTHONPATH": str(ROOT)}
 def cli(home: Path, *args: str, stdin: str | None = None) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-m", "engine.cli", "--home", str(home), *args, "--json"],
-        input=stdin, capture_output=True, text=True, env=ENV, timeout=120, check=True,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        check=True,
     )
     result: dict[str, object] = json.loads(out.stdout)
     return result
@@ -79,9 +84,22 @@ def main() -> None:
         for i in range(20):
             cli(home, "put", "--title", f"seed {i}", "--body", "seed body")
         dash = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "--home", str(home), "dashboard", "--no-browser", "--json",
-             "--probe-interval", "0.5"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV,
+            [
+                sys.executable,
+                "-m",
+                "engine.cli",
+                "--home",
+                str(home),
+                "dashboard",
+                "--no-browser",
+                "--json",
+                "--probe-interval",
+                "0.5",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=ENV,
         )
         try:
             assert dash.stdout is not None
@@ -113,8 +131,12 @@ def main() -> None:
         finally:
             dash.terminate()
             dash.wait(10)
-            subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"],
-                           env=ENV, capture_output=True, timeout=60)
+            subprocess.run(
+                [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"],
+                env=ENV,
+                capture_output=True,
+                timeout=60,
+            )
 
 
 if __name__ == "__main__":

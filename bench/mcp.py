@@ -45,7 +45,20 @@ from engine.errors import MemoriesError  # noqa: E402
 from engine.ipc.client import IpcClient  # noqa: E402
 
 PASSWORD = "bench password"
-WORDS = "release deploy espresso garden ledger kernel migration backup invoice travel recipe sensor".split()
+WORDS = [
+    "release",
+    "deploy",
+    "espresso",
+    "garden",
+    "ledger",
+    "kernel",
+    "migration",
+    "backup",
+    "invoice",
+    "travel",
+    "recipe",
+    "sensor",
+]
 
 
 def cli(home: Path, *args: str, stdin: str | None = None) -> dict[str, Any]:
@@ -86,31 +99,39 @@ def pick_request(client: IpcClient) -> tuple[dict[str, Any], str, dict[str, Any]
     return {"op": "search", "query": "release", "limit": 10}, "search", {"query": "release", "limit": 10}
 
 
-async def mcp_rounds(client: Client, tool: str, arguments: dict[str, Any], rounds: int) -> list[float]:
-    for _ in range(10):  # warm-up (imports, connection pool, caches)
-        await client.call_tool(tool, arguments)
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        result = await client.call_tool(tool, arguments)
-        samples.append(time.perf_counter() - start)
-        assert not result.is_error, result.content
-    return samples
-
-
-async def stdio_samples(home: Path, token: str, tool: str, arguments: dict[str, Any], rounds: int) -> list[float]:
+async def measure(
+    owner: IpcClient, home: Path, url: str, token: str, request: dict[str, Any], tool: str, arguments: dict[str, Any], rounds: int
+) -> dict[str, list[float]]:
+    """Interleaved: each round runs the same request on every path, so load drift hits all alike."""
     env = {**os.environ, "MEMORIES_MCP_TOKEN": token}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "engine.cli", "--home", str(home), "mcp"], env=env, cwd=str(ROOT)
     )
-    async with Client(params) as client:
-        return await mcp_rounds(client, tool, arguments, rounds)
-
-
-async def http_samples(url: str, token: str, tool: str, arguments: dict[str, Any], rounds: int) -> list[float]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            return await mcp_rounds(client, tool, arguments, rounds)
+    wrapped = {"op": "mcp_call", "token": token, "request": request}
+    samples: dict[str, list[float]] = {"ipc": [], "mcp_call": [], "stdio": [], "http": []}
+    async with (
+        Client(params) as stdio,
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http_transport,
+        Client(streamable_http_client(url, http_client=http_transport)) as http,
+    ):
+        for warm in range(-10, rounds):
+            start = time.perf_counter()
+            owner.request(request)
+            ipc = time.perf_counter() - start
+            start = time.perf_counter()
+            owner.request(wrapped)
+            call = time.perf_counter() - start
+            start = time.perf_counter()
+            first = await stdio.call_tool(tool, arguments)
+            over_stdio = time.perf_counter() - start
+            start = time.perf_counter()
+            second = await http.call_tool(tool, arguments)
+            over_http = time.perf_counter() - start
+            assert not first.is_error and not second.is_error, (first.content, second.content)
+            if warm >= 0:
+                for key, value in (("ipc", ipc), ("mcp_call", call), ("stdio", over_stdio), ("http", over_http)):
+                    samples[key].append(value)
+    return samples
 
 
 def start_http(home: Path, token: str) -> tuple[subprocess.Popen[str], str]:
@@ -147,7 +168,10 @@ def main() -> None:
         try:
             with IpcClient(socket_path) as owner:
                 items = [
-                    {"title": f"{WORDS[i % len(WORDS)]} note {i}", "body": " ".join(WORDS[(i + k) % len(WORDS)] for k in range(60))}
+                    {
+                        "title": f"{WORDS[i % len(WORDS)]} note {i}",
+                        "body": " ".join(WORDS[(i + k) % len(WORDS)] for k in range(60)),
+                    }
                     for i in range(args.notes)
                 ]
                 owner.request({"op": "import_batch", "items": items}, timeout=600)
@@ -156,27 +180,13 @@ def main() -> None:
                 request, tool, arguments = pick_request(owner)
                 print(f"vault: {args.notes} memories; request: {request['op']} (tool {tool}); rounds: {args.rounds}")
 
-                for _ in range(10):
-                    owner.request(request)
-                ipc = []
-                for _ in range(args.rounds):
-                    start = time.perf_counter()
-                    owner.request(request)
-                    ipc.append(time.perf_counter() - start)
-                mcp_call = []
-                wrapped = {"op": "mcp_call", "token": token, "request": request}
-                for _ in range(args.rounds):
-                    start = time.perf_counter()
-                    owner.request(wrapped)
-                    mcp_call.append(time.perf_counter() - start)
+                http_proc, url = start_http(home, token)
+                samples = asyncio.run(measure(owner, home, url, token, request, tool, arguments, args.rounds))
 
-            ipc_p50 = report("IPC (CLI path)", ipc)
-            call_p50 = report("IPC mcp_call (grant check)", mcp_call)
-            stdio = asyncio.run(stdio_samples(home, token, tool, arguments, args.rounds))
-            stdio_p50 = report("MCP stdio (official client)", stdio)
-            http_proc, url = start_http(home, token)
-            http = asyncio.run(http_samples(url, token, tool, arguments, args.rounds))
-            http_p50 = report("MCP HTTP (official client)", http)
+            ipc_p50 = report("IPC (CLI path)", samples["ipc"])
+            call_p50 = report("IPC mcp_call (grant check)", samples["mcp_call"])
+            stdio_p50 = report("MCP stdio (official client)", samples["stdio"])
+            http_p50 = report("MCP HTTP (official client)", samples["http"])
 
             whole = []
             for _ in range(5):

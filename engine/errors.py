@@ -65,6 +65,7 @@ CODES: dict[str, str] = {
     "secret_map_mismatch": "A generic write cannot create, change or drop secret references.",
     "nothing_to_copy": "That reference holds no secret value to copy.",
     "clipboard_unavailable": "No clipboard is reachable (no display or no clipboard tool).",
+    "http_error": "The HTTP server answered with an error status; its response body was suppressed.",
     # -- search, retrieval and answers (SPEC §6) --
     "provider_not_configured": "No model provider is configured for this; add it under [rag] in config.toml.",
     "provider_error": "The model provider answered with an error; nothing was delivered.",

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import cards
+from desktop.dashboard import cards, tickets
 from desktop.gateway import EngineGateway
 from desktop.tray.prober import ProbeWorker
 from desktop.tray.state import tray_state
@@ -133,4 +133,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     app.router.add_post("/api/cards/{id}", save_card)
     app.router.add_post("/api/lock", lock)
     app.router.add_post("/api/quit", quit_)
+    tickets.register(app, ctx)  # issue 7: the Tickets page lives in its own route module
     return app

@@ -11,8 +11,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
+
+from desktop.sibling import cli_command
 
 __all__ = ["start_engine", "START_DEADLINE"]
 
@@ -22,7 +23,7 @@ START_DEADLINE = 20.0
 def start_engine(home: Path, deadline: float = START_DEADLINE, env: dict[str, str] | None = None) -> str | None:
     """Start the engine if it is not running. Returns None on success, else an error code."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "start", "--json"],
+        cli_command(home, "daemon", "start", "--json"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -44,8 +44,5 @@ def build_menu(pystray: Any, current: Callable[[], TrayState], actions: dict[str
     def run(key: str) -> Callable[[Any, Any], None]:
         return lambda icon, item: actions[key]()
 
-    items = [
-        pystray.MenuItem(e.label, run(e.key), enabled=enabled(e.key), default=e.default)
-        for e in menu_entries(current())
-    ]
+    items = [pystray.MenuItem(e.label, run(e.key), enabled=enabled(e.key), default=e.default) for e in menu_entries(current())]
     return pystray.Menu(*items)

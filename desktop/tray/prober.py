@@ -13,13 +13,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from desktop.sibling import cli_command
 
 __all__ = ["Probe", "ProbeWorker", "probe_once", "status_command", "STATUS_KEYS", "DEFAULT_DEADLINE"]
 
@@ -62,8 +63,7 @@ class Probe:
 
 
 def status_command(home: Path) -> list[str]:
-    """The sibling CLI, run with this interpreter so a venv install probes its own engine."""
-    return [sys.executable, "-m", "engine.cli", "--home", str(home), "status", "--json"]
+    return cli_command(home, "status", "--json")
 
 
 def sanitize(raw: object) -> Probe:

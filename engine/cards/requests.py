@@ -22,6 +22,8 @@ __all__ = [
     "OtpCode",
     "ProtectSecret",
     "CredentialCopy",
+    "LocalConfig",
+    "LocalConfigGet",
 ]
 
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -124,3 +126,18 @@ class ProtectSecret(Request, tag="protect_secret"):
 
 class CredentialCopy(Request, tag="credential_copy"):
     ref: Ref
+
+
+PathText = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+DirName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+class LocalConfig(Request, tag="local_config"):
+    """CD-9: the client's version and directory metadata, kept in a device-only vault."""
+
+    client_version: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    directories: Annotated[dict[DirName, PathText], msgspec.Meta(max_length=32)] = {}
+
+
+class LocalConfigGet(Request, tag="local_config_get"):
+    pass

@@ -137,6 +137,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--value-stdin", action="store_true", required=True, help="read the value from standard input")
     p.set_defaults(func=cmd_secret_protect)
 
+    lc = sub.add_parser("local-config", parents=[common], help="this client's version and directories (device-only)")
+    lsub = lc.add_subparsers(dest="local_config_command", metavar="SUBCOMMAND", parser_class=type(lc))
+    p = lsub.add_parser("record", parents=[common], help="record the client version and directories")
+    p.set_defaults(func=cmd_local_config_record)
+    p = lsub.add_parser("show", parents=[common], help="show what was recorded")
+    p.set_defaults(func=cmd_local_config_show)
+
     p = sub.add_parser("copy", parents=[common], help="copy a secret to the clipboard (needs sudo)")
     p.add_argument("ref", help="secret label (or ASSET:LABEL), protected card, or credential")
     p.add_argument("--clear-after", type=int, help="seconds before the clipboard is cleared (default 30)")
@@ -312,4 +319,27 @@ def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
     backend = copy_with_clear(secret, seconds)
     del secret
     ctx.emit({"copied": True, "clear_after": seconds}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s")
+    return 0
+
+
+# -- device-only local config (CD-9) -----------------------------------------------------
+def cmd_local_config_record(ctx: Context, args: argparse.Namespace) -> int:
+    from engine import __version__
+
+    directories = {
+        "home": str(ctx.paths.home),
+        "config_file": str(ctx.paths.config_file),
+        "log_dir": str(ctx.paths.log_dir),
+        "socket": str(ctx.paths.socket),
+    }
+    result = ctx.request({"op": "local_config", "client_version": __version__, "directories": directories})
+    ctx.emit(result, "recorded in the device-only vault" + (" (created)" if result["created_vault"] else ""))
+    return 0
+
+
+def cmd_local_config_show(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "local_config_get"})
+    lines = [f"client version: {result['client_version']}"]
+    lines += [f"{k}: {v}" for k, v in sorted(result["directories"].items())]
+    ctx.emit(result, "\n".join(lines))
     return 0

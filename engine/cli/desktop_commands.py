@@ -49,6 +49,19 @@ def add_tray_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-start-engine", action="store_true", help="do not start the engine if it is not running")
     p.add_argument("--verbose", action="store_true", help="print the backend, the dashboard link and state changes")
+    autostart = p.add_mutually_exclusive_group()
+    kinds = ("auto", "xdg", "systemd", "launchagent", "windows")
+    autostart.add_argument(
+        "--install-autostart",
+        nargs="?",
+        const="auto",
+        choices=kinds,
+        metavar="KIND",
+        help="start the tray at login (auto, xdg, systemd, launchagent, windows) and exit",
+    )
+    autostart.add_argument(
+        "--remove-autostart", nargs="?", const="auto", choices=kinds, metavar="KIND", help="remove that entry and exit"
+    )
 
 
 def add_dashboard_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +81,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_tray(ctx: Context, args: argparse.Namespace) -> int:
     from desktop.tray.launcher import run_tray
 
-    return run_tray(ctx.paths.home, args)
+    return run_tray(ctx.paths.home, args, explicit_home=getattr(args, "home", None) is not None)
 
 
 def cmd_dashboard(ctx: Context, args: argparse.Namespace) -> int:

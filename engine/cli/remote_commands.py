@@ -11,8 +11,16 @@ from typing import Any
 from engine.cli.context import Context, UsageError
 from engine.cli.password import read_password
 
-TYPES = {"postgres": "postgres", "mysql": "mysql", "redis": "redis", "ssh": "ssh", "ftp": "ftp", "tcp": "tcp",
-         "tls-ca": "tls_ca", "ssh-key": "ssh_key"}
+TYPES = {
+    "postgres": "postgres",
+    "mysql": "mysql",
+    "redis": "redis",
+    "ssh": "ssh",
+    "ftp": "ftp",
+    "tcp": "tcp",
+    "tls-ca": "tls_ca",
+    "ssh-key": "ssh_key",
+}
 
 
 def _read_file(path: str, limit: int = 1024 * 1024) -> str:
@@ -40,8 +48,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tls", choices=["required", "disabled"])
     p.add_argument("--tls-ca", help="a tls-ca credential whose PEM is added to the trust store")
     p.add_argument("--allow-host", action="append", default=[], help="repeatable; default: --host")
-    p.add_argument("--allow-auth", action="append", default=[], choices=["md5", "cleartext"],
-                   help="weak upstream auth a proxy may accept (default: SCRAM only)")
+    p.add_argument(
+        "--allow-auth",
+        action="append",
+        default=[],
+        choices=["md5", "cleartext"],
+        help="weak upstream auth a proxy may accept (default: SCRAM only)",
+    )
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.add_argument("--identity-file", help="import an OpenSSH private key file")
     p.add_argument("--key", help="an ssh-key credential to log in with")
@@ -107,6 +120,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("credential")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--host", help="another host from the credential's allowlist")
+    p.add_argument("--forward", metavar="HOST:PORT", help="ssh: the destination reached through the server")
     p.set_defaults(func=cmd_proxy_start)
     p = psub.add_parser("stop", parents=[common], help="stop a proxy and wait for its connections")
     p.add_argument("id")
@@ -141,8 +155,16 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_generate(ctx: Context, args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"op": "credential_generate", "kind": args.kind, "name": args.name, "comment": args.comment,
-                            "cn": args.cn, "days": args.days, "san": args.san, "csr": args.csr}
+    body: dict[str, Any] = {
+        "op": "credential_generate",
+        "kind": args.kind,
+        "name": args.name,
+        "comment": args.comment,
+        "cn": args.cn,
+        "days": args.days,
+        "san": args.san,
+        "csr": args.csr,
+    }
     result = ctx.request(body)
     ctx.emit(result, f"{result['short_id']}  {result['type']}  {result['name']}  (private key stored, not shown)")
     return 0
@@ -181,8 +203,10 @@ def cmd_open(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _ticket_text(t: dict[str, Any]) -> str:
-    return (f"ticket      {t['ticket']}  ({t['state']})\nsession     {t['session']}  #{t['seq']}  {t['target']}\n"
-            f"fingerprint {t['fingerprint']}\ninstruction {t['instruction']}")
+    return (
+        f"ticket      {t['ticket']}  ({t['state']})\nsession     {t['session']}  #{t['seq']}  {t['target']}\n"
+        f"fingerprint {t['fingerprint']}\ninstruction {t['instruction']}"
+    )
 
 
 def cmd_propose(ctx: Context, args: argparse.Namespace) -> int:
@@ -257,8 +281,9 @@ def cmd_close(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_remote_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "remote_list"})
     lines = [f"session {s['session']}  {s['type']}  {s['target']}@{s['host']}" for s in result["sessions"]]
-    lines += [f"ticket  {t['ticket']}  {t['state']}  {t['fingerprint'][:16]}…  {t['instruction'][:60]}"
-              for t in result["tickets"]]
+    lines += [
+        f"ticket  {t['ticket']}  {t['state']}  {t['fingerprint'][:16]}…  {t['instruction'][:60]}" for t in result["tickets"]
+    ]
     lines += [f"proxy   {p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {p['target']}" for p in result["proxies"]]
     ctx.emit(result, "\n".join(lines) or "(nothing open)")
     return 0
@@ -268,6 +293,11 @@ def cmd_proxy_start(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "proxy_start", "credential": args.credential, "port": args.port}
     if args.host:
         body["host"] = args.host
+    if args.forward:
+        host, sep, port = args.forward.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError("--forward takes HOST:PORT")
+        body["forward_host"], body["forward_port"] = host.strip("[]"), int(port)
     result = ctx.request(body, timeout=60)
     ctx.emit(result, f"{result['address']}  (proxy {result['proxy']})")
     return 0
@@ -281,9 +311,8 @@ def cmd_proxy_stop(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_proxy_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "proxy_list"})
-    lines = [f"{p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {p['target']}  clients={p['clients']}"
-             for p in result["proxies"]]
+    lines = [
+        f"{p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {p['target']}  clients={p['clients']}" for p in result["proxies"]
+    ]
     ctx.emit(result, "\n".join(lines) or "(no proxies)")
     return 0
-
-

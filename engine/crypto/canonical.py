@@ -66,14 +66,11 @@ def domain_bytes(tag: str, version: int, value: Any) -> bytes:
     return tag.encode("ascii") + b"\x00" + bytes([version]) + canonical_bytes(value)
 
 
-def _restore(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and "$b" in value and isinstance(value["$b"], str):
-            return b64d(value["$b"])
-        return {key: _restore(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_restore(item) for item in value]
-    return value
+def _restore_bytes(obj: dict[str, Any]) -> Any:
+    # object_hook runs per decoded object from C: much faster than walking the tree.
+    if len(obj) == 1 and isinstance(obj.get("$b"), str):
+        return b64d(obj["$b"])
+    return obj
 
 
 def _reject_floats(text: str) -> Any:
@@ -82,4 +79,4 @@ def _reject_floats(text: str) -> Any:
 
 def decode_canonical(data: bytes) -> Any:
     """Decode canonical JSON, restoring tagged bytes; refuses floats."""
-    return _restore(json.loads(data.decode("utf-8"), parse_float=_reject_floats))
+    return json.loads(data.decode("utf-8"), parse_float=_reject_floats, object_hook=_restore_bytes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ class DeviceIdentity:
     def user_pub(self) -> bytes:
         return bytes(self.user_key.verify_key)
 
-    @property
+    @functools.cached_property
     def certificate_hash(self) -> bytes:
         return hashlib.sha256(domain_bytes(CERT_TAG, 1, self.certificate)).digest()
 

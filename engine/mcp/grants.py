@@ -73,28 +73,20 @@ OP_CAPABILITY: Final[dict[str, str]] = {
     "ask": "read",
     "rag_status": "read",
     "card_read": "read",
-    "card_get": "read",
-    "card_list": "read",
     "connections": "read",
-    "card_connections": "read",
     "graph": "read",
-    "card_graph": "read",
     "recall_connected": "read",
-    "recall_turn": "read",
+    "recall_turn": "read",  # AG-5, when transcripts land
     "recall_session": "read",
     # writes
     "put": "write",
     "edit": "write",
     "card_write": "write",
-    "card_put": "write",
-    "card_edit": "write",
-    "link": "write",
-    "unlink": "write",
     "card_link": "write",
+    "card_link_many": "write",
     "card_unlink": "write",
     # deletes
     "delete": "delete",
-    "card_delete": "delete",
 }
 
 

@@ -70,12 +70,11 @@ class DaemonBridge:
     def request_sync(self, body: dict[str, Any]) -> dict[str, Any]:
         client = self._borrow()
         try:
-            result = client.request(body)
-        except BaseException:
-            client.close()
-            raise
-        self._idle.put(client)
-        return result
+            return client.request(body)
+        finally:
+            # A typed error leaves the connection usable; a broken stream is closed by the
+            # client itself and reconnects on its next request. Either way it goes back.
+            self._idle.put(client)
 
     def call_sync(self, inner: dict[str, Any]) -> dict[str, Any]:
         answer = self.request_sync({"op": "mcp_call", "token": self._token, "request": inner})
@@ -131,9 +130,7 @@ def build_server(call: tools.Call, *, on_unauthorized: Callable[[], None] | None
     tool_list = _tool_objects()
     schemas = {t.name: t.input_schema for t in tool_list}
 
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -25,8 +25,8 @@ def _load(model_dir: str) -> tuple[Any, Any]:
         if model_dir in _loaded:
             return _loaded[model_dir]
         try:
-            import onnxruntime  # type: ignore[import-not-found,unused-ignore]
-            from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
+            import onnxruntime  # type: ignore[import-not-found,import-untyped,unused-ignore]
+            from tokenizers import Tokenizer  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError:
             raise MemoriesError(
                 "provider_not_configured", "The onnx embedding provider needs `pip install memories[onnx]`."

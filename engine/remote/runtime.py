@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -19,6 +20,18 @@ from engine.errors import MemoriesError
 __all__ = ["Runtime"]
 
 T = TypeVar("T")
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed and not disabled: its C TLS and transports roughly halve proxy overhead."""
+    if os.environ.get("MEMORIES_REMOTE_LOOP", "") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 class Runtime:
@@ -31,7 +44,7 @@ class Runtime:
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._guard:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
+                loop = _new_loop()
                 ready = threading.Event()
 
                 def run() -> None:

@@ -112,8 +112,9 @@ def build(ctype: str, fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     return public, secret
 
 
-def target_from(asset_id: bytes, name: str, ctype: str, public: dict[str, Any], secret: dict[str, Any],
-                tls_ca_pem: str = "") -> Target:
+def target_from(
+    asset_id: bytes, name: str, ctype: str, public: dict[str, Any], secret: dict[str, Any], tls_ca_pem: str = ""
+) -> Target:
     try:
         return Target(
             asset_id=asset_id,

@@ -81,8 +81,11 @@ def display(instruction: dict[str, Any]) -> str:
     if kind == "command":
         return shlex.join(instruction["argv"])
     if kind == "ftp":
-        extra = f" ({len(base64.b64decode(instruction['data_b64']))} bytes, sha256 {instruction['sha256']})" \
-            if instruction["action"] == "put" else ""
+        extra = (
+            f" ({len(base64.b64decode(instruction['data_b64']))} bytes, sha256 {instruction['sha256']})"
+            if instruction["action"] == "put"
+            else ""
+        )
         return f"{instruction['action']} {instruction['path']}{extra}".strip()
     return f"send {base64.b64decode(instruction['data_b64'])!r}"
 

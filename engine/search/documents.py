@@ -12,7 +12,7 @@ from engine.search.segment import SEGMENTER_VERSION, Segmented, Segmenter
 
 __all__ = ["Document", "Prepared", "PreparedChunk", "prepare", "PREPARED_VERSION", "TOKENS_KIND"]
 
-PREPARED_VERSION = f"{SEGMENTER_VERSION}/chunker-{CHUNKER_VERSION}"
+PREPARED_VERSION = f"{SEGMENTER_VERSION}/chunker-{CHUNKER_VERSION}/record-2"
 TOKENS_KIND = "search_tokens"
 
 
@@ -62,14 +62,23 @@ class PreparedChunk:
 
 @dataclass(frozen=True)
 class Prepared:
+    """One revision's indexable text and token streams.
+
+    It carries the revision's own title, tags, metadata and body, so an unlock
+    rebuilds the index from these records alone, without decrypting or
+    segmenting any revision (SR-6). They are immutable facts of that revision.
+    """
+
     rev_id: bytes
     version: str
     title: Segmented
     meta: Segmented
     chunks: tuple[PreparedChunk, ...]
+    summary: dict[str, Any]  # {"title", "tags", "meta"} of the revision, for exclusion and display
+    body: str
 
     def to_record(self) -> dict[str, Any]:
-        """An encrypted extra record (device-local state): the token stream of one revision."""
+        """An encrypted extra record (device-local state, never synced or backed up)."""
         return {
             "t": TOKENS_KIND,
             "rev": self.rev_id,
@@ -77,6 +86,8 @@ class Prepared:
             "title": [self.title.words, self.title.bigrams],
             "meta": [self.meta.words, self.meta.bigrams],
             "chunks": [[c.start, c.end, c.words, c.bigrams] for c in self.chunks],
+            "summary": self.summary,
+            "body": self.body,
         }
 
     @classmethod
@@ -85,18 +96,31 @@ class Prepared:
         try:
             if record.get("v") != PREPARED_VERSION:
                 return None
-            return cls(
+            summary = record["summary"]
+            if not isinstance(summary, dict) or not isinstance(record["body"], str):
+                return None
+            prepared = cls(
                 rev_id=bytes(record["rev"]),
                 version=PREPARED_VERSION,
                 title=Segmented(str(record["title"][0]), str(record["title"][1])),
                 meta=Segmented(str(record["meta"][0]), str(record["meta"][1])),
                 chunks=tuple(PreparedChunk(int(c[0]), int(c[1]), str(c[2]), str(c[3])) for c in record["chunks"]),
+                summary={
+                    "title": str(summary.get("title", "")),
+                    "tags": [str(t) for t in summary.get("tags", [])],
+                    "meta": {str(k): str(v) for k, v in dict(summary.get("meta", {})).items()},
+                },
+                body=record["body"],
             )
-        except (KeyError, IndexError, TypeError, ValueError):
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return None
+        return prepared if all(0 <= c.start <= c.end <= len(prepared.body) for c in prepared.chunks) else None
 
     def fits(self, doc: Document) -> bool:
-        return self.rev_id == doc.rev_id and all(0 <= c.start <= c.end <= len(doc.body) for c in self.chunks)
+        return self.rev_id == doc.rev_id and self.body == doc.body
+
+    def document(self, asset_id: bytes, kind: str, updated_ms: int) -> Document:
+        return Document.from_summary(asset_id, self.rev_id, kind, self.summary, self.body, updated_ms)
 
 
 def prepare(doc: Document, segmenter: Segmenter) -> Prepared:
@@ -112,6 +136,8 @@ def prepare(doc: Document, segmenter: Segmenter) -> Prepared:
         title=segmenter.segment(doc.title),
         meta=segmenter.segment(doc.meta_text),
         chunks=chunks,
+        summary={"title": doc.title, "tags": list(doc.tags), "meta": dict(doc.meta)},
+        body=doc.body,
     )
 
 

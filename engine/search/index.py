@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -12,9 +13,9 @@ import numpy.typing as npt
 from engine.search.documents import Document, Prepared, chunk_key
 from engine.search.fts import FtsIndex, FtsRow
 from engine.search.fusion import rrf
-from engine.search.normalize import fold
+from engine.search.normalize import fold, fold_fast
 from engine.search.query import ParsedQuery
-from engine.search.rerank import Candidate, rerank
+from engine.search.rerank import RERANK_WINDOW, Candidate, rerank
 from engine.search.vectors import VectorStore
 
 __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
@@ -37,7 +38,6 @@ class ChunkInfo:
     asset_id: bytes
     ordinal: int
     text: str
-    folded: str
     key: bytes
 
 
@@ -81,7 +81,19 @@ class VaultIndex:
     # -- updates ------------------------------------------------------------------------
     def upsert(self, doc: Document, prepared: Prepared) -> None:
         """Replace the asset's rows; evict the least recently changed assets if over the bounds."""
-        self.remove(doc.asset_id)
+        self.upsert_many([(doc, prepared)])
+
+    def upsert_many(self, items: list[tuple[Document, Prepared]]) -> None:
+        """Like upsert for several documents, with one FTS5 insert call (index builds)."""
+        rows: list[FtsRow] = []
+        for doc, prepared in items:
+            rows.extend(self._stage(doc, prepared))
+        self.fts.add(rows)
+        self._enforce_bounds()
+
+    def _stage(self, doc: Document, prepared: Prepared) -> list[FtsRow]:
+        if doc.asset_id in self.assets:
+            self.remove(doc.asset_id)
         self.truncated.discard(doc.asset_id)
         self.excluded.pop(doc.asset_id, None)
         rows: list[FtsRow] = []
@@ -93,7 +105,7 @@ class VaultIndex:
             rowid = self._next_rowid
             self._next_rowid += 1
             key = chunk_key(doc.title, text)
-            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, fold(text), key)
+            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, key)
             self.by_key.setdefault(key, []).append(rowid)
             rowids.append(rowid)
             rows.append(
@@ -107,11 +119,12 @@ class VaultIndex:
                     prepared.meta.bigrams,
                 )
             )
-        self.fts.add(rows)
         folded_title = fold(doc.title)
-        self.assets[doc.asset_id] = AssetInfo(doc, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
+        # The chunk texts hold the body; keeping the whole body too would double memory.
+        kept = dataclasses.replace(doc, body="")
+        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
         self.text_bytes += size
-        self._enforce_bounds()
+        return rows
 
     def remove(self, asset_id: bytes) -> None:
         info = self.assets.pop(asset_id, None)
@@ -203,9 +216,15 @@ class VaultIndex:
             for asset, rowid, _ in source:
                 best_row[asset] = rowid
             fused = [(a, s) for a, _, s in source]
+        # Only the reranked window needs text; the tail keeps its retrieval order.
         candidates = [
-            Candidate(asset, score, self._candidate_text(asset, best_row[asset]), self.assets[asset].folded_title)
-            for asset, score in fused
+            Candidate(
+                asset,
+                score,
+                self._candidate_text(asset, best_row[asset]) if i < RERANK_WINDOW else "",
+                self.assets[asset].folded_title,
+            )
+            for i, (asset, score) in enumerate(fused)
         ]
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
         return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
@@ -225,4 +244,5 @@ class VaultIndex:
         return [(a, seen[a][0], seen[a][1]) for a in order]
 
     def _candidate_text(self, asset_id: bytes, rowid: int) -> str:
-        return self.assets[asset_id].folded_head + "\n" + self.chunks[rowid].folded
+        # Folded per query for the few candidates only: a folded copy of every chunk would double memory.
+        return self.assets[asset_id].folded_head + "\n" + fold_fast(self.chunks[rowid].text)

@@ -134,12 +134,16 @@ class SearchRuntime:
                 index.excluded[entry.asset_id] = cheap
             return None
         head = _newest_live_head(state, entry)
-        summary = self.service.summary_of(state, head)
+        cached = self.tokens.get(head.rev_id)
+        # SR-6: a stored record carries the revision's own summary and body: no decryption needed.
+        summary = cached.summary if cached is not None else self.service.summary_of(state, head)
         reason = exclusion_reason(kind=entry.kind, deleted=False, conflict=False, quarantined=False, summary=summary)
         if reason is not None:
             if index is not None:
                 index.excluded[entry.asset_id] = reason
             return None
+        if cached is not None:
+            return cached.document(entry.asset_id, entry.kind, head.created_ms)
         body = self.service.body_of(state, head)
         return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.created_ms)
 
@@ -148,7 +152,6 @@ class SearchRuntime:
         if cached is not None and cached.fits(doc):
             return cached
         prepared = prepare(doc, self.segmenter)
-        self.tokens[doc.rev_id] = prepared
         fresh.append(prepared)
         return prepared
 
@@ -161,10 +164,8 @@ class SearchRuntime:
         current = index.assets.get(asset_id)
         if current is not None and current.doc.rev_id == doc.rev_id:
             return
-        stale = current.doc.rev_id if current is not None else None
         index.upsert(doc, self.prepared_for(doc, fresh))
-        if stale is not None:
-            self.tokens.pop(stale, None)
+        self.tokens.pop(doc.rev_id, None)
 
     def _persist_tokens(self, state: Unlocked, fresh: list[Prepared]) -> None:
         """SR-6: keep new token streams encrypted in local state; a failure only costs a re-segment."""
@@ -253,17 +254,21 @@ class SearchRuntime:
             with self.service.lock:
                 if self._stale(job):
                     return
+                current = []
                 for doc, prepared in ready:
                     entry = state.index.assets[doc.asset_id]
                     if state.index.is_deleted(entry) or entry.in_conflict or _newest_live_head(state, entry).rev_id != doc.rev_id:
                         continue  # changed meanwhile; the commit hook indexed the new state
-                    index.upsert(doc, prepared)
-                for prepared in fresh:
-                    self.tokens[prepared.rev_id] = prepared
+                    current.append((doc, prepared))
+                    # The stream now lives in the FTS table; keeping a second copy would double memory.
+                    self.tokens.pop(doc.rev_id, None)
+                index.upsert_many(current)
                 self._persist_tokens(state, fresh)
         with self.service.lock:
             if self._stale(job):
                 return
+            # Streams of revisions that were not indexed (superseded, excluded) are not needed again.
+            self.tokens.clear()
             index.complete = True
             index.revisions_seen = len(state.index.revisions)
             job.seconds = time.monotonic() - job.started

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,8 @@ class Service:
         index = AssetIndex()
         audit = 0
         extra: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        revisions: list[Revision] = []
+        audits: list[dict[str, Any]] = []
         try:
             for seq, record in loaded.records:
                 kind = record.get("t")
@@ -192,26 +195,47 @@ class Service:
                     if identity is None:
                         raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
                     rev = Revision.from_record(record, seq)
-                    self._verify_revision(rev, identity, vaults)
-                    index.apply(rev)
+                    self._check_revision(rev, identity, vaults)
+                    revisions.append(rev)
                 elif kind == "audit":
-                    verify_audit(record, identity)
-                    audit += 1
+                    audits.append(record)
                 else:
                     extra.setdefault(str(kind), []).append((seq, record))
+            if identity is None:
+                raise MemoriesError("store_corrupt", "The store has no device identity.")
+            self._verify_signatures(identity, revisions, audits)
+            for rev in revisions:
+                index.apply(rev)
+            audit = len(audits)
         except (SignatureError, KeyError, TypeError, ValueError) as exc:
             raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
         if identity is None or default_vault not in vaults:
             raise MemoriesError("store_corrupt", "The store has no identity or default vault.")
         state = Unlocked(identity, vaults, default_vault, index, audit, extra)
-        for entry in index.assets.values():
-            self._remember_content_key(state, entry)
         for listener in self.on_unlock:
             listener(state)
         return state
 
     @staticmethod
-    def _verify_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
+    def _verify_signatures(identity: DeviceIdentity, revisions: list[Revision], audits: list[dict[str, Any]]) -> None:
+        """Ed25519 checks dominate unlock; libsodium releases the GIL, so use every core."""
+
+        def check(batch: list[Revision]) -> None:
+            for rev in batch:
+                rev.verify_signature()
+
+        workers = max(1, min(4, os.cpu_count() or 1))
+        size = max(1, -(-len(revisions) // workers))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(check, revisions[i : i + size]) for i in range(0, len(revisions), size)]
+            for record in audits:
+                verify_audit(record, identity)
+            for future in futures:
+                future.result()
+
+    @staticmethod
+    def _check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
+        """Policy, device and certificate checks (the signature is verified in bulk)."""
         vault = vaults.get(bytes(rev.body["vault"]))
         if vault is None:
             raise SignatureError("revision of an unknown vault")
@@ -219,7 +243,6 @@ class Service:
             raise SignatureError("revision not authorized by the vault policy")
         if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
             raise SignatureError("revision names a different device certificate")
-        rev.verify_signature()
 
     def summary_of(self, state: Unlocked, rev: Revision) -> dict[str, Any]:
         vault = state.vaults[bytes(rev.body["vault"])]
@@ -238,16 +261,23 @@ class Service:
         return plain.decode("utf-8")
 
     def _remember_content_key(self, state: Unlocked, entry: AssetEntry) -> None:
-        if state.index.is_deleted(entry):
+        if state.index.content_keys is None or state.index.is_deleted(entry):
             return
         for rev in state.index.head_revisions(entry):
             key = self.summary_of(state, rev).get("content_key")
             if isinstance(key, str):
                 state.index.content_keys[key] = entry.asset_id
 
+    def _content_keys(self, state: Unlocked) -> dict[str, bytes]:
+        if state.index.content_keys is None:
+            state.index.content_keys = {}
+            for entry in state.index.assets.values():
+                self._remember_content_key(state, entry)
+        return state.index.content_keys
+
     def has_content(self, state: Unlocked, key: str) -> bool:
         """Is there a current asset whose head has exactly this content key?"""
-        asset_id = state.index.content_keys.get(key)
+        asset_id = self._content_keys(state).get(key)
         entry = state.index.assets.get(asset_id) if asset_id else None
         if entry is None or state.index.is_deleted(entry):
             return False
@@ -265,8 +295,8 @@ class Service:
             "nonce": os.urandom(8),
             **fields,
         }
-        signature = sign(state.identity.device_key, domain_bytes(AUDIT_TAG, 1, entry))
-        return {"t": "audit", "entry": entry, "sig": signature}
+        signed = domain_bytes(AUDIT_TAG, 1, entry)
+        return {"t": "audit", "signed": signed, "sig": sign(state.identity.device_key, signed)}
 
     def commit(
         self,
@@ -299,4 +329,7 @@ class Service:
 def verify_audit(record: dict[str, Any], identity: DeviceIdentity | None) -> None:
     if identity is None:
         raise SignatureError("audit entry before identity")
-    verify(identity.device_pub, domain_bytes(AUDIT_TAG, 1, record["entry"]), record["sig"])
+    signed = record["signed"]
+    if not signed.startswith(AUDIT_TAG.encode("ascii") + b"\x00\x01"):
+        raise SignatureError("not a version-1 audit entry")
+    verify(identity.device_pub, signed, record["sig"])

@@ -72,6 +72,8 @@ def _config_home(home: Path) -> Path:
 def targets(clients: list[str], scope: str, *, home: Path | None = None, project: Path | None = None) -> list[Target]:
     user_home = home or Path.home()
     root = project or Path.cwd()
+    if scope == "project" and not root.is_dir():
+        raise MemoriesError("invalid_input", f"The project directory does not exist: {root}")
     found: list[Target] = []
     for client in clients:
         if client not in CLIENTS:
@@ -130,9 +132,7 @@ def _plan(target: Target, content: bytes, force: bool) -> Planned:
     if existing == content:
         return Planned(target, "keep", None)
     if not force:
-        raise MemoriesError(
-            "invalid_input", f"{target.file} exists with different content; re-run with --force to replace it."
-        )
+        raise MemoriesError("invalid_input", f"{target.file} exists with different content; re-run with --force to replace it.")
     return Planned(target, "replace", _digest(existing))
 
 
@@ -229,7 +229,5 @@ def inject(
         if planned.action != "keep":
             _publish(planned, content)
         action = {"create": "created", "keep": "unchanged", "replace": "replaced"}[planned.action]
-        results.append(
-            {"client": planned.target.client, "scope": scope, "path": str(planned.target.file), "action": action}
-        )
+        results.append({"client": planned.target.client, "scope": scope, "path": str(planned.target.file), "action": action})
     return results

@@ -24,10 +24,13 @@ import hashlib
 import os
 import sqlite3
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from engine.crypto.aead import AeadError, new_key, open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical
@@ -63,6 +66,23 @@ def _pragmas(conn: sqlite3.Connection, journal: str) -> None:
     conn.execute("PRAGMA temp_store=MEMORY")  # ST-2: no temp files with plaintext
     conn.execute(f"PRAGMA journal_mode={journal}")
     conn.execute("PRAGMA secure_delete=ON")
+
+
+# State rows are sealed MessagePack: they are never signed (signed bodies inside them
+# keep their exact canonical bytes), so a fast binary encoding is enough here.
+_record_encoder = msgspec.msgpack.Encoder()
+_record_decoder = msgspec.msgpack.Decoder(dict[str, Any])
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    return _record_encoder.encode(record)
+
+
+def decode_record(data: bytes) -> dict[str, Any]:
+    try:
+        return _record_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError("malformed state record") from exc
 
 
 def _header_aad(fmt: str, version: int, kdf_blob: bytes) -> bytes:
@@ -105,6 +125,8 @@ class StoreFile:
     kdf: KdfParams
     _master: bytes | None = None
     _cursor: _Cursor = field(default_factory=_Cursor)
+    # One SQLite connection shared by worker threads: serialize every use of it.
+    _db_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -141,9 +163,10 @@ class StoreFile:
     # -- keys ------------------------------------------------------------------------
     def check_password(self, password: str) -> bytes:
         """Derive the password key and unseal the master key; wrong_password if it fails."""
-        fmt, version, kdf_blob, sealed = self.conn.execute(
-            "SELECT format, version, kdf, sealed_master FROM header WHERE id = 1"
-        ).fetchone()
+        with self._db_lock:
+            fmt, version, kdf_blob, sealed = self.conn.execute(
+                "SELECT format, version, kdf, sealed_master FROM header WHERE id = 1"
+            ).fetchone()
         key = derive_key(password, self.kdf)
         try:
             return open_sealed(key, sealed, _header_aad(fmt, version, kdf_blob))
@@ -161,17 +184,21 @@ class StoreFile:
     # -- reading ---------------------------------------------------------------------
     def load(self) -> Loaded:
         """Decrypt every state row, verifying the hash chain against the checkpoint."""
+        with self._db_lock:
+            return self._load()
+
+    def _load(self) -> Loaded:
         key = self._key()
         try:
             cp_row = self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()
-            checkpoint = decode_canonical(open_sealed(key, cp_row[0][1:], _CHECKPOINT_AAD))
+            checkpoint = decode_record(open_sealed(key, cp_row[0][1:], _CHECKPOINT_AAD))
             records: list[tuple[int, dict[str, Any]]] = []
             chain = _CHAIN_START
             for seq, blob in self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"):
                 chain = _chain_next(chain, seq, blob)
                 if blob[:1] != _ROW_VERSION:
                     raise ValueError("unknown row version")
-                records.append((seq, decode_canonical(open_sealed(key, blob[1:], _state_aad(seq)))))
+                records.append((seq, decode_record(open_sealed(key, blob[1:], _state_aad(seq)))))
             last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
@@ -186,6 +213,13 @@ class StoreFile:
         return Loaded(records, last_seq, len(records), chain, self._cursor.last_content_seq)
 
     def read_content(self, seqs: Sequence[int]) -> list[bytes]:
+        with self._db_lock:
+            try:
+                return self._read_content(seqs)
+            except sqlite3.DatabaseError as exc:  # e.g. a chunk overwritten with TEXT
+                raise MemoriesError("store_corrupt", "A content chunk could not be read.") from exc
+
+    def _read_content(self, seqs: Sequence[int]) -> list[bytes]:
         rows = []
         for seq in seqs:
             row = self.conn.execute("SELECT blob FROM content WHERE seq = ?", (seq,)).fetchone()
@@ -206,13 +240,17 @@ class StoreFile:
         Returns the state sequence numbers. On any failure nothing is written and
         the cursor is unchanged.
         """
+        with self._db_lock:
+            return self._commit(records, content)
+
+    def _commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]]) -> list[int]:
         key = self._key()
         cursor = self._cursor
         seq, chain = cursor.last_seq, cursor.chain
         rows: list[tuple[int, bytes]] = []
         for record in records:
             seq += 1
-            blob = _ROW_VERSION + seal(key, canonical_bytes(record), _state_aad(seq))
+            blob = _ROW_VERSION + seal(key, encode_record(record), _state_aad(seq))
             chain = _chain_next(chain, seq, blob)
             rows.append((seq, blob))
         last_content = max([cursor.last_content_seq, *(s for s, _ in content)])
@@ -223,7 +261,7 @@ class StoreFile:
             "chain": chain,
             "last_content_seq": last_content,
         }
-        cp_blob = _ROW_VERSION + seal(key, canonical_bytes(checkpoint), _CHECKPOINT_AAD)
+        cp_blob = _ROW_VERSION + seal(key, encode_record(checkpoint), _CHECKPOINT_AAD)
         try:
             with self._transaction():
                 self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
@@ -295,13 +333,13 @@ def create_store(
             chain, seq = _CHAIN_START, 0
             for record in initial_records:
                 seq += 1
-                blob = _ROW_VERSION + seal(master, canonical_bytes(record), _state_aad(seq))
+                blob = _ROW_VERSION + seal(master, encode_record(record), _state_aad(seq))
                 chain = _chain_next(chain, seq, blob)
                 conn.execute("INSERT INTO state (seq, blob) VALUES (?, ?)", (seq, blob))
             checkpoint = {"v": 1, "last_seq": seq, "count": seq, "chain": chain, "last_content_seq": 0}
             conn.execute(
                 "INSERT INTO checkpoints (id, blob) VALUES (1, ?)",
-                (_ROW_VERSION + seal(master, canonical_bytes(checkpoint), _CHECKPOINT_AAD),),
+                (_ROW_VERSION + seal(master, encode_record(checkpoint), _CHECKPOINT_AAD),),
             )
             conn.execute("COMMIT")
         finally:

@@ -38,7 +38,9 @@ class AssetIndex:
         self.assets: dict[bytes, AssetEntry] = {}
         self._sorted_hex: list[str] = []
         # content key (digest of title/body/tags/meta) → asset, for idempotent import.
-        self.content_keys: dict[str, bytes] = {}
+        # Built lazily on the first import (decrypting every head summary at unlock would
+        # slow every unlock for a feature used rarely); kept current afterwards.
+        self.content_keys: dict[str, bytes] | None = None
         # Kept incrementally so that status answers in O(1) in a 100k-asset vault.
         self.visible_count = 0
         self.conflict_count = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -15,16 +16,16 @@ POLICY_TAG = "memories.policy"
 ROLES = ("owner", "admin", "editor", "reader")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Policy:
     body: dict[str, Any]
     signature: bytes
 
-    @property
+    @functools.cached_property
     def signed_bytes(self) -> bytes:
         return domain_bytes(POLICY_TAG, 1, self.body)
 
-    @property
+    @functools.cached_property
     def head(self) -> bytes:
         """The policy head: SHA-256 of the signed bytes; revisions sign it (HI-2)."""
         return hashlib.sha256(self.signed_bytes).digest()

@@ -11,7 +11,7 @@ import hashlib
 import os
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.crypto.aead import open_sealed, seal
@@ -29,22 +29,37 @@ def _dek_aad(vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
     return _DEK_AAD + vault_id + asset_id + struct.pack(">I", epoch)
 
 
-@dataclass
-class Revision:
-    body: dict[str, Any]
-    signature: bytes
-    body_seqs: list[int]
-    rev_id: bytes = b""
-    seq: int = 0
-    summary_cache: dict[str, Any] | None = field(default=None, repr=False)
+_PREFIX = REVISION_TAG.encode("ascii") + b"\x00\x01"
 
-    def __post_init__(self) -> None:
-        if not self.rev_id:
-            self.rev_id = hashlib.sha256(self.signed_bytes).digest()
+
+class Revision:
+    """A signed revision. ``signed`` holds the exact signed bytes (never re-encoded)."""
+
+    __slots__ = ("body", "body_seqs", "rev_id", "seq", "signature", "signed", "summary_cache")
+
+    def __init__(
+        self,
+        signed: bytes,
+        signature: bytes,
+        body_seqs: list[int],
+        *,
+        seq: int = 0,
+        body: dict[str, Any] | None = None,
+        summary_cache: dict[str, Any] | None = None,
+    ) -> None:
+        if not signed.startswith(_PREFIX):
+            raise ValueError("not a version-1 revision")
+        self.signed = signed
+        self.signature = signature
+        self.body_seqs = body_seqs
+        self.seq = seq
+        self.body: dict[str, Any] = body if body is not None else decode_canonical(signed[len(_PREFIX) :])
+        self.rev_id = hashlib.sha256(signed).digest()
+        self.summary_cache = summary_cache
 
     @property
     def signed_bytes(self) -> bytes:
-        return domain_bytes(REVISION_TAG, 1, self.body)
+        return self.signed
 
     @property
     def asset_id(self) -> bytes:
@@ -92,11 +107,11 @@ class Revision:
         return open_chunks(self.data_key(epoch_key), chunks, self.asset_id + b"body")
 
     def to_record(self) -> dict[str, Any]:
-        return {"t": "revision", "rev": self.body, "sig": self.signature, "body_seqs": self.body_seqs}
+        return {"t": "revision", "signed": self.signed, "sig": self.signature, "body_seqs": self.body_seqs}
 
     @classmethod
     def from_record(cls, record: dict[str, Any], seq: int) -> Revision:
-        return cls(body=record["rev"], signature=record["sig"], body_seqs=list(record["body_seqs"]), seq=seq)
+        return cls(record["signed"], record["sig"], list(record["body_seqs"]), seq=seq)
 
 
 @dataclass
@@ -146,8 +161,9 @@ def build_revision(
         "cert": identity.certificate_hash,
         "created_ms": int(time.time() * 1000),
     }
-    signature = sign(identity.device_key, domain_bytes(REVISION_TAG, 1, signed))
-    revision = Revision(body=signed, signature=signature, body_seqs=seqs, summary_cache=summary)
+    signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
+    signature = sign(identity.device_key, signed_bytes)
+    revision = Revision(signed_bytes, signature, seqs, body=signed, summary_cache=summary)
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
+from pathlib import Path
 
 from tests.cards.conftest import clipboard, raw, raw_error, set_clipboard, wait_for
 from tests.helpers import Cli
@@ -12,7 +11,8 @@ VALUE = "pg-Pa55word-7c1e"
 
 
 def protected_note(cli: Cli) -> dict[str, str]:
-    card = raw(cli, {"op": "card_write", "type": "knowledge", "title": "DB", "body": f"user app\npassword {VALUE}\nagain {VALUE}"})
+    body = f"user app\npassword {VALUE}\nagain {VALUE}"
+    card = raw(cli, {"op": "card_write", "type": "knowledge", "title": "DB", "body": body})
     result = cli.ok("secret", "protect", card["id"], "--label", "db_password", "--value-stdin", input=VALUE + "\n")
     assert result["replaced"] == 2
     return {"id": card["id"], "credential": result["credential"]}
@@ -46,7 +46,8 @@ def test_protect_secret_refuses_bad_input_and_changes_nothing(vault: Cli) -> Non
     for fields, code in cases:
         assert raw_error(vault, {"op": "protect_secret", "id": note["id"], **fields}).code == code
     prot = raw(vault, {"op": "protected_card", "title": "P", "token": "tok-12345"})
-    assert raw_error(vault, {"op": "protect_secret", "id": prot["id"], "label": "y", "value": "tok-12345"}).code == "invalid_input"
+    on_protected = {"op": "protect_secret", "id": prot["id"], "label": "y", "value": "tok-12345"}
+    assert raw_error(vault, on_protected).code == "invalid_input"
     assert raw(vault, {"op": "get", "id": note["id"]})["revision"] == head
 
 
@@ -62,15 +63,20 @@ def test_generic_writes_keep_the_secret_map(vault: Cli) -> None:
     for secrets in ({}, {"db_password": other_cred}, {"db_password": note["credential"], "new": other_cred}):
         err = raw_error(vault, {"op": "card_write", "id": note["id"], "title": "DB 3", "secrets": secrets})
         assert err.code == "secret_map_mismatch"
-    assert raw_error(vault, {"op": "card_write", "type": "brain", "title": "n", "secrets": {"a": other_cred}}).code == "secret_map_mismatch"
+    create = {"op": "card_write", "type": "brain", "title": "n", "secrets": {"a": other_cred}}
+    assert raw_error(vault, create).code == "secret_map_mismatch"
     assert raw_error(vault, {"op": "put", "title": "n", "secrets": {}}).code == "unknown_field"
     assert raw(vault, {"op": "card_read", "id": note["id"]})["title"] == "DB 2"
 
 
-def test_copy_needs_elevation(vault: Cli) -> None:
-    """CD-8: without sudo the engine refuses, before any secret crosses IPC."""
+def test_copy_needs_elevation_and_a_clipboard(vault: Cli) -> None:
+    """CD-8: without sudo the engine refuses before any secret crosses IPC; no clipboard is a typed error."""
     protected_note(vault)
     assert raw_error(vault, {"op": "credential_copy", "ref": "db_password"}).code == "elevation_required"
+    vault.sudo()
+    vault.env.update({"DISPLAY": "", "WAYLAND_DISPLAY": "", "MEMORIES_CLIPBOARD": ""})
+    proc = vault.run("copy", "db_password", "--json")
+    assert proc.returncode == 1 and '"clipboard_unavailable"' in proc.stdout and VALUE not in proc.stdout
 
 
 def test_copy_writes_the_clipboard_and_clears_it(vault: Cli, xdisplay: str) -> None:
@@ -88,7 +94,7 @@ def test_copy_writes_the_clipboard_and_clears_it(vault: Cli, xdisplay: str) -> N
     # Qualified label, protected card (token) and the credential reference itself.
     prot = raw(vault, {"op": "protected_card", "title": "P", "token": "tok-copy-5678"})
     for ref, expected in ((f"{note['id'][:8]}:db_password", VALUE), (prot["id"], "tok-copy-5678"), (note["credential"], VALUE)):
-        vault.ok("copy", ref, "--clear-after", "30")
+        vault.ok("copy", ref, "--clear-after", "1")
         assert clipboard(xdisplay) == expected
     assert VALUE not in vault.run("copy", "db_password", "--json").stdout
 
@@ -101,21 +107,18 @@ def test_copy_leaves_a_newer_clipboard_alone(vault: Cli, xdisplay: str) -> None:
     vault.sudo()
     assert vault.ok("copy", "db_password")["clear_after"] == 1
     set_clipboard(xdisplay, "something the user copied")
-    assert wait_for(lambda: not clearer_running())
+    assert wait_for(lambda: not clearer_running(xdisplay))
     assert clipboard(xdisplay) == "something the user copied"
 
 
-def clearer_running() -> bool:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return any("engine.cli.clipboard" in line for line in out.splitlines())
-
-
-def test_copy_without_a_clipboard_is_a_typed_error(vault: Cli) -> None:
-    protected_note(vault)
-    vault.sudo()
-    vault.env["DISPLAY"] = ""
-    vault.env["WAYLAND_DISPLAY"] = ""
-    vault.env.pop("MEMORIES_CLIPBOARD", None)
-    os.environ.pop("MEMORIES_CLIPBOARD", None)
-    err = vault.err("copy", "db_password")
-    assert err["code"] == "clipboard_unavailable"
+def clearer_running(display: str) -> bool:
+    """Is a clipboard-clearing child for this test's X display still waiting?"""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"engine.cli.clipboard" in cmdline and f"DISPLAY={display}\0".encode() in environ + b"\0":
+            return True
+    return False

@@ -97,3 +97,49 @@ def test_lock_drops_the_link_index(service: Service) -> None:
     assert len(link_index(service)) == 0
     service.dispatch({"op": "unlock", "password": "pw-for-tests"}, LOCAL)
     assert len(link_index(service)) == 1
+
+
+def test_local_config_lives_in_a_device_only_vault(service: Service) -> None:
+    """CD-9: one device-only vault, marked in sealed local state, holds local_config; export skips it."""
+    from engine.cards.device_vaults import device_only_vaults, is_device_only, refuse_if_device_only
+
+    first = call(service, LOCAL, op="local_config", client_version="0.1.0", directories={"home": "/h", "log_dir": "/h/l"})
+    second = call(service, LOCAL, op="local_config", client_version="0.2.0", directories={"home": "/h"})
+    assert first["created_vault"] is True and second["created_vault"] is False
+    assert code_of(service, AGENT, op="local_config_get") == "permission_denied"
+    assert code_of(service, LOCAL, op="local_config", client_version="x", directories={"Bad-Key": "/"}) == "invalid_request"
+    service.dispatch({"op": "lock"}, LOCAL)
+    service.dispatch({"op": "unlock", "password": "pw-for-tests"}, LOCAL)
+    got = call(service, LOCAL, op="local_config_get")
+    assert got == {"device_only_vaults": 1, "client_version": "0.2.0", "directories": {"home": "/h"}}
+    state = service.require_unlocked()
+    (local,) = device_only_vaults(state)
+    assert is_device_only(state, local) and not is_device_only(state, state.default_vault)
+    with pytest.raises(MemoriesError):
+        refuse_if_device_only(state, local, "synced")
+    assert call(service, LOCAL, op="list")["items"] == []
+    service.session.elevate(LOCAL.namespace)
+    assert call(service, LOCAL, op="export")["items"] == []
+
+
+def test_card_write_conflicts_and_resolution(service: Service) -> None:
+    """HI-4: a stale base makes a conflict; card_write refuses to guess; resolve lists every head."""
+    card = call(service, LOCAL, op="card_write", type="knowledge", title="t", body="v1")
+    base = card["revision"]
+    call(service, LOCAL, op="card_write", id=card["id"], base=base, body="left")
+    assert call(service, LOCAL, op="card_write", id=card["id"], base=base, body="right")["conflict"] is True
+    assert code_of(service, LOCAL, op="card_write", id=card["id"], body="x") == "conflict"
+    read = call(service, LOCAL, op="card_read", id=card["id"])
+    assert read["conflict"] is True and {v["body"] for v in read["head_contents"]} == {"left", "right"}
+    resolved = call(service, LOCAL, op="card_write", id=card["id"], resolve=True, body="merged")
+    assert resolved["conflict"] is False
+    parents = call(service, LOCAL, op="history", id=card["id"])["revisions"][-1]["parents"]
+    assert len(parents) == 2
+
+
+def test_valid_till_edge_values_are_typed_errors(service: Service) -> None:
+    """API-8: out-of-range dates never crash the op."""
+    a = call(service, LOCAL, op="card_write", type="persona", title="a")["id"]
+    b = call(service, LOCAL, op="card_write", type="persona", title="b")["id"]
+    for when in ("9999-12-31", "0001-01-01T00:00:00", "2027-02-30", "tomorrow-ish"):
+        assert code_of(service, LOCAL, op="card_link", src=a, dst=b, valid_till=when) == "invalid_input"

@@ -143,7 +143,7 @@ def start_dashboard(cli: Cli, log: Path, *extra: str) -> Dashboard:
         cli.command("dashboard", "--no-browser", "--json", "--probe-interval", "0.3", *extra),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=open(log, "wb"),  # noqa: SIM115  (closed with the process)
+        stderr=open(log, "wb"),
         text=True,
         env=cli.environ(),
     )
@@ -157,6 +157,8 @@ def start_dashboard(cli: Cli, log: Path, *extra: str) -> Dashboard:
 
 
 # -- X server with a tray host ----------------------------------------------------------------
+
+TRAYER = ["trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel", "--width", "200"]
 
 
 @dataclass
@@ -180,7 +182,7 @@ class XSession:
             pass_fds=(write_fd,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=open(self.tmp / "xvfb.log", "wb"),  # noqa: SIM115
+            stderr=open(self.tmp / "xvfb.log", "wb"),
         )
         os.close(write_fd)
         self.procs.append(xvfb)
@@ -194,8 +196,7 @@ class XSession:
         self.display = ":" + digits.decode().strip()
         self.procs.append(
             subprocess.Popen(
-                ["trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel", "--width", "200"]
-                + ["--height", "48", "--transparent", "false"],
+                [*TRAYER, "--height", "48", "--transparent", "false"],
                 env=self.env(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -225,13 +226,17 @@ class XSession:
             conn.close()
         raise AssertionError("the tray host never took the system tray selection")
 
-    def screenshot(self, path: Path) -> Any:
+    def grab(self) -> Any:
         from PIL import ImageGrab
 
-        image = ImageGrab.grab(xdisplay=self.display)
+        return ImageGrab.grab(xdisplay=self.display).convert("RGB")
+
+    def screenshot(self, path: Path) -> Any:
+        """A root-window PNG kept under the test's tmp dir and copied to the artifacts."""
+        image = self.grab()
         image.save(path)
         save_artifact(path)
-        return image.convert("RGB")
+        return image
 
     def xdotool(self, *args: str) -> None:
         subprocess.run(["xdotool", *args], env=self.env(), check=True, timeout=10, capture_output=True)

@@ -64,7 +64,8 @@ async def _shot(page: Any, path: Path) -> None:
 
 
 def test_browser_status_edit_and_save(dashboard: Dashboard, module_vault: Cli, tmp_path: Path) -> None:
-    """DT-5: status page, card editor, save; the CLI sees the new revision; no private value shown."""
+    """DT-5: status page, card editor, save; the CLI sees the new revision; no private value
+    shown; without the token the page gets nothing."""
     put = module_vault.ok("put", "--title", "Browser card", "--body", "old body", "--tag", "t1", "--meta", f"private={CANARY}")
 
     async def scenario(page: Any) -> None:
@@ -85,6 +86,11 @@ def test_browser_status_edit_and_save(dashboard: Dashboard, module_vault: Cli, t
         await _shot(page, tmp_path / "dashboard-editor.png")
         content = await page.content()
         assert CANARY not in content
+        # The same address without its token: a notice, and no data.
+        bare = await page.context.browser.new_page()  # a fresh context: no stored token
+        await bare.goto(dashboard.url.split("#", 1)[0])
+        await bare.wait_for_selector("#auth-missing:not([hidden])")
+        assert await bare.text_content("#status-line") == "Waiting for the first probe…"
 
     run_in_browser(dashboard.url, scenario)
     after = module_vault.ok("get", put["id"])
@@ -114,14 +120,3 @@ def test_browser_stale_save_shows_conflict(dashboard: Dashboard, module_vault: C
     now = module_vault.ok("get", put["id"])
     assert now["conflict"] is True
     assert {h["title"] for h in now["head_contents"]} == {"Race (cli)", "Race (browser)"}
-
-
-def test_browser_without_token_gets_nothing(dashboard: Dashboard) -> None:
-    """DT-5: the page without its token shows the notice and no data."""
-
-    async def scenario(page: Any) -> None:
-        await page.wait_for_selector("#auth-missing:not([hidden])")
-        assert await page.text_content("#status-line") == "Waiting for the first probe…"
-
-    run_in_browser(dashboard.url.split("#", 1)[0], scenario)
-

@@ -55,7 +55,7 @@ def test_cross_site_post_changes_nothing(dashboard: Dashboard, module_vault: Cli
         {"token": None},
     ]
     for case in cases:
-        code, _, body = dashboard.request("POST", f"/api/cards/{card['id']}", save, **case)
+        code, _, _ = dashboard.request("POST", f"/api/cards/{card['id']}", save, **case)
         assert code in (401, 403), case
         code, _, _ = dashboard.request("POST", "/api/lock", {}, **case)
         assert code in (401, 403), case
@@ -190,3 +190,34 @@ def test_lock_from_the_dashboard(dashboard: Dashboard, module_vault: Cli) -> Non
     assert code == 423 and body["error"]["code"] == "locked"
     module_vault.unlock()
     dashboard.wait_state("unlocked", "attention")
+
+
+def test_protected_cards_and_secrets_never_shown(dashboard: Dashboard, module_vault: Cli) -> None:
+    """DT-5/CD-3: no credential value or protected card's secret ever reaches the dashboard."""
+    token = "CANARY-token-3b7e91"
+    moved = "CANARY-moved-secret-c4d2"
+    prot = module_vault.ok("protected", "new", "--title", "Prot card", "--account", "acc", "--token-stdin", input=token)
+    mem = module_vault.put("holds a secret", f"api key is {moved} here")
+    module_vault.ok("secret", "protect", mem["id"], "--label", "apikey", "--value-stdin", input=moved)
+    seen = []
+    for kind in ("memory", "knowledge", "brain", "persona"):
+        code, _, body = dashboard.request("GET", f"/api/cards?kind={kind}")
+        assert code == 200
+        seen.append(str(body))
+        assert all(item["kind"] == kind for item in body["items"])
+    code, _, body = dashboard.request("GET", f"/api/cards/{prot['id']}")
+    assert code == 400 and body["error"]["code"] == "invalid_input"
+    seen.append(str(body))
+    code, _, body = dashboard.request("POST", f"/api/cards/{prot['id']}", {"base": prot["revision"], "fields": {"title": "x"}})
+    assert code == 400
+    code, _, body = dashboard.request("GET", f"/api/cards/{mem['id']}")
+    assert code == 200 and "{{secret:apikey}}" in body["fields"]["body"]
+    seen.append(str(body))
+    # Saving through the dashboard keeps the reference (the engine carries the secret map).
+    code, _, saved = dashboard.request(
+        "POST", f"/api/cards/{mem['id']}", {"base": body["revision"], "fields": {"title": "renamed"}}
+    )
+    assert code == 200 and saved["conflict"] is False
+    text = "".join(seen)
+    assert token not in text and moved not in text
+    assert module_vault.ok("get", prot["id"])["title"] == "Prot card"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -84,3 +85,35 @@ def test_status_polling_does_not_keep_the_vault_unlocked(cli: Cli) -> None:
         if state == "locked":
             break
     assert states[-1] == "locked", "status polling kept the vault unlocked"
+
+
+def test_busy_while_another_op_holds_the_engine(vault: Cli) -> None:
+    """DT-1/DT-4: `busy` is true while another op holds the engine (here: large imports),
+    and the status still answers without waiting for it."""
+    from engine.ipc.client import IpcClient
+
+    socket = Paths(vault.home).socket
+    stop = threading.Event()
+
+    def load() -> None:
+        with IpcClient(socket, timeout=300) as client:
+            round_ = 0
+            while not stop.is_set():
+                items = [{"title": f"r{round_} n{i}", "body": "lorem ipsum " * 20} for i in range(100)]
+                client.request({"op": "import_batch", "items": items}, timeout=300)
+                round_ += 1
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    seen_busy = False
+    try:
+        with IpcClient(socket, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not seen_busy:
+                status = client.request({"op": "desktop_status"})
+                seen_busy = status["busy"] is True
+    finally:
+        stop.set()
+        worker.join(300)
+    assert seen_busy, "status never reported busy during sustained imports"
+    assert vault.ok("status")["busy"] is False

@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
 
 
 class Tray:
-    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str) -> None:
+    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str, standalone: bool = False) -> None:
         self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
         self.out = tmp / f"tray-{backend}.out"
         self.opened = tmp / "browser-opened.txt"
@@ -31,11 +32,19 @@ class Tray:
         browser.chmod(0o755)
         env = x.env(cli.environ())
         env["BROWSER"] = str(browser)  # webbrowser.open runs this instead of a real browser
-        cmd = cli.command("tray", "--backend", backend, "--verbose", "--probe-interval", "0.3")
+        options = ["--backend", backend, "--verbose", "--probe-interval", "0.3", "--probe-deadline", "1"]
+        if standalone:  # the `memories-tray` launcher (same code as its console script)
+            cmd = [sys.executable, "-m", "desktop.tray.launcher", "--home", str(cli.home), *options]
+        else:
+            cmd = cli.command("tray", *options)
         if backend in ("gtk", "appindicator"):
             cmd = ["dbus-run-session", "--", *cmd]  # GTK needs a session bus (dunst is activated on it)
         self.proc = subprocess.Popen(
-            cmd, env=env, stdin=subprocess.DEVNULL, stdout=open(self.out, "wb"), stderr=subprocess.STDOUT  # noqa: SIM115
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=open(self.out, "wb"),
+            stderr=subprocess.STDOUT,
         )
 
     def output(self) -> str:
@@ -53,12 +62,10 @@ class Tray:
 
     def find_icon(self, state: TrayState, shot: Path | None = None) -> tuple[int, int] | None:
         """Centroid of the state's exact disc colour inside the tray panel, if shown."""
-        image = self.x.screenshot(shot or self.tmp / "probe.png")
+        image = self.x.screenshot(shot) if shot is not None else self.x.grab()
         colour = PALETTE[state]
         width = image.size[0]
-        points = [
-            (x, y) for y in range(TRAY_REGION_HEIGHT) for x in range(width) if image.getpixel((x, y)) == colour
-        ]
+        points = [(x, y) for y in range(TRAY_REGION_HEIGHT) for x in range(width) if image.getpixel((x, y)) == colour]
         if len(points) < 30:
             return None
         return sum(p[0] for p in points) // len(points), sum(p[1] for p in points) // len(points)
@@ -92,14 +99,12 @@ def _dashboard_request(url: str, path: str) -> Any:
     return resp.status, data
 
 
-def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(
-    cli: Cli, xsession: XSession, tmp_path: Path
-) -> None:
-    """DT-2/DT-4: xorg fallback: starts the engine; icon locked, unlocked, then not responding
+def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(cli: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """DT-2/DT-4: `memories-tray`, xorg fallback: starts the engine; icon locked, unlocked, then not responding
     (SIGSTOP) while a click still opens the dashboard; Quit from the dashboard."""
     cli.init()
     cli.stop()  # the tray must start the engine itself
-    tray = Tray(cli, xsession, tmp_path, "xorg")
+    tray = Tray(cli, xsession, tmp_path, "xorg", standalone=True)
     try:
         tray.wait_output(r"memories tray: backend xorg")
         url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)

@@ -22,8 +22,14 @@ def test_no_secret_in_any_mcp_result(vault: Cli) -> None:
         note = owner.request({"op": "put", "title": "Server notes", "body": f"login with {BODY_CANARY} then deploy"})
         owner.request({"op": "protect_secret", "id": note["id"], "label": "deploy_key", "value": BODY_CANARY})
         cred = owner.request(
-            {"op": "credential_new", "name": "db", "type": "postgres", "host": "db.example", "user": "app",
-             "password": PASSWORD_CANARY}
+            {
+                "op": "credential_new",
+                "name": "db",
+                "type": "postgres",
+                "host": "db.example",
+                "user": "app",
+                "password": PASSWORD_CANARY,
+            }
         )
         knowledge = owner.request({"op": "card_write", "type": "knowledge", "title": "Deploys", "body": "see notes"})
         owner.request({"op": "card_link", "src": knowledge["id"], "dst": note["id"], "rel": "explains"})

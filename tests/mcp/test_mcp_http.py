@@ -34,15 +34,24 @@ def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
             def post(headers: dict[str, str]) -> httpx2.Response:
                 return http.post(server.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
 
-            for auth in ({}, {"Authorization": "Bearer mem_wrong"}, {"Authorization": f"Basic {token}"},
-                         {"Authorization": f"Bearer {token}x"}, {"Authorization": f"bearer {token}"}):
+            for auth in (
+                {},
+                {"Authorization": "Bearer mem_wrong"},
+                {"Authorization": f"Basic {token}"},
+                {"Authorization": f"Bearer {token}x"},
+                {"Authorization": f"bearer {token}"},
+            ):
                 answer = post(auth)
                 assert answer.status_code == 401, auth
                 assert answer.content == b""
                 assert answer.headers.get("www-authenticate") == "Bearer"
             good = {"Authorization": f"Bearer {token}"}
-            for origin in ("https://evil.example", "http://127.0.0.1.evil.example", f"http://localhost:{server.port + 1}",
-                           "null"):
+            for origin in (
+                "https://evil.example",
+                "http://127.0.0.1.evil.example",
+                f"http://localhost:{server.port + 1}",
+                "null",
+            ):
                 answer = post({**good, "Origin": origin})
                 assert answer.status_code == 403, origin
                 assert answer.content == b""
@@ -78,9 +87,7 @@ def test_http_round_trip_and_revocation(vault: Cli) -> None:
                 assert error_of(await client.call_tool("memory_list", {}))["code"] == "unauthorized"
 
             async with httpx2.AsyncClient(timeout=30) as http:
-                after = await http.post(
-                    server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}
-                )
+                after = await http.post(server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})
                 assert after.status_code == 401
 
         asyncio.run(scenario())

@@ -29,32 +29,40 @@ def rvault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[servers.Postgres]:
-    require(_root() and (servers.PG_BIN / "initdb").exists() and shutil.which("psql") is not None,
-            "PostgreSQL 15 server binaries and psql (apt: postgresql postgresql-client), run as root")
+    require(
+        _root() and (servers.PG_BIN / "initdb").exists() and shutil.which("psql") is not None,
+        "PostgreSQL 15 server binaries and psql (apt: postgresql postgresql-client), run as root",
+    )
     with servers.postgres_server() as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def mariadb() -> Iterator[servers.Mariadb]:
-    require(_root() and shutil.which("mariadbd") is not None and shutil.which("mariadb") is not None,
-            "MariaDB server and client (apt: mariadb-server mariadb-client), run as root")
+    require(
+        _root() and shutil.which("mariadbd") is not None and shutil.which("mariadb") is not None,
+        "MariaDB server and client (apt: mariadb-server mariadb-client), run as root",
+    )
     with servers.mariadb_server() as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def redis_tls() -> Iterator[servers.Redis]:
-    require(shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None,
-            "redis-server and redis-cli with TLS (apt: redis-server redis-tools)")
+    require(
+        shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None,
+        "redis-server and redis-cli with TLS (apt: redis-server redis-tools)",
+    )
     with servers.redis_server(tls_on=True) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def sshd() -> Iterator[servers.Sshd]:
-    require(_root() and Path("/usr/sbin/sshd").exists() and shutil.which("ssh-keygen") is not None,
-            "OpenSSH server (apt: openssh-server), run as root")
+    require(
+        _root() and Path("/usr/sbin/sshd").exists() and shutil.which("ssh-keygen") is not None,
+        "OpenSSH server (apt: openssh-server), run as root",
+    )
     with servers.sshd_server() as server:
         yield server
 
@@ -72,5 +80,4 @@ def ftp() -> Iterator[servers.Ftp]:
 def other_namespace(cli: Cli, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI under a fresh `sh` so its elevation namespace (parent PID) differs from the test's."""
     command = " ".join(f"'{a}'" for a in cli.command(*args, "--json"))
-    return subprocess.run(["sh", "-c", command], input=input, capture_output=True, text=True, timeout=60,
-                          env=cli.environ())
+    return subprocess.run(["sh", "-c", command], input=input, capture_output=True, text=True, timeout=60, env=cli.environ())

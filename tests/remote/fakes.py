@@ -128,8 +128,7 @@ def asyncssh_password_server(user: str, password: str) -> Iterator[tuple[int, st
     ports: list[int] = []
 
     async def main() -> None:
-        server = await asyncssh.create_server(Server, "127.0.0.1", 0, server_host_keys=[host_key],
-                                              process_factory=process)
+        server = await asyncssh.create_server(Server, "127.0.0.1", 0, server_host_keys=[host_key], process_factory=process)
         ports.append(server.sockets[0].getsockname()[1])
         started.set()
         while not stop.is_set():
@@ -179,9 +178,21 @@ class MysqlFake:
         nonce = _os.urandom(20)
         caps = 0x1 | 0x8 | 0x200 | 0x8000 | 0x80000 | (0x800 if self.tls else 0)
         first_plugin = b"mysql_native_password" if self.mode == "switch" else b"caching_sha2_password"
-        greeting = (b"\x0a8.0.36-fake\x00" + b"\x01\x00\x00\x00" + nonce[:8] + b"\x00" + (caps & 0xFFFF).to_bytes(2, "little")
-                    + b"\x21\x02\x00" + (caps >> 16).to_bytes(2, "little") + bytes([21]) + bytes(10) + nonce[8:] + b"\x00"
-                    + first_plugin + b"\x00")
+        greeting = (
+            b"\x0a8.0.36-fake\x00"
+            + b"\x01\x00\x00\x00"
+            + nonce[:8]
+            + b"\x00"
+            + (caps & 0xFFFF).to_bytes(2, "little")
+            + b"\x21\x02\x00"
+            + (caps >> 16).to_bytes(2, "little")
+            + bytes([21])
+            + bytes(10)
+            + nonce[8:]
+            + b"\x00"
+            + first_plugin
+            + b"\x00"
+        )
         writer.write(self._packet(0, greeting))
         seq, body = await self._read(reader, False)
         in_tls = False

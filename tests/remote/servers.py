@@ -57,10 +57,29 @@ class Tls:
 def make_tls(directory: Path, cn: str = "localhost", san: str = "DNS:localhost,IP:127.0.0.1") -> Tls:
     cert, key = directory / "server.crt", directory / "server.key"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-days", "2", "-subj", f"/CN={cn}", "-addext", f"subjectAltName={san}",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={cn}",
+            "-addext",
+            f"subjectAltName={san}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     ca = directory / "ca.crt"
     shutil.copy(cert, ca)
@@ -80,9 +99,17 @@ class Postgres:
     def psql(self, sql: str, user: str = "postgres", password: str | None = None, db: str = "postgres") -> str:
         env = dict(os.environ, PGPASSWORD=password or self.superpw)
         out = subprocess.run(
-            ["psql", f"host=localhost port={self.port} user={user} dbname={db} sslmode=verify-full "
-                     f"sslrootcert={self.tls.ca}", "-Atqc", sql],
-            env=env, capture_output=True, text=True, timeout=30, check=True,
+            [
+                "psql",
+                f"host=localhost port={self.port} user={user} dbname={db} sslmode=verify-full sslrootcert={self.tls.ca}",
+                "-Atqc",
+                sql,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         return out.stdout.strip()
 
@@ -103,26 +130,62 @@ def postgres_server() -> Iterator[Postgres]:
     shutil.chown(root / "data", "postgres")
     shutil.chown(root / "sock", "postgres")
     run = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*run, str(PG_BIN / "initdb"), "-D", str(root / "data"), "-U", "postgres",
-                    f"--pwfile={root / 'pwfile'}", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
-                    "-E", "UTF8", "--locale=C.UTF-8"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *run,
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(root / "data"),
+            "-U",
+            "postgres",
+            f"--pwfile={root / 'pwfile'}",
+            "--auth-local=scram-sha-256",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     with open(root / "data" / "postgresql.conf", "a") as conf:
-        conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{root / 'sock'}'\n"
-                   f"ssl = on\nssl_cert_file = '{tls.cert}'\nssl_key_file = '{tls.key}'\n"
-                   "password_encryption = 'scram-sha-256'\nfsync = off\nmax_connections = 50\n")
+        conf.write(
+            f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{root / 'sock'}'\n"
+            f"ssl = on\nssl_cert_file = '{tls.cert}'\nssl_key_file = '{tls.key}'\n"
+            "password_encryption = 'scram-sha-256'\nfsync = off\nmax_connections = 50\n"
+        )
     (root / "data" / "pg_hba.conf").write_text(
         "local all all scram-sha-256\n"
         "hostssl all md5user 127.0.0.1/32 md5\n"
         "hostssl all all 127.0.0.1/32 scram-sha-256\n"
         "hostnossl all all 0.0.0.0/0 reject\n"
     )
-    subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "data" / "server.log"),
-                    "-w", "-t", "30", "start"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *run,
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(root / "data"),
+            "-l",
+            str(root / "data" / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield Postgres(port, root, tls, superpw)
     finally:
-        subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [*run, str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -134,8 +197,13 @@ class Mariadb:
     tls: Tls
 
     def sql(self, statement: str) -> str:
-        out = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.root / 'data' / 'mysqld.sock'}", "-uroot",
-                              "-N", "-B", "-e", statement], capture_output=True, text=True, timeout=30, check=True)
+        out = subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={self.root / 'data' / 'mysqld.sock'}", "-uroot", "-N", "-B", "-e", statement],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         return out.stdout.strip()
 
 
@@ -147,16 +215,40 @@ def mariadb_server() -> Iterator[Mariadb]:
     shutil.chown(tls.key, "mysql")
     (root / "data").mkdir()
     shutil.chown(root / "data", "mysql")
-    subprocess.run(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={root / 'data'}",
-                    "--auth-root-authentication-method=socket", "--skip-test-db"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "mariadb-install-db",
+            "--no-defaults",
+            "--user=mysql",
+            f"--datadir={root / 'data'}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     proc = subprocess.Popen(
-        ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={root / 'data'}", f"--port={port}",
-         "--bind-address=127.0.0.1", f"--socket={root / 'data' / 'mysqld.sock'}",
-         f"--pid-file={root / 'data' / 'mysqld.pid'}", f"--log-error={root / 'data' / 'err.log'}", "--skip-log-bin",
-         "--innodb-buffer-pool-size=32M", "--plugin-load-add=auth_ed25519",
-         f"--ssl-cert={tls.cert}", f"--ssl-key={tls.key}", f"--ssl-ca={tls.ca}"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "mariadbd",
+            "--no-defaults",
+            "--user=mysql",
+            f"--datadir={root / 'data'}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={root / 'data' / 'mysqld.sock'}",
+            f"--pid-file={root / 'data' / 'mysqld.pid'}",
+            f"--log-error={root / 'data' / 'err.log'}",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=32M",
+            "--plugin-load-add=auth_ed25519",
+            f"--ssl-cert={tls.cert}",
+            f"--ssl-key={tls.key}",
+            f"--ssl-ca={tls.ca}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_port(port, 30)
@@ -185,11 +277,34 @@ def redis_server(tls_on: bool = True) -> Iterator[Redis]:
     port = free_port()
     tls = make_tls(root)
     password = secrets.token_hex(12)
-    args = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(root),
-            "--requirepass", password]
+    args = [
+        "redis-server",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(root),
+        "--requirepass",
+        password,
+    ]
     if tls_on:
-        args += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(tls.cert), "--tls-key-file",
-                 str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
+        args += [
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            str(tls.cert),
+            "--tls-key-file",
+            str(tls.key),
+            "--tls-ca-cert-file",
+            str(tls.ca),
+            "--tls-auth-clients",
+            "no",
+        ]
     else:
         args += ["--port", str(port)]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -227,8 +342,12 @@ def sshd_server(password_user: str | None = None) -> Iterator[Sshd]:
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     with open(root / "sshd.log", "wb") as log:
-        proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(root / "sshd_config")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(
+            ["/usr/sbin/sshd", "-D", "-e", "-f", str(root / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         wait_port(port)
         host_pub = " ".join((root / "host_key.pub").read_text().split()[:2])
@@ -264,8 +383,12 @@ def ftp_server() -> Iterator[Ftp]:
         "h = FTPHandler; h.authorizer = a; h.passive_ports = range(60000, 60100)\n"
         "FTPServer(('127.0.0.1', int(sys.argv[1])), h).serve_forever()\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, str(port), str(root / "files"), password],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(port), str(root / "files"), password],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(port)
         yield Ftp(port, root / "files", "ana", password)

@@ -26,13 +26,30 @@ def elevated(rvault: Cli) -> Cli:
 
 def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
     """RM-5: FTP carries file operations; a put's bytes are part of the fingerprinted ticket."""
-    elevated.ok("credential", "new", "ftp", "--name", "files", "--host", "127.0.0.1", "--port", str(ftp.port),
-                "--user", ftp.user, "--password-stdin", input=ftp.password + "\n")
+    elevated.ok(
+        "credential",
+        "new",
+        "ftp",
+        "--name",
+        "files",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(ftp.port),
+        "--user",
+        ftp.user,
+        "--password-stdin",
+        input=ftp.password + "\n",
+    )
     session = elevated.ok("remote", "open", "files")["session"]
     listing = _exec(elevated, session, "list")["result"]["output"]
     assert "hello.txt" in listing
     out = tmp_path / "got.txt"
-    got = _exec(elevated, session, "get hello.txt", )
+    got = _exec(
+        elevated,
+        session,
+        "get hello.txt",
+    )
     assert got["result"]["bytes"] == len("hello from ftp\n")
     ticket = elevated.ok("remote", "propose", session, "get hello.txt")
     elevated.ok("remote", "approve", ticket["ticket"])
@@ -56,8 +73,21 @@ def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
 
 def test_ftp_wrong_password(elevated: Cli, ftp: Ftp) -> None:
     """API-8: a rejected FTP login is typed."""
-    elevated.ok("credential", "new", "ftp", "--name", "files-bad", "--host", "127.0.0.1", "--port", str(ftp.port),
-                "--user", ftp.user, "--password-stdin", input="wrong\n")
+    elevated.ok(
+        "credential",
+        "new",
+        "ftp",
+        "--name",
+        "files-bad",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(ftp.port),
+        "--user",
+        ftp.user,
+        "--password-stdin",
+        input="wrong\n",
+    )
     assert elevated.err("remote", "open", "files-bad")["code"] == "remote_auth_failed"
 
 

@@ -10,11 +10,13 @@ from tests.remote.servers import Mariadb
 
 @pytest.fixture(scope="module")
 def maria_users(rvault: Cli, mariadb: Mariadb) -> Mariadb:
-    mariadb.sql("CREATE DATABASE shop; CREATE TABLE shop.items(id INT PRIMARY KEY, name TEXT);"
-                "INSERT INTO shop.items VALUES (1,'apple'),(2,'pear');"
-                "CREATE USER native@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('native-pw-1');"
-                "CREATE USER edu@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-pw-1');"
-                "GRANT ALL ON shop.* TO native@'%'; GRANT ALL ON shop.* TO edu@'%';")
+    mariadb.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.items(id INT PRIMARY KEY, name TEXT);"
+        "INSERT INTO shop.items VALUES (1,'apple'),(2,'pear');"
+        "CREATE USER native@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('native-pw-1');"
+        "CREATE USER edu@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-pw-1');"
+        "GRANT ALL ON shop.* TO native@'%'; GRANT ALL ON shop.* TO edu@'%';"
+    )
     rvault.ok("credential", "new", "tls-ca", "--name", "maria-ca", "--pem-file", str(mariadb.tls.ca))
     rvault.sudo()
     return mariadb
@@ -24,13 +26,33 @@ def maria_users(rvault: Cli, mariadb: Mariadb) -> Mariadb:
 def test_mysql_session_over_tls(rvault: Cli, maria_users: Mariadb, user: str, password: str) -> None:
     """RM-4/RM-5: TLS with the tls_ca and hostname verification; query runs as an approved ticket."""
     name = f"shop-{user}"
-    rvault.ok("credential", "new", "mysql", "--name", name, "--host", "localhost", "--port", str(maria_users.port),
-              "--user", user, "--database", "shop", "--password-stdin", "--tls-ca", "maria-ca",
-              input=password + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "mysql",
+        "--name",
+        name,
+        "--host",
+        "localhost",
+        "--port",
+        str(maria_users.port),
+        "--user",
+        user,
+        "--database",
+        "shop",
+        "--password-stdin",
+        "--tls-ca",
+        "maria-ca",
+        input=password + "\n",
+    )
     session = rvault.ok("remote", "open", name)["session"]
-    ticket = rvault.ok("remote", "propose", session,
-                       "SELECT name, (SELECT variable_value FROM information_schema.session_status "
-                       "WHERE variable_name = 'Ssl_version') AS tls FROM items ORDER BY id")
+    ticket = rvault.ok(
+        "remote",
+        "propose",
+        session,
+        "SELECT name, (SELECT variable_value FROM information_schema.session_status "
+        "WHERE variable_name = 'Ssl_version') AS tls FROM items ORDER BY id",
+    )
     rvault.ok("remote", "approve", ticket["ticket"])
     result = rvault.ok("remote", "exec", ticket["ticket"])["result"]
     assert [r[0] for r in result["rows"]] == ["apple", "pear"]
@@ -40,9 +62,37 @@ def test_mysql_session_over_tls(rvault: Cli, maria_users: Mariadb, user: str, pa
 
 def test_mysql_wrong_password_and_tls_errors(rvault: Cli, maria_users: Mariadb) -> None:
     """API-8: wrong password → remote_auth_failed; a missing CA → remote_tls_failed."""
-    rvault.ok("credential", "new", "mysql", "--name", "shop-bad", "--host", "localhost", "--port",
-              str(maria_users.port), "--user", "native", "--password-stdin", "--tls-ca", "maria-ca", input="x\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "mysql",
+        "--name",
+        "shop-bad",
+        "--host",
+        "localhost",
+        "--port",
+        str(maria_users.port),
+        "--user",
+        "native",
+        "--password-stdin",
+        "--tls-ca",
+        "maria-ca",
+        input="x\n",
+    )
     assert rvault.err("remote", "open", "shop-bad")["code"] == "remote_auth_failed"
-    rvault.ok("credential", "new", "mysql", "--name", "shop-noca", "--host", "localhost", "--port",
-              str(maria_users.port), "--user", "native", "--password-stdin", input="native-pw-1\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "mysql",
+        "--name",
+        "shop-noca",
+        "--host",
+        "localhost",
+        "--port",
+        str(maria_users.port),
+        "--user",
+        "native",
+        "--password-stdin",
+        input="native-pw-1\n",
+    )
     assert rvault.err("remote", "open", "shop-noca")["code"] == "remote_tls_failed"

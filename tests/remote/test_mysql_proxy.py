@@ -16,29 +16,55 @@ from tests.remote.servers import Mariadb, make_tls, shared_dir
 
 @pytest.fixture(scope="module")
 def maria(rvault: Cli, mariadb: Mariadb) -> Mariadb:
-    mariadb.sql("CREATE DATABASE px; CREATE USER pn@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('pn-pw');"
-                "CREATE USER pe@'%' IDENTIFIED VIA ed25519 USING PASSWORD('pe-pw');"
-                "GRANT ALL ON px.* TO pn@'%'; GRANT ALL ON px.* TO pe@'%';")
+    mariadb.sql(
+        "CREATE DATABASE px; CREATE USER pn@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('pn-pw');"
+        "CREATE USER pe@'%' IDENTIFIED VIA ed25519 USING PASSWORD('pe-pw');"
+        "GRANT ALL ON px.* TO pn@'%'; GRANT ALL ON px.* TO pe@'%';"
+    )
     rvault.ok("credential", "new", "tls-ca", "--name", "px-ca", "--pem-file", str(mariadb.tls.ca))
     return mariadb
 
 
 def _mariadb(port: int, sql: str, user: str = "root", db: str = "mysql") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", user, "-N", "-B",
-                           "-e", sql, db], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", user, "-N", "-B", "-e", sql, db],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(("user", "password"), [("pn", "pn-pw"), ("pe", "pe-pw")])
 def test_mariadb_client_through_proxy(rvault: Cli, maria: Mariadb, user: str, password: str) -> None:
     """PX-1/PX-2/PX-3: no local password; upstream TLS; native or ed25519 (auth switch); user/db from the credential."""
     name = f"px-{user}"
-    rvault.ok("credential", "new", "mysql", "--name", name, "--host", "localhost", "--port", str(maria.port),
-              "--user", user, "--database", "px", "--password-stdin", "--tls-ca", "px-ca", input=password + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "mysql",
+        "--name",
+        name,
+        "--host",
+        "localhost",
+        "--port",
+        str(maria.port),
+        "--user",
+        user,
+        "--database",
+        "px",
+        "--password-stdin",
+        "--tls-ca",
+        "px-ca",
+        input=password + "\n",
+    )
     proxy = rvault.ok("proxy", "start", name)
-    proc = _mariadb(proxy["port"], "SELECT current_user(), database(), (SELECT variable_value FROM "
-                                   "information_schema.session_status WHERE variable_name = 'Ssl_version'); "
-                                   "CREATE TABLE IF NOT EXISTS t(x INT); INSERT INTO t VALUES (1),(2); "
-                                   "SELECT count(*) >= 2 FROM t")
+    proc = _mariadb(
+        proxy["port"],
+        "SELECT current_user(), database(), (SELECT variable_value FROM "
+        "information_schema.session_status WHERE variable_name = 'Ssl_version'); "
+        "CREATE TABLE IF NOT EXISTS t(x INT); INSERT INTO t VALUES (1),(2); "
+        "SELECT count(*) >= 2 FROM t",
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     first = lines[0].split("\t")
@@ -49,8 +75,23 @@ def test_mariadb_client_through_proxy(rvault: Cli, maria: Mariadb, user: str, pa
 
 def test_mysql_proxy_wrong_password_and_garbage(rvault: Cli, maria: Mariadb) -> None:
     """API-8/PX-2: a wrong upstream password reaches the client as error 1045; garbage closes only that client."""
-    rvault.ok("credential", "new", "mysql", "--name", "px-bad", "--host", "localhost", "--port", str(maria.port),
-              "--user", "pn", "--password-stdin", "--tls-ca", "px-ca", input="wrong\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "mysql",
+        "--name",
+        "px-bad",
+        "--host",
+        "localhost",
+        "--port",
+        str(maria.port),
+        "--user",
+        "pn",
+        "--password-stdin",
+        "--tls-ca",
+        "px-ca",
+        input="wrong\n",
+    )
     bad = rvault.ok("proxy", "start", "px-bad")
     proc = _mariadb(bad["port"], "SELECT 1")
     assert proc.returncode != 0 and "1045" in proc.stderr and "remote_auth_failed" in proc.stderr
@@ -81,8 +122,7 @@ def test_caching_sha2_against_scripted_upstream(rvault: Cli, mode: str, tls: boo
     fake = fakes.MysqlFake("app", "sha2-secret", mode, context)
     with fakes.serve(fake.handle) as port:
         name = f"sha2-{mode}-{tls}"
-        args = ["credential", "new", "mysql", "--name", name, "--port", str(port), "--user", "app",
-                "--password-stdin"]
+        args = ["credential", "new", "mysql", "--name", name, "--port", str(port), "--user", "app", "--password-stdin"]
         if tls:
             rvault.ok("credential", "new", "tls-ca", "--name", f"{name}-ca", "--pem-file", ca)
             args += ["--host", "localhost", "--tls-ca", f"{name}-ca"]
@@ -103,8 +143,23 @@ def test_caching_sha2_full_auth_refused_without_tls(rvault: Cli) -> None:
     """PX-2: the full caching_sha2 exchange sends the password, so over plaintext the proxy refuses it."""
     fake = fakes.MysqlFake("app", "sha2-secret", "full", None)
     with fakes.serve(fake.handle) as port:
-        rvault.ok("credential", "new", "mysql", "--name", "sha2-full-plain", "--host", "127.0.0.1", "--port", str(port),
-                  "--user", "app", "--tls", "disabled", "--password-stdin", input="sha2-secret\n")
+        rvault.ok(
+            "credential",
+            "new",
+            "mysql",
+            "--name",
+            "sha2-full-plain",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--user",
+            "app",
+            "--tls",
+            "disabled",
+            "--password-stdin",
+            input="sha2-secret\n",
+        )
         proxy = rvault.ok("proxy", "start", "sha2-full-plain")
         with pytest.raises(pymysql.err.MySQLError) as info:
             pymysql.connect(host="127.0.0.1", port=proxy["port"], user="x", password="", ssl_disabled=True)

@@ -24,16 +24,41 @@ def db(rvault: Cli, pg: Postgres) -> str:
     pg.psql(f"create role app login password '{APP_PASSWORD}'")
     pg.psql("create database appdb owner app")
     rvault.ok("credential", "new", "tls-ca", "--name", "pg-ca", "--pem-file", str(pg.tls.ca))
-    rvault.ok("credential", "new", "postgres", "--name", "prod-db", "--host", "localhost", "--port", str(pg.port),
-              "--user", "app", "--database", "appdb", "--password-stdin", "--tls-ca", "pg-ca",
-              "--allow-host", "localhost", "--allow-host", "127.0.0.1", input=APP_PASSWORD + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "postgres",
+        "--name",
+        "prod-db",
+        "--host",
+        "localhost",
+        "--port",
+        str(pg.port),
+        "--user",
+        "app",
+        "--database",
+        "appdb",
+        "--password-stdin",
+        "--tls-ca",
+        "pg-ca",
+        "--allow-host",
+        "localhost",
+        "--allow-host",
+        "127.0.0.1",
+        input=APP_PASSWORD + "\n",
+    )
     return "prod-db"
 
 
 def _psql(port: int, sql: str, user: str = "postgres", dbname: str = "template1") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    return subprocess.run(["psql", f"host=127.0.0.1 port={port} user={user} dbname={dbname} connect_timeout=10",
-                           "-w", "-Atc", sql], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        ["psql", f"host=127.0.0.1 port={port} user={user} dbname={dbname} connect_timeout=10", "-w", "-Atc", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_credential_summary_never_shows_the_password(rvault: Cli, db: str) -> None:
@@ -50,12 +75,34 @@ def test_credential_summary_never_shows_the_password(rvault: Cli, db: str) -> No
 def test_bad_credential_input_is_typed(rvault: Cli) -> None:
     """API-8: malformed credential input is a typed error and stores nothing."""
     before = rvault.ok("credential", "list")["items"]
-    assert rvault.err("credential", "new", "postgres", "--name", "x", "--host", "bad host!", "--user", "u",
-                      "--password-stdin", input="pw\n")["code"] == "invalid_input"
-    assert rvault.err("credential", "new", "postgres", "--name", "x", "--host", "localhost", "--user", "u")["code"] \
-        == "invalid_input"  # no password
-    assert rvault.err("credential", "new", "postgres", "--name", "x", "--host", "localhost", "--user", "u",
-                      "--allow-host", "other", "--password-stdin", input="pw\n")["code"] == "invalid_input"
+    assert (
+        rvault.err(
+            "credential", "new", "postgres", "--name", "x", "--host", "bad host!", "--user", "u", "--password-stdin", input="pw\n"
+        )["code"]
+        == "invalid_input"
+    )
+    assert (
+        rvault.err("credential", "new", "postgres", "--name", "x", "--host", "localhost", "--user", "u")["code"]
+        == "invalid_input"
+    )  # no password
+    assert (
+        rvault.err(
+            "credential",
+            "new",
+            "postgres",
+            "--name",
+            "x",
+            "--host",
+            "localhost",
+            "--user",
+            "u",
+            "--allow-host",
+            "other",
+            "--password-stdin",
+            input="pw\n",
+        )["code"]
+        == "invalid_input"
+    )
     assert rvault.ok("credential", "list")["items"] == before
 
 
@@ -72,8 +119,21 @@ def test_hostname_is_always_verified(rvault: Cli, db: str) -> None:
 
 def test_system_trust_alone_rejects_the_test_ca(rvault: Cli, pg: Postgres) -> None:
     """RM-4: without the tls_ca credential the self-signed server certificate does not verify."""
-    rvault.ok("credential", "new", "postgres", "--name", "no-ca", "--host", "localhost", "--port", str(pg.port),
-              "--user", "app", "--password-stdin", input=APP_PASSWORD + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "postgres",
+        "--name",
+        "no-ca",
+        "--host",
+        "localhost",
+        "--port",
+        str(pg.port),
+        "--user",
+        "app",
+        "--password-stdin",
+        input=APP_PASSWORD + "\n",
+    )
     assert rvault.err("remote", "open", "no-ca")["code"] == "remote_tls_failed"
 
 
@@ -138,8 +198,25 @@ def test_remote_errors_are_typed_and_bounded(rvault: Cli, db: str) -> None:
 
 def test_wrong_upstream_password_is_typed(rvault: Cli, pg: Postgres) -> None:
     """API-8: a rejected upstream login is `remote_auth_failed`, for sessions and through the proxy."""
-    rvault.ok("credential", "new", "postgres", "--name", "wrong-pw", "--host", "localhost", "--port", str(pg.port),
-              "--user", "app", "--database", "appdb", "--password-stdin", "--tls-ca", "pg-ca", input="nope\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "postgres",
+        "--name",
+        "wrong-pw",
+        "--host",
+        "localhost",
+        "--port",
+        str(pg.port),
+        "--user",
+        "app",
+        "--database",
+        "appdb",
+        "--password-stdin",
+        "--tls-ca",
+        "pg-ca",
+        input="nope\n",
+    )
     assert rvault.err("remote", "open", "wrong-pw")["code"] == "remote_auth_failed"
     proxy = rvault.ok("proxy", "start", "wrong-pw")
     proc = _psql(proxy["port"], "select 1")
@@ -151,14 +228,18 @@ def test_proxy_runs_psql_as_the_configured_identity(rvault: Cli, db: str) -> Non
     """PX-1/PX-2/PX-3: psql connects with no password; TLS+SCRAM upstream; startup user/db do not override."""
     proxy = rvault.ok("proxy", "start", db)
     assert proxy["address"].startswith("127.0.0.1:")
-    proc = _psql(proxy["port"], "select current_user, current_database(), "
-                                "(select ssl from pg_stat_ssl where pid = pg_backend_pid())",
-                 user="postgres", dbname="template1")
+    proc = _psql(
+        proxy["port"],
+        "select current_user, current_database(), (select ssl from pg_stat_ssl where pid = pg_backend_pid())",
+        user="postgres",
+        dbname="template1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "app|appdb|t"
     # Several statements and a larger result relay intact.
-    proc = _psql(proxy["port"], "create temp table t(x int); insert into t select generate_series(1,20000); "
-                                "select count(*), sum(x) from t")
+    proc = _psql(
+        proxy["port"], "create temp table t(x int); insert into t select generate_series(1,20000); select count(*), sum(x) from t"
+    )
     assert proc.stdout.strip().splitlines()[-1] == "20000|200010000"
     assert [p["proxy"] for p in rvault.ok("proxy", "list")["proxies"]] == [proxy["proxy"]]
     rvault.ok("proxy", "stop", proxy["proxy"])
@@ -222,8 +303,23 @@ def test_tampered_scram_is_rejected(rvault: Cli, tamper: str) -> None:
     """PX-2: the proxy checks the server nonce and the server signature (a scripted upstream tampers them)."""
     with fakes.serve(fakes.pg_scram_server("fake-pw", tamper)) as port:
         name = f"fake-{tamper}"
-        rvault.ok("credential", "new", "postgres", "--name", name, "--host", "127.0.0.1", "--port", str(port),
-                  "--user", "app", "--tls", "disabled", "--password-stdin", input="fake-pw\n")
+        rvault.ok(
+            "credential",
+            "new",
+            "postgres",
+            "--name",
+            name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--user",
+            "app",
+            "--tls",
+            "disabled",
+            "--password-stdin",
+            input="fake-pw\n",
+        )
         proxy = rvault.ok("proxy", "start", name)
         proc = _psql(proxy["port"], "select 1")
         assert proc.returncode != 0
@@ -234,8 +330,23 @@ def test_tampered_scram_is_rejected(rvault: Cli, tamper: str) -> None:
 def test_scripted_upstream_accepts_the_honest_exchange(rvault: Cli) -> None:
     """Control for the tamper test: the same scripted upstream without tampering completes the handshake."""
     with fakes.serve(fakes.pg_scram_server("fake-pw", "none")) as port:
-        rvault.ok("credential", "new", "postgres", "--name", "fake-honest", "--host", "127.0.0.1", "--port", str(port),
-                  "--user", "app", "--tls", "disabled", "--password-stdin", input="fake-pw\n")
+        rvault.ok(
+            "credential",
+            "new",
+            "postgres",
+            "--name",
+            "fake-honest",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--user",
+            "app",
+            "--tls",
+            "disabled",
+            "--password-stdin",
+            input="fake-pw\n",
+        )
         proxy = rvault.ok("proxy", "start", "fake-honest")
         sock = socket.create_connection(("127.0.0.1", proxy["port"]), timeout=10)
         body = (196608).to_bytes(4, "big") + b"user\x00x\x00\x00"
@@ -251,9 +362,26 @@ def test_md5_refused_unless_allowed(rvault: Cli, pg: Postgres) -> None:
     pg.psql("set password_encryption = 'md5'; create role md5user login password 'md5-secret'")
     pg.psql("grant connect on database appdb to md5user")
     for name, extra in (("md5-strict", []), ("md5-allowed", ["--allow-auth", "md5"])):
-        rvault.ok("credential", "new", "postgres", "--name", name, "--host", "localhost", "--port", str(pg.port),
-                  "--user", "md5user", "--database", "appdb", "--password-stdin", "--tls-ca", "pg-ca", *extra,
-                  input="md5-secret\n")
+        rvault.ok(
+            "credential",
+            "new",
+            "postgres",
+            "--name",
+            name,
+            "--host",
+            "localhost",
+            "--port",
+            str(pg.port),
+            "--user",
+            "md5user",
+            "--database",
+            "appdb",
+            "--password-stdin",
+            "--tls-ca",
+            "pg-ca",
+            *extra,
+            input="md5-secret\n",
+        )
     strict = rvault.ok("proxy", "start", "md5-strict")
     proc = _psql(strict["port"], "select current_user")
     assert proc.returncode != 0 and "protocol_error" in proc.stderr

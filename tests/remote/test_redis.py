@@ -13,14 +13,26 @@ from tests.remote.servers import Redis
 @pytest.fixture(scope="module")
 def cache(rvault: Cli, redis_tls: Redis) -> str:
     rvault.ok("credential", "new", "tls-ca", "--name", "redis-ca", "--pem-file", str(redis_tls.tls.ca))
-    rvault.ok("credential", "new", "redis", "--name", "cache", "--host", "localhost", "--port", str(redis_tls.port),
-              "--password-stdin", "--tls-ca", "redis-ca", input=redis_tls.password + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "redis",
+        "--name",
+        "cache",
+        "--host",
+        "localhost",
+        "--port",
+        str(redis_tls.port),
+        "--password-stdin",
+        "--tls-ca",
+        "redis-ca",
+        input=redis_tls.password + "\n",
+    )
     return "cache"
 
 
 def _redis_cli(port: int, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True,
-                          timeout=30)
+    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True, timeout=30)
 
 
 def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
@@ -39,11 +51,35 @@ def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
 
 def test_redis_wrong_password_and_plaintext_refused(rvault: Cli, redis_tls: Redis) -> None:
     """API-8/RM-4: wrong password is typed; a TLS-only server cannot be reached in plaintext by accident."""
-    rvault.ok("credential", "new", "redis", "--name", "cache-bad", "--host", "localhost", "--port",
-              str(redis_tls.port), "--password-stdin", "--tls-ca", "redis-ca", input="wrong\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "redis",
+        "--name",
+        "cache-bad",
+        "--host",
+        "localhost",
+        "--port",
+        str(redis_tls.port),
+        "--password-stdin",
+        "--tls-ca",
+        "redis-ca",
+        input="wrong\n",
+    )
     assert rvault.err("remote", "open", "cache-bad")["code"] == "remote_auth_failed"
-    rvault.ok("credential", "new", "redis", "--name", "cache-noca", "--host", "localhost", "--port",
-              str(redis_tls.port), "--password-stdin", input=redis_tls.password + "\n")
+    rvault.ok(
+        "credential",
+        "new",
+        "redis",
+        "--name",
+        "cache-noca",
+        "--host",
+        "localhost",
+        "--port",
+        str(redis_tls.port),
+        "--password-stdin",
+        input=redis_tls.password + "\n",
+    )
     assert rvault.err("remote", "open", "cache-noca")["code"] == "remote_tls_failed"
 
 
@@ -58,3 +94,49 @@ def test_redis_proxy_injects_auth(rvault: Cli, cache: str, redis_tls: Redis) -> 
     out = _redis_cli(bad["port"], "ping")
     assert "remote_auth_failed" in out.stdout + out.stderr
     rvault.ok("proxy", "stop", bad["proxy"])
+
+
+def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path, redis_tls: Redis) -> None:  # type: ignore[no-untyped-def]
+    """PX-4/RM-5/ST-10: proxy traffic does not extend the unlock; idle expiry closes sessions and proxies."""
+    import socket
+    import time
+
+    cli = Cli(home=tmp_path / "idle-home")
+    cli.home.mkdir(parents=True, mode=0o700)
+    (cli.home / "config.toml").write_text("[engine]\nidle_lock_minutes = 0.05\n")  # 3 seconds
+    cli.init()
+    try:
+        cli.ok("credential", "new", "tls-ca", "--name", "ca", "--pem-file", str(redis_tls.tls.ca))
+        cli.ok(
+            "credential",
+            "new",
+            "redis",
+            "--name",
+            "c",
+            "--host",
+            "localhost",
+            "--port",
+            str(redis_tls.port),
+            "--password-stdin",
+            "--tls-ca",
+            "ca",
+            input=redis_tls.password + "\n",
+        )
+        cli.ok("remote", "open", "c")
+        proxy = cli.ok("proxy", "start", "c")
+        deadline = time.monotonic() + 120
+        locked = False
+        while time.monotonic() < deadline:
+            _redis_cli(proxy["port"], "ping")  # traffic through the proxy only
+            status = cli.ok("status")
+            if status.get("locked") or status.get("state") == "locked":
+                locked = True
+                break
+            time.sleep(0.5)
+        assert locked, "the vault never idle-locked while the proxy carried traffic"
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", proxy["port"]), timeout=2).close()
+        cli.unlock()
+        assert cli.ok("remote", "list") == {"sessions": [], "tickets": [], "proxies": []}
+    finally:
+        cli.stop()

@@ -35,8 +35,23 @@ def test_generated_key_logs_in_and_private_key_is_never_returned(elevated: Cli, 
     assert public.startswith("ssh-ed25519 ")
     with open(sshd.root / "authorized_keys", "a") as handle:
         handle.write(public + "\n")
-    elevated.ok("credential", "new", "ssh", "--name", "box", "--host", "127.0.0.1", "--port", str(sshd.port),
-                "--user", "root", "--key", "deploy-key", "--host-key", sshd.host_pub)
+    elevated.ok(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        "box",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--key",
+        "deploy-key",
+        "--host-key",
+        sshd.host_pub,
+    )
     result = _run(elevated, "box", "echo hello; id -un")
     assert result["output"] == "hello\nroot\n" and result["exit_status"] == 0
     shown = elevated.ok("credential", "show", "deploy-key")
@@ -47,9 +62,23 @@ def test_imported_key_and_known_hosts_entry(elevated: Cli, sshd: Sshd, tmp_path:
     """RM-2: an imported OpenSSH private key, host verified through a known-hosts entry."""
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}\n")
-    elevated.ok("credential", "new", "ssh", "--name", "box-imported", "--host", "127.0.0.1", "--port",
-                str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key),
-                "--known-hosts-file", str(known))
+    elevated.ok(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        "box-imported",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--identity-file",
+        str(sshd.client_key),
+        "--known-hosts-file",
+        str(known),
+    )
     result = _run(elevated, "box-imported", "echo out; echo err >&2")
     assert (result["output"], result["stderr"], result["exit_status"]) == ("out\n", "err\n", 0)
 
@@ -58,10 +87,24 @@ def test_certificate_auth(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
     """RM-2: a key that is not in authorized_keys logs in with an OpenSSH certificate from the trusted user CA."""
     key = tmp_path / "cert_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-s", str(sshd.user_ca), "-I", "test", "-n", "root", "-V", "-5m:+1h",
-                    str(key) + ".pub"], check=True)
-    base = ["credential", "new", "ssh", "--host", "127.0.0.1", "--port", str(sshd.port), "--user", "root",
-            "--identity-file", str(key), "--host-key", sshd.host_pub]
+    subprocess.run(
+        ["ssh-keygen", "-q", "-s", str(sshd.user_ca), "-I", "test", "-n", "root", "-V", "-5m:+1h", str(key) + ".pub"], check=True
+    )
+    base = [
+        "credential",
+        "new",
+        "ssh",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--identity-file",
+        str(key),
+        "--host-key",
+        sshd.host_pub,
+    ]
     elevated.ok(*base, "--name", "box-nocert")
     assert elevated.err("remote", "open", "box-nocert")["code"] == "remote_auth_failed"
     elevated.ok(*base, "--name", "box-cert", "--certificate-file", f"{key}-cert.pub")
@@ -73,12 +116,40 @@ def test_unknown_or_changed_host_key_is_refused(elevated: Cli, sshd: Sshd, tmp_p
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     wrong = " ".join(Path(f"{other}.pub").read_text().split()[:2])
-    elevated.ok("credential", "new", "ssh", "--name", "box-wrong-hostkey", "--host", "127.0.0.1", "--port",
-                str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key), "--host-key", wrong)
+    elevated.ok(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        "box-wrong-hostkey",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--identity-file",
+        str(sshd.client_key),
+        "--host-key",
+        wrong,
+    )
     assert elevated.err("remote", "open", "box-wrong-hostkey")["code"] == "host_key_unknown"
     # A credential without any host key pin cannot even be created.
-    err = elevated.err("credential", "new", "ssh", "--name", "box-nopin", "--host", "127.0.0.1", "--port",
-                       str(sshd.port), "--user", "root", "--identity-file", str(sshd.client_key))
+    err = elevated.err(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        "box-nopin",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--identity-file",
+        str(sshd.client_key),
+    )
     assert err["code"] == "invalid_input"
 
 
@@ -86,7 +157,60 @@ def test_password_auth(elevated: Cli) -> None:
     """RM-2: password credentials against asyncssh's server; a wrong password is a typed error."""
     with fakes.asyncssh_password_server("ana", "ssh-pw-1") as (port, host_key):
         for name, pw in (("pw-box", "ssh-pw-1"), ("pw-box-bad", "nope")):
-            elevated.ok("credential", "new", "ssh", "--name", name, "--host", "127.0.0.1", "--port", str(port),
-                        "--user", "ana", "--password-stdin", "--host-key", host_key, input=pw + "\n")
+            elevated.ok(
+                "credential",
+                "new",
+                "ssh",
+                "--name",
+                name,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--user",
+                "ana",
+                "--password-stdin",
+                "--host-key",
+                host_key,
+                input=pw + "\n",
+            )
         assert _run(elevated, "pw-box", "uptime")["output"] == "ran: uptime\n"
         assert elevated.err("remote", "open", "pw-box-bad")["code"] == "remote_auth_failed"
+
+
+async def _echo(reader, writer) -> None:  # type: ignore[no-untyped-def]
+    while data := await reader.read(1024):
+        writer.write(b"echo:" + data)
+        await writer.drain()
+
+
+def test_ssh_proxy_forwards_through_the_daemons_connection(elevated: Cli, sshd: Sshd) -> None:
+    """PX-1: a loopback port forward over the daemon's key-authenticated, host-verified SSH connection."""
+    import socket
+
+    elevated.ok(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        "tunnel",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(sshd.port),
+        "--user",
+        "root",
+        "--identity-file",
+        str(sshd.client_key),
+        "--host-key",
+        sshd.host_pub,
+    )
+    assert elevated.err("proxy", "start", "tunnel")["code"] == "invalid_input"  # needs --forward
+    with fakes.serve(_echo) as echo_port:
+        proxy = elevated.ok("proxy", "start", "tunnel", "--forward", f"127.0.0.1:{echo_port}")
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", proxy["port"]), timeout=20) as sock:
+                sock.sendall(b"through ssh")
+                assert sock.recv(100) == b"echo:through ssh"
+        elevated.ok("proxy", "stop", proxy["proxy"])
+    assert elevated.ok("proxy", "list")["proxies"] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +18,23 @@ from tests.search.fake_openai import FakeOpenAI, ServerThread
 API_KEY = "sk-test-canary-4f1d9e0b7c"  # a canary: must never appear in results, errors or logs
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    thread = ServerThread(FakeOpenAI())
+    thread.start()
+    yield thread.fake
+    thread.stop()
+
+
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = ServerThread(FakeOpenAI())
-    server.start()
-    yield server.fake
-    server.stop()
+def fake(server: FakeOpenAI) -> FakeOpenAI:
+    """The module's server with a clean script for each test."""
+    server.answers, server.fail_statuses, server.delay_seconds = [], [], 0.0
+    if server.hold_chat is not None:
+        server.hold_chat.set()
+    server.hold_chat = None
+    server.chat_arrived.clear()
+    return server
 
 
 def write_config(home: Path, port: int, *, timeout: float = 10, retries: int = 3, generation: bool = True) -> None:
@@ -50,15 +62,28 @@ api_key_env = "MEMORIES_TEST_KEY"
     (home / "config.toml").write_text(text, "utf-8")
 
 
-@pytest.fixture
-def rag(cli: Cli, fake: FakeOpenAI) -> Iterator[Engine]:
+@pytest.fixture(scope="module")
+def shared_vault(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Iterator[Cli]:
+    """One daemon for the provider tests (a vault per test would cost a daemon start each)."""
+    cli = Cli(home=tmp_path_factory.mktemp("rag") / "home")
     cli.env["MEMORIES_TEST_KEY"] = API_KEY
-    write_config(cli.home, fake.port)
+    write_config(cli.home, server.port)
     cli.init()
-    handle = Engine(cli)
-    handle("put", title="Ana's coffee order", body="Ana takes her coffee black with no sugar.")
-    handle("put", title="Bo's tea", body="Bo drinks green tea with honey in the morning.")
-    handle("put", title="长期记忆", body="我们的记忆库来自于长期积累。")
+    engine = Engine(cli)
+    engine("put", title="Ana's coffee order", body="Ana takes her coffee black with no sugar.")
+    engine("put", title="Bo's tea", body="Bo drinks green tea with honey in the morning.")
+    engine("put", title="长期记忆", body="我们的记忆库来自于长期积累。")
+    engine.wait_ready()
+    engine.close()
+    yield cli
+    cli.stop()
+
+
+@pytest.fixture
+def rag(shared_vault: Cli, fake: FakeOpenAI) -> Iterator[Engine]:
+    write_config(shared_vault.home, fake.port)
+    shared_vault.unlock()  # a previous test may have locked it
+    handle = Engine(shared_vault)
     handle.wait_ready()
     yield handle
     handle.close()
@@ -77,7 +102,7 @@ def test_vector_and_hybrid_modes(rag: Engine, fake: FakeOpenAI) -> None:
     assert hybrid["results"][0]["title"] == "Bo's tea"
     assert rag("search", query="green tea", wait_ms=60_000)["mode"] == "hybrid"  # auto with a provider
     status = rag("rag_status")
-    assert status["index"]["vectors"] == 3
+    assert status["index"]["vectors"] >= 3
     assert status["providers"]["embedding"]["api_key_present"] is True
     # The key went out as a bearer token, and nowhere else.
     headers = [h for p, _, h in fake.requests if p == "/v1/embeddings"]
@@ -157,7 +182,7 @@ def test_prompt_injection_stays_inside_the_untrusted_frame(rag: Engine, fake: Fa
 def test_lock_between_retrieval_and_delivery_drops_the_answer(rag: Engine, fake: FakeOpenAI) -> None:
     """RAG-1: the model answers after a lock; the engine re-checks the generation and delivers nothing."""
     fake.answers = ["Black, no sugar [S1]."]
-    fake.hold_chat = __import__("threading").Event()
+    fake.hold_chat = threading.Event()
     proc = subprocess.Popen(
         rag.cli.command("ask", "how does Ana take her coffee?", "--mode", "lexical", "--json"),
         stdout=subprocess.PIPE,
@@ -177,6 +202,31 @@ def test_lock_between_retrieval_and_delivery_drops_the_answer(rag: Engine, fake:
     error = json.loads(out)["error"]
     assert error["code"] == "locked"
     assert "Black" not in out
+
+
+def test_source_edited_during_inference_drops_the_answer(rag: Engine, fake: FakeOpenAI) -> None:
+    """RAG-1: a source's revision stamp is re-checked after model work; an edit meanwhile drops the answer."""
+    note = rag("put", title="Kettle manual", body="Descale the kettle monthly with citric acid.")
+    fake.answers = ["Monthly [S1]."]
+    fake.hold_chat = threading.Event()
+    proc = subprocess.Popen(
+        rag.cli.command("ask", "descale kettle citric", "--mode", "lexical", "--json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=rag.cli.environ(),
+    )
+    try:
+        assert fake.chat_arrived.wait(60), "the model was never called"
+        rag("edit", id=note["id"], base=note["revision"], body="Descale the kettle weekly with vinegar.")
+        fake.hold_chat.set()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert json.loads(out)["error"]["code"] == "sources_changed"
+    assert "Monthly" not in out
 
 
 def test_ask_and_vector_without_provider(cli: Cli) -> None:
@@ -221,7 +271,7 @@ model = "rerank-test"
         lexical = engine.search_titles("kites", mode="lexical")
         assert lexical[0] == "Kite festival"
         result = engine("search", query="kites", mode="hybrid", wait_ms=60_000)
-        assert [r["title"] for r in result["results"]][0] == "Kite repair"  # the model reranker decided
+        assert result["results"][0]["title"] == "Kite repair"  # the model reranker decided
         gemini = [h for p, _, h in fake.requests if p.endswith(":batchEmbedContents")]
         assert gemini and all(h.get("x-goog-api-key") == API_KEY for h in gemini)
         assert "Authorization" not in gemini[0]

@@ -7,12 +7,18 @@ from engine.remote.targets import Target
 
 __all__ = ["ProxyListener", "proxy_for", "PROXY_TYPES"]
 
-PROXY_TYPES = frozenset({"postgres", "redis", "mysql"})
+PROXY_TYPES = frozenset({"postgres", "redis", "mysql", "ssh"})
 
 
-def proxy_for(proxy_id: str, target: Target, host: str) -> ProxyListener:
+def proxy_for(proxy_id: str, target: Target, host: str, forward: tuple[str, int] | None = None) -> ProxyListener:
     from engine.errors import MemoriesError
 
+    if target.ctype == "ssh":
+        from engine.remote.proxy.ssh import SshProxy
+
+        if forward is None:
+            raise MemoriesError("invalid_input", "An SSH proxy needs --forward HOST:PORT (as seen from the server).")
+        return SshProxy(proxy_id, target, host, *forward)
     if target.ctype == "postgres":
         from engine.remote.proxy.postgres import PostgresProxy
 
@@ -25,4 +31,4 @@ def proxy_for(proxy_id: str, target: Target, host: str) -> ProxyListener:
         from engine.remote.proxy.mysql import MysqlProxy
 
         return MysqlProxy(proxy_id, target, host)
-    raise MemoriesError("invalid_input", "This credential type has no proxy (postgres, mysql and redis do).")
+    raise MemoriesError("invalid_input", "This credential type has no proxy (postgres, mysql, redis and ssh do).")

@@ -107,11 +107,19 @@ class ProxyListener(ABC):
         assert task is not None
         self._workers.add(task)
         self.accepted += 1
+        try:
+            await self.serve_client((reader, writer))
+        finally:
+            writer.transport.abort()
+            self._workers.discard(task)
+
+    async def serve_client(self, client: Streams) -> None:
+        """Handshake under the deadline, then relay bytes until either side closes."""
         upstream: Streams | None = None
         try:
             try:
                 async with asyncio.timeout(HANDSHAKE_SECONDS):
-                    upstream = await self.handshake((reader, writer))
+                    upstream = await self.handshake(client)
             except TimeoutError:
                 self.failed_handshakes += 1
                 log.info("proxy %s handshake deadline", self.ctype)
@@ -120,14 +128,12 @@ class ProxyListener(ABC):
                 self.failed_handshakes += 1
                 log.info("proxy %s handshake refused code=%s", self.ctype, exc.code)
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.refuse((reader, writer), exc), 5)
+                    await asyncio.wait_for(self.refuse(client, exc), 5)
                 return
             except (OSError, asyncio.IncompleteReadError, EOFError):
                 self.failed_handshakes += 1
                 return
-            await relay((reader, writer), upstream)
+            await relay(client, upstream)
         finally:
-            writer.transport.abort()
             if upstream is not None:
                 upstream[1].transport.abort()
-            self._workers.discard(task)

@@ -59,8 +59,17 @@ async def read_packet(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 class Greeting:
-    def __init__(self, version: bytes, conn_id: bytes, scramble: bytes, caps: int, charset: int, status: bytes,
-                 reserved: bytes, plugin: str) -> None:
+    def __init__(
+        self,
+        version: bytes,
+        conn_id: bytes,
+        scramble: bytes,
+        caps: int,
+        charset: int,
+        status: bytes,
+        reserved: bytes,
+        plugin: str,
+    ) -> None:
         self.version, self.conn_id, self.scramble, self.caps = version, conn_id, scramble, caps
         self.charset, self.status, self.reserved, self.plugin = charset, status, reserved, plugin
 
@@ -104,10 +113,24 @@ def build_greeting(upstream: Greeting) -> bytes:
     """The local client's greeting: the server's identity and capabilities, minus TLS/compression/attributes."""
     caps = (upstream.caps & ~LOCAL_STRIP) | CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH
     scramble = os.urandom(20)  # the local password is never checked; the scramble just keeps clients happy
-    return (b"\x0a" + upstream.version + b"\x00" + upstream.conn_id + scramble[:8] + b"\x00"
-            + (caps & 0xFFFF).to_bytes(2, "little") + bytes([upstream.charset]) + upstream.status
-            + (caps >> 16).to_bytes(2, "little") + bytes([21]) + upstream.reserved + scramble[8:] + b"\x00"
-            + NATIVE.encode() + b"\x00")
+    return (
+        b"\x0a"
+        + upstream.version
+        + b"\x00"
+        + upstream.conn_id
+        + scramble[:8]
+        + b"\x00"
+        + (caps & 0xFFFF).to_bytes(2, "little")
+        + bytes([upstream.charset])
+        + upstream.status
+        + (caps >> 16).to_bytes(2, "little")
+        + bytes([21])
+        + upstream.reserved
+        + scramble[8:]
+        + b"\x00"
+        + NATIVE.encode()
+        + b"\x00"
+    )
 
 
 class ClientHello:
@@ -158,8 +181,14 @@ class MysqlProxy(ProxyListener):
 
     def upstream_flags(self, greeting: Greeting, hello: ClientHello, tls: bool) -> int:
         """The client's session capabilities (they shape every later packet) plus the proxy's login choices."""
-        return (hello.flags & greeting.caps & ~LOGIN_ONLY) | CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION \
-            | CLIENT_PLUGIN_AUTH | (CLIENT_SSL if tls else 0) | (CLIENT_CONNECT_WITH_DB if self.target.database else 0)
+        return (
+            (hello.flags & greeting.caps & ~LOGIN_ONLY)
+            | CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | (CLIENT_SSL if tls else 0)
+            | (CLIENT_CONNECT_WITH_DB if self.target.database else 0)
+        )
 
     async def start_tls(self, upstream: Streams, greeting: Greeting, hello: ClientHello) -> int:
         """SSLRequest, then TLS. The server takes capabilities from *this* packet, so it carries the final ones."""
@@ -184,9 +213,19 @@ class MysqlProxy(ProxyListener):
         flags = self.upstream_flags(greeting, hello, tls)
         plugin = greeting.plugin if greeting.plugin in {NATIVE, CACHING_SHA2} else NATIVE
         auth = self.scramble_for(plugin, greeting.scramble, tls)
-        body = (flags.to_bytes(4, "little") + hello.max_packet + bytes([hello.charset]) + hello.filler
-                + target.user.encode() + b"\x00" + bytes([len(auth)]) + auth
-                + (target.database.encode() + b"\x00" if target.database else b"") + plugin.encode() + b"\x00")
+        body = (
+            flags.to_bytes(4, "little")
+            + hello.max_packet
+            + bytes([hello.charset])
+            + hello.filler
+            + target.user.encode()
+            + b"\x00"
+            + bytes([len(auth)])
+            + auth
+            + (target.database.encode() + b"\x00" if target.database else b"")
+            + plugin.encode()
+            + b"\x00"
+        )
         writer.write(packet(seq, body))
         await writer.drain()
         for _ in range(MAX_AUTH_ROUNDS):
@@ -235,8 +274,9 @@ class MysqlProxy(ProxyListener):
                 upstream[1].transport.abort()
             code = ER_ACCESS_DENIED if exc.code == "remote_auth_failed" else 2013
             message = f"memories proxy: [{exc.code}] {exc.message}".encode()
-            client[1].write(packet(client_seq + 1 if client_seq else 0,
-                                   b"\xff" + code.to_bytes(2, "little") + b"#28000" + message))
+            client[1].write(
+                packet(client_seq + 1 if client_seq else 0, b"\xff" + code.to_bytes(2, "little") + b"#28000" + message)
+            )
             raise
         except BaseException:
             if upstream is not None:

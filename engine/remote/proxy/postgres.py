@@ -30,8 +30,18 @@ GSSENC_REQUEST = 80877104
 CANCEL_REQUEST = 80877102
 PROTOCOL_3 = 196608
 # Startup parameters a local client may set; user, database, options and replication never pass.
-PASSTHROUGH = frozenset({"application_name", "client_encoding", "datestyle", "timezone", "extra_float_digits",
-                         "intervalstyle", "search_path", "fallback_application_name"})
+PASSTHROUGH = frozenset(
+    {
+        "application_name",
+        "client_encoding",
+        "datestyle",
+        "timezone",
+        "extra_float_digits",
+        "intervalstyle",
+        "search_path",
+        "fallback_application_name",
+    }
+)
 MAX_PRELUDE_MESSAGES = 1000
 AUTH_OK, AUTH_CLEARTEXT, AUTH_MD5, AUTH_SASL, AUTH_SASL_CONTINUE, AUTH_SASL_FINAL = 0, 3, 5, 10, 11, 12
 

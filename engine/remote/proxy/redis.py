@@ -41,7 +41,10 @@ class RedisProxy(ProxyListener):
         context = client_context(self.target)
         try:
             reader, writer = await asyncio.open_connection(
-                self.host, self.target.port, ssl=context, server_hostname=self.host if context else None,
+                self.host,
+                self.target.port,
+                ssl=context,
+                server_hostname=self.host if context else None,
                 limit=MAX_PACKET * 2,
             )
         except (ssl.SSLError, ssl.CertificateError) as exc:

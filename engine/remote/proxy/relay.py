@@ -53,8 +53,9 @@ def _leftover(reader: asyncio.StreamReader) -> bytes:
     return data
 
 
-async def relay(client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+async def relay(
+    client: tuple[asyncio.StreamReader, asyncio.StreamWriter], upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]
+) -> None:
     """Forward both ways until either side closes; then close both."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()

@@ -24,8 +24,7 @@ class TcpSession(RemoteSession):
         context = client_context(self.target)
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.target.port, ssl=context,
-                                        server_hostname=self.host if context else None),
+                asyncio.open_connection(self.host, self.target.port, ssl=context, server_hostname=self.host if context else None),
                 CONNECT_TIMEOUT,
             )
         except Exception as exc:

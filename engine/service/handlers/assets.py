@@ -25,6 +25,8 @@ from engine.vault.revision import Revision, build_revision, chunk_count
 ORDINARY_KINDS = {"memory", "knowledge", "brain", "persona"}
 # Typed metadata checks per kind, run by generic put/edit (cards register theirs, CD-1).
 META_VALIDATORS: dict[str, Callable[[str, dict[str, str]], dict[str, str]]] = {}
+# Device-local bookkeeping kinds (CD-9 local_config) that a plain `list` does not show.
+UNLISTED_KINDS: set[str] = set()
 # Redactors for text projections of history: older signed bodies are never rewritten,
 # so values moved into credentials later (CD-7) are masked when history is shown.
 HISTORY_REDACTORS: list[Callable[[Service, Unlocked, bytes, str], str]] = []
@@ -184,7 +186,7 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
     for entry in state.index.visible():
         if request.kind is not None and entry.kind != request.kind:
             continue
-        if request.kind is None and entry.kind in SECRET_BODY_KINDS:
+        if request.kind is None and (entry.kind in SECRET_BODY_KINDS or entry.kind in UNLISTED_KINDS):
             continue
         summary = asset_summary(service, state, entry)
         if request.tag is not None and request.tag not in summary["tags"]:

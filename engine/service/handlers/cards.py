@@ -15,6 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.cards import requests as crq
+from engine.cards.device_vaults import (
+    LOCAL_CONFIG_KIND,
+    device_only_vaults,
+    ensure_local_vault,
+    find_local_config,
+    local_config_revision,
+)
 from engine.cards.graph import full_projection, neighbourhood, spread_activation
 from engine.cards.links import LINK_RECORD, PPM, Link, LinkIndex, add_record, now_ms, remove_record
 from engine.cards.otp import hotp, totp
@@ -62,6 +69,7 @@ def _setup(service: Service) -> None:
 
 
 EXTENSIONS.append(_setup)
+assets.UNLISTED_KINDS.add(LOCAL_CONFIG_KIND)
 for _kind in ORDINARY_CARD_KINDS:
     assets.META_VALIDATORS[_kind] = validate_meta
 
@@ -149,9 +157,9 @@ def _parse_valid_till(text: str | None) -> int | None:
             moment = datetime.fromisoformat(text)
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=UTC)
-    except ValueError:
+        ms = int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
         raise MemoriesError("invalid_input", "valid_till must be an ISO date (YYYY-MM-DD) or date-time.") from None
-    ms = int(moment.timestamp() * 1000)
     if ms <= now_ms():
         raise MemoriesError("invalid_input", "valid_till is already in the past.")
     return ms
@@ -676,3 +684,39 @@ def _redact_history(service: Service, state: Unlocked, asset_id: bytes, body: st
 
 
 assets.HISTORY_REDACTORS.append(_redact_history)
+
+
+# -- device-only vaults (CD-9) ----------------------------------------------------------------
+@op(crq.LocalConfig)
+def local_config(service: Service, request: crq.LocalConfig, caller: Caller) -> dict[str, Any]:
+    """Record the client's version and directories in this device's device-only vault."""
+    state = service.require_unlocked()
+    keys, creation = ensure_local_vault(state)
+    if creation:
+        # The vault record must be stored before any revision of that vault (load order).
+        audit = service.audit_record(state, "device_only_vault.create", caller, outcome="ok")
+        service.commit(state, [], [], [*creation, audit])
+        state.vaults[keys.vault_id] = keys
+    summary = {
+        "title": "local_config",
+        "tags": [],
+        "meta": {},
+        "client_version": request.client_version,
+        "directories": dict(sorted(request.directories.items())),
+    }
+    rev, rows = local_config_revision(service, state, keys, summary, "")
+    audit = service.audit_record(state, "local_config", caller, outcome="ok", assets=[rev.asset_id])
+    service.commit(state, [rev], rows, [audit])
+    return {"recorded": True, "created_vault": bool(creation), "revision": rev.rev_id.hex()}
+
+
+@op(crq.LocalConfigGet)
+def local_config_get(service: Service, request: crq.LocalConfigGet, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    rev = find_local_config(state)
+    summary = service.summary_of(state, rev) if rev is not None else {}
+    return {
+        "device_only_vaults": len(device_only_vaults(state)),
+        "client_version": summary.get("client_version"),
+        "directories": dict(summary.get("directories", {})),
+    }

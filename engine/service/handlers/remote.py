@@ -25,8 +25,19 @@ from engine.service.requests import Request
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.vault.credentials import read_credential
 
-__all__ = ["RemoteOpen", "RemotePropose", "RemoteApprove", "RemoteReject", "RemoteExec", "RemoteClose",
-           "RemoteList", "ProxyStart", "ProxyStop", "ProxyList", "resolve_target"]
+__all__ = [
+    "RemoteOpen",
+    "RemotePropose",
+    "RemoteApprove",
+    "RemoteReject",
+    "RemoteExec",
+    "RemoteClose",
+    "RemoteList",
+    "ProxyStart",
+    "ProxyStop",
+    "ProxyList",
+    "resolve_target",
+]
 
 EXTENSIONS.append(install)
 
@@ -119,11 +130,9 @@ def remote_open(service: Service, request: RemoteOpen, caller: Caller) -> dict[s
         if service.session.generation != generation:
             manager.runtime.call(session.close(), 10)
             raise MemoriesError("locked")
-        entry = SessionEntry(manager.new_id(), session, target.name, target.ctype, target.asset_id, host,
-                             caller.namespace)
+        entry = SessionEntry(manager.new_id(), session, target.name, target.ctype, target.asset_id, host, caller.namespace)
         manager.sessions[entry.session_id] = entry
-        _audit(service, "remote.open", caller, phase="result", outcome="ok", assets=[target.asset_id],
-               session=entry.session_id)
+        _audit(service, "remote.open", caller, phase="result", outcome="ok", assets=[target.asset_id], session=entry.session_id)
         return entry.view()
 
 
@@ -150,8 +159,7 @@ def remote_approve(service: Service, request: RemoteApprove, caller: Caller) -> 
     ticket = manager.tickets.get(request.ticket)
     entry = _session(service, ticket.session_id)
     manager.tickets.approve(request.ticket, caller.namespace, request.fingerprint)
-    _audit(service, "remote.approve", caller, assets=[entry.asset_id], ticket=ticket.ticket_id,
-           fingerprint=ticket.fingerprint)
+    _audit(service, "remote.approve", caller, assets=[entry.asset_id], ticket=ticket.ticket_id, fingerprint=ticket.fingerprint)
     return ticket.view(entry.target_name)
 
 
@@ -172,8 +180,15 @@ def remote_exec(service: Service, request: RemoteExec, caller: Caller) -> dict[s
         entry = _session(service, ticket.session_id)
         manager.tickets.claim(request.ticket, caller.namespace)
         try:
-            _audit(service, "remote.exec", caller, phase="intent", assets=[entry.asset_id], ticket=ticket.ticket_id,
-                   fingerprint=ticket.fingerprint)
+            _audit(
+                service,
+                "remote.exec",
+                caller,
+                phase="intent",
+                assets=[entry.asset_id],
+                ticket=ticket.ticket_id,
+                fingerprint=ticket.fingerprint,
+            )
         except BaseException:
             ticket.state = "approved"  # the intent did not commit: nothing ran, the approval stands
             raise
@@ -195,8 +210,15 @@ def remote_exec(service: Service, request: RemoteExec, caller: Caller) -> dict[s
         ticket.state = "done"
         if service.session.generation != generation:
             raise MemoriesError("locked")  # ST-10: work from before a lock is never delivered
-        _audit(service, "remote.exec", caller, phase="result", outcome="ok", ticket=ticket.ticket_id,
-               truncated=bool(result.get("truncated", False)))
+        _audit(
+            service,
+            "remote.exec",
+            caller,
+            phase="result",
+            outcome="ok",
+            ticket=ticket.ticket_id,
+            truncated=bool(result.get("truncated", False)),
+        )
     return {**ticket.view(entry.target_name), "result": result}
 
 
@@ -233,6 +255,9 @@ class ProxyStart(Request, tag="proxy_start"):
     credential: Ref
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
     host: Annotated[str, msgspec.Meta(min_length=1, max_length=253)] | None = None
+    # ssh only: the destination the tunnel reaches, as seen from the SSH server.
+    forward_host: Annotated[str, msgspec.Meta(min_length=1, max_length=253)] | None = None
+    forward_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] | None = None
 
 
 class ProxyStop(Request, tag="proxy_stop"):
@@ -261,7 +286,10 @@ def proxy_start(service: Service, request: ProxyStart, caller: Caller) -> dict[s
     if len(manager.proxies) >= MAX_PROXIES:
         raise MemoriesError("proxy_limit")
     target, host = resolve_target(service, state, request.credential, request.host)
-    listener = proxy_for(manager.new_id(), target, host)
+    forward = None
+    if request.forward_host is not None and request.forward_port is not None:
+        forward = (request.forward_host, request.forward_port)
+    listener = proxy_for(manager.new_id(), target, host, forward)
     _audit(service, "proxy.start", caller, phase="intent", assets=[target.asset_id], type=target.ctype)
     manager.runtime.call(listener.start(request.port), 10)
     manager.proxies[listener.proxy_id] = listener
@@ -285,3 +313,63 @@ def proxy_stop(service: Service, request: ProxyStop, caller: Caller) -> dict[str
 def proxy_list(service: Service, request: ProxyList, caller: Caller) -> dict[str, Any]:
     _prune(service)
     return {"proxies": [p.view() for p in manager_of(service).proxies.values()]}
+
+
+# -- dashboard approval (DT-5) --------------------------------------------------------------
+class RemotePending(Request, tag="remote_pending"):
+    pass
+
+
+class RemoteApproveConfirm(Request, tag="remote_approve_confirm"):
+    ticket: Id
+    fingerprint: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+    password: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
+
+
+@op(RemotePending, touches_idle=False)
+def remote_pending(service: Service, request: RemotePending, caller: Caller) -> dict[str, Any]:
+    """Pending tickets with their full normalized instruction and fingerprint (what DT-5 shows)."""
+    manager = manager_of(service)
+    names = {s.session_id: s.target_name for s in manager.sessions.values()}
+    return {"tickets": [t.view(names.get(t.session_id, "")) for t in manager.tickets.tickets.values() if t.state == "pending"]}
+
+
+@op(RemoteApproveConfirm, lock_free=True)
+def remote_approve_confirm(service: Service, request: RemoteApproveConfirm, caller: Caller) -> dict[str, Any]:
+    """Approve one ticket by re-entering the vault password (DT-5); no elevation is granted or kept.
+
+    The approval is bound to the namespace that proposed the ticket, so the proposer's
+    ``remote exec`` runs it; the fingerprint must match what the approver was shown.
+    """
+    manager = manager_of(service)
+    with service.lock:
+        service.require_unlocked()
+        ticket = manager.tickets.get(request.ticket)
+        if ticket.state != "pending":
+            raise MemoriesError("ticket_used")
+        if ticket.fingerprint != request.fingerprint:
+            raise MemoriesError("invalid_input", "The fingerprint does not match this ticket; nothing was approved.")
+        generation = service.session.generation
+    # The KDF is slow: run it outside the lock, throttled like unlock and sudo.
+    store = service.require_store()
+    service.session.check_password_budget()
+    try:
+        store.check_password(request.password)
+    except MemoriesError:
+        service.session.record_password_failure()
+        raise
+    with service.lock:
+        if service.session.generation != generation:
+            raise MemoriesError("locked")
+        entry = _session(service, ticket.session_id)
+        manager.tickets.approve(request.ticket, ticket.proposed_by, request.fingerprint)
+        _audit(
+            service,
+            "remote.approve",
+            caller,
+            assets=[entry.asset_id],
+            ticket=ticket.ticket_id,
+            fingerprint=ticket.fingerprint,
+            via="password",
+        )
+        return ticket.view(entry.target_name)

@@ -38,9 +38,17 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         "connections": 0,
         "providers": [],
         "sync_queue": {"outbox": 0, "inbox": 0},
-        "busy": False,
+        "busy": _busy(service),
         "attention": state.index.conflict_count > 0,
     }
+
+
+def _busy(service: Service) -> bool:
+    """True while another op holds the service lock (a write, an import): a try, never a wait."""
+    if not service.lock.acquire(blocking=False):
+        return True
+    service.lock.release()
+    return False
 
 
 @op(rq.DaemonInfo, needs_unlock=False, lock_free=True, touches_idle=False)

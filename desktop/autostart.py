@@ -1,0 +1,115 @@
+"""Autostart entries for the tray (SPEC DT-6): XDG autostart or a systemd user unit on
+Linux, a LaunchAgent on macOS, the Startup folder on Windows.
+
+Templates live in ``desktop/packaging/``; they are filled with the command that starts
+this install's tray (and ``--home`` if one was given). Installing twice is harmless;
+removing deletes only the file this module writes.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import sys
+from importlib import resources
+from pathlib import Path
+
+from engine.errors import MemoriesError
+
+__all__ = ["KINDS", "default_kind", "tray_command", "entry_path", "install", "remove"]
+
+KINDS = ("xdg", "systemd", "launchagent", "windows")
+_TEMPLATES = {
+    "xdg": "memories-tray.desktop",
+    "systemd": "memories-tray.service",
+    "launchagent": "com.memories.tray.plist",
+    "windows": "memories-tray.cmd",
+}
+
+
+def default_kind() -> str:
+    if sys.platform == "darwin":
+        return "launchagent"
+    if sys.platform == "win32":
+        return "windows"
+    return "xdg"
+
+
+def tray_command(home: Path | None) -> list[str]:
+    frozen = getattr(sys, "frozen", False)
+    base = [sys.executable] if frozen else [sys.executable, "-m", "desktop.tray.launcher"]
+    return base + (["--home", str(home)] if home is not None else [])
+
+
+def entry_path(kind: str) -> Path:
+    home = Path.home()
+    if kind == "xdg":
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        return config / "autostart" / "memories-tray.desktop"
+    if kind == "systemd":
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        return config / "systemd" / "user" / "memories-tray.service"
+    if kind == "launchagent":
+        return home / "Library" / "LaunchAgents" / "com.memories.tray.plist"
+    if kind == "windows":
+        appdata = Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming")
+        return appdata / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup" / "memories-tray.cmd"
+    raise MemoriesError("invalid_input", f"Unknown autostart kind; use one of {', '.join(KINDS)}.")
+
+
+def _quote_exec(args: list[str]) -> str:
+    """Desktop Entry / systemd quoting: double quotes, with \\ " ` $ escaped."""
+    out = []
+    for arg in args:
+        if arg and not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`%"):
+            out.append(arg)
+        else:
+            escaped = "".join("\\" + c if c in '"`$\\' else c for c in arg)
+            out.append(f'"{escaped}"')
+    return " ".join(out)
+
+
+def _icon_path() -> str:
+    try:
+        return str(resources.files("assets") / "icons" / "memories.png")
+    except (ModuleNotFoundError, TypeError):
+        return "memories"
+
+
+def render_entry(kind: str, home: Path | None) -> str:
+    template = (resources.files("desktop") / "packaging" / _TEMPLATES[kind]).read_text("utf-8")
+    command = tray_command(home)
+    if kind == "launchagent":
+        args = "\n".join(f"    <string>{_xml(a)}</string>" for a in command)
+        text = template.replace("{program_arguments}", args)
+        plistlib.loads(text.encode("utf-8"))  # never write a plist launchd cannot read
+        return text
+    if kind == "windows":
+        return template.replace("{exec}", " ".join(f'"{a}"' for a in command)).replace("\n", "\r\n")
+    exec_line = _quote_exec(command)
+    if kind == "xdg":
+        exec_line = exec_line.replace("%", "%%")  # field codes
+    return template.replace("{exec}", exec_line).replace("{icon}", _icon_path())
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def install(kind: str, home: Path | None) -> Path:
+    path = entry_path(kind)
+    text = render_entry(kind, home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, path)  # never a half-written entry
+    return path
+
+
+def remove(kind: str) -> Path | None:
+    path = entry_path(kind)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    return path

@@ -1,0 +1,3 @@
+@echo off
+rem Memories tray autostart (Windows Startup folder)
+start "" {exec}
