@@ -97,7 +97,8 @@ def main() -> None:
         assert svc.state is not None
         index.apply_all(r for _, r in svc.state.extra_records.get("card_link", []))
         rebuild = time.perf_counter() - t0
-    print(f"graph depth 2 from one node   p50 {depth2 * 1000:8.2f} ms  (e.g. {len(sample['nodes'])} nodes, {len(sample['edges'])} edges)")
+    example = f"e.g. {len(sample['nodes'])} nodes, {len(sample['edges'])} edges"
+    print(f"graph depth 2 from one node   p50 {depth2 * 1000:8.2f} ms  ({example})")
     print(f"connections depth 1           p50 {conn * 1000:8.2f} ms")
     print(f"recall_connected 2 hops       p50 {recall * 1000:8.2f} ms")
     print(f"graph whole vault             p50 {full * 1000:8.2f} ms  ({len(whole['nodes'])} nodes, {len(whole['edges'])} edges)")

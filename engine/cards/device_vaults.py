@@ -84,9 +84,7 @@ def local_config_revision(
     from engine.vault.revision import build_revision, chunk_count
 
     store = service.require_store()
-    existing = [
-        e for e in state.index.assets.values() if e.kind == LOCAL_CONFIG_KIND and e.vault_id == keys.vault_id
-    ]
+    existing = [e for e in state.index.assets.values() if e.kind == LOCAL_CONFIG_KIND and e.vault_id == keys.vault_id]
     asset_id = existing[0].asset_id if existing else os.urandom(16)
     parents = list(existing[0].heads) if existing else []
     data = body.encode("utf-8")

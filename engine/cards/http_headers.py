@@ -53,7 +53,7 @@ def auth_headers(scheme: str, *, secret: str, user: str | None = None, cookie_na
             raise MemoriesError("invalid_input", "A cookie credential needs a cookie name made of token characters.")
         value = _header_safe(secret, "cookie value")
         if any(c in value for c in ';," \\'):
-            raise MemoriesError("invalid_input", "A cookie value cannot contain ; , \" space or backslash.")
+            raise MemoriesError("invalid_input", 'A cookie value cannot contain ; , " space or backslash.')
         return [AuthHeader("Cookie", f"{cookie_name}={value}")]
     if scheme == "basic":
         if user is None or ":" in user:
@@ -63,9 +63,7 @@ def auth_headers(scheme: str, *, secret: str, user: str | None = None, cookie_na
     raise MemoriesError("invalid_input", f"The HTTP auth scheme must be one of {', '.join(SCHEMES)}.")
 
 
-def headers_from_credential(
-    public: dict[str, Any], secret: dict[str, Any], scheme: str | None = None
-) -> list[AuthHeader]:
+def headers_from_credential(public: dict[str, Any], secret: dict[str, Any], scheme: str | None = None) -> list[AuthHeader]:
     """Headers for a stored credential (e.g. ``Credential.public``/``.secret`` from engine.vault.credentials).
 
     The scheme comes from the argument, else the credential's public ``http_scheme``,

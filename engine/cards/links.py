@@ -125,11 +125,7 @@ class LinkIndex:
             yield from self.incoming.get(node, {}).values()
 
     def between(self, src: bytes, dst: bytes, rel: str | None = None) -> list[Link]:
-        return [
-            link
-            for link in self.outgoing.get(src, {}).values()
-            if link.dst == dst and (rel is None or link.rel == rel)
-        ]
+        return [link for link in self.outgoing.get(src, {}).values() if link.dst == dst and (rel is None or link.rel == rel)]
 
     def clear(self) -> None:
         self.by_id.clear()

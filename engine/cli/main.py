@@ -7,16 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from engine.cli import (
-    asset_commands,
-    card_commands,
-    desktop_commands,
-    mcp_commands,
-    remote_commands,
-    search_commands,
-    session_commands,
-    transfer_commands,
-)
+import importlib
 from engine.cli.context import Context, UsageError
 from engine.errors import MemoriesError
 
@@ -25,13 +16,58 @@ __all__ = ["main", "build_parser"]
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
+# Command modules, in help order. Each has `register(subparsers, common)`.
+COMMAND_MODULES = (
+    "session_commands",
+    "asset_commands",
+    "transfer_commands",
+    "search_commands",
+    "card_commands",
+    "desktop_commands",
+    "mcp_commands",
+    "remote_commands",
+)
+# Top-level command → its module, so one call imports only what it runs (a CLI call must
+# stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
+# an unknown word falls back to importing every module.
+COMMAND_TABLE = {
+    "init": "session_commands", "unlock": "session_commands", "sudo": "session_commands",
+    "lock": "session_commands", "status": "session_commands", "daemon": "session_commands",
+    "put": "asset_commands", "list": "asset_commands", "get": "asset_commands", "edit": "asset_commands",
+    "delete": "asset_commands", "history": "asset_commands", "diff": "asset_commands",
+    "import": "transfer_commands", "export": "transfer_commands",
+    "search": "search_commands", "retrieve": "search_commands", "ask": "search_commands", "rag": "search_commands",
+    "card": "card_commands", "graph": "card_commands", "protected": "card_commands", "otp": "card_commands",
+    "secret": "card_commands", "local-config": "card_commands", "copy": "card_commands",
+    "tray": "desktop_commands", "dashboard": "desktop_commands",
+    "mcp": "mcp_commands", "inject": "mcp_commands",
+    "credential": "remote_commands", "remote": "remote_commands", "proxy": "remote_commands",
+}
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The first positional word, skipping the global options (and --home's value)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--home":
+            skip = True
+            continue
+        if arg.startswith("-"):
+            continue
+        return arg
+    return None
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the module of its command is imported."""
     # SUPPRESS defaults: the options may stand before or after the subcommand, and a
     # subparser must not reset a value given before it.
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
@@ -43,26 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (
-        session_commands,
-        asset_commands,
-        transfer_commands,
-        desktop_commands,
-        card_commands,
-        remote_commands,
-        mcp_commands,
-        search_commands,
-    ):
-        module.register(sub, common)
+    word = _command_word(argv) if argv is not None else None
+    modules = (COMMAND_TABLE[word],) if word in COMMAND_TABLE else COMMAND_MODULES
+    for name in modules:
+        importlib.import_module(f"engine.cli.{name}").register(sub, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    json_output = "--json" in (argv if argv is not None else sys.argv[1:])
+    args_list = list(argv) if argv is not None else sys.argv[1:]
+    parser = build_parser(args_list)
+    json_output = "--json" in args_list
     ctx: Context | None = None
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
         if not getattr(args, "func", None):
             parser.print_help()
             return EXIT_USAGE

@@ -85,11 +85,13 @@ def _markdown(item: dict[str, Any]) -> str:
         lines.append("tags: [" + ", ".join(json.dumps(t, ensure_ascii=False) for t in item["tags"]) + "]")
     lines.extend(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(item["meta"].items()))
     lines.append("---")
-    return "\n".join(lines) + "\n" + item["body"] + ("\n" if not item["body"].endswith("\n") else "")
+    body = str(item["body"])
+    return "\n".join(lines) + "\n" + body + ("" if body.endswith("\n") else "\n")
 
 
 def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
     target = Path(args.dir)
+    first = ctx.request({"op": "export", "offset": 0, "limit": 500}, timeout=300)  # elevation checked first
     try:
         target.mkdir(parents=True, exist_ok=True, mode=0o700)
         jsonl = target / "memories.jsonl"
@@ -100,7 +102,7 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
         offset = count = 0
         try:
             while True:
-                page = ctx.request({"op": "export", "offset": offset, "limit": 500}, timeout=300)
+                page = first if offset == 0 else ctx.request({"op": "export", "offset": offset, "limit": 500}, timeout=300)
                 for item in page["items"]:
                     if handle is not None:
                         record = {"title": item["title"], "body": item["body"], "tags": item["tags"], "meta": item["meta"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ class Document:
     meta: tuple[tuple[str, str], ...]
     updated_ms: int
 
-    @property
+    @functools.cached_property
     def meta_text(self) -> str:
         """Tags and metadata values, searched in the metadata field (weight 2)."""
         parts = list(self.tags)

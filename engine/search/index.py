@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -121,7 +120,7 @@ class VaultIndex:
             )
         folded_title = fold(doc.title)
         # The chunk texts hold the body; keeping the whole body too would double memory.
-        kept = dataclasses.replace(doc, body="")
+        kept = Document(doc.asset_id, doc.rev_id, doc.kind, doc.title, "", doc.tags, doc.meta, doc.updated_ms)
         self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
         self.text_bytes += size
         return rows

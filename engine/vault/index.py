@@ -115,7 +115,7 @@ class AssetIndex:
         if len(text) < 4 or any(c not in "0123456789abcdef" for c in text):
             raise MemoriesError("invalid_input", "An asset ID is a hex prefix of at least 4 characters.")
         pos = bisect.bisect_left(self._sorted_hex, text)
-        matches = []
+        matches: list[str] = []
         while pos < len(self._sorted_hex) and self._sorted_hex[pos].startswith(text) and len(matches) < 2:
             matches.append(self._sorted_hex[pos])
             pos += 1

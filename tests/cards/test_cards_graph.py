@@ -22,8 +22,18 @@ def graph(cli: Cli, **fields: Any) -> dict[str, Any]:
 def test_cards_are_typed_assets_on_the_shared_dag(vault: Cli) -> None:
     """CD-1, HI-1, HI-3: typed metadata validated on write, and every generic op works on cards."""
     card = vault.ok(
-        "card", "new", "--type", "knowledge", "--title", "Postgres on prod", "--body", "primary is db1",
-        "--meta", "source=https://wiki/pg", "--meta", "confidence=0.8",
+        "card",
+        "new",
+        "--type",
+        "knowledge",
+        "--title",
+        "Postgres on prod",
+        "--body",
+        "primary is db1",
+        "--meta",
+        "source=https://wiki/pg",
+        "--meta",
+        "confidence=0.8",
     )
     shown = vault.ok("card", "show", card["id"])
     assert (shown["kind"], shown["meta"]) == ("knowledge", {"source": "https://wiki/pg", "confidence": "0.8"})

@@ -23,10 +23,18 @@ STORED = [*SECRETS, TITLE, OTP_KEY.decode(), HOTP_KEY.decode()]
 def test_no_secret_reaches_any_output_or_plaintext_on_disk(vault: Cli, tmp_path: Path) -> None:
     """CD-3, CD-8, ST-1: canaries in protected cards and secret maps never show in --json output or on disk."""
     totp = vault.ok(
-        "protected", "new", "--title", TITLE, "--account", "ana@example.com",
-        "--totp", f"otpauth://totp/GH:ana?secret={OTP_B32}&issuer=GH",
+        "protected",
+        "new",
+        "--title",
+        TITLE,
+        "--account",
+        "ana@example.com",
+        "--totp",
+        f"otpauth://totp/GH:ana?secret={OTP_B32}&issuer=GH",
     )
-    hotp = vault.ok("protected", "new", "--title", "Bank", "--otp-stdin", input=f"otpauth://hotp/Bank:me?secret={HOTP_B32}&counter=3\n")
+    hotp = vault.ok(
+        "protected", "new", "--title", "Bank", "--otp-stdin", input=f"otpauth://hotp/Bank:me?secret={HOTP_B32}&counter=3\n"
+    )
     token = vault.ok("protected", "new", "--title", "Deploy", "--env", "DEPLOY_TOKEN", "--token-stdin", input=TOKEN + "\n")
     note = vault.ok("card", "new", "--type", "knowledge", "--title", "Notes", "--body", f"login with {MAPPED} please")
     vault.ok("secret", "protect", note["id"], "--label", "db", "--value-stdin", input=MAPPED + "\n")

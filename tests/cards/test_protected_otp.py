@@ -53,7 +53,9 @@ def test_rfc6238_vectors_through_the_otp_command(shared_vault: Cli, algorithm: s
 
 def test_hotp_counter_is_never_reused_when_delivery_fails(shared_vault: Cli) -> None:
     """CD-5, ST-5: the counter advance commits with the intent before delivery; a lost answer burns it."""
-    card = shared_vault.ok("protected", "new", "--title", "Bank", "--hotp", f"otpauth://hotp/B:me?secret={b32(SEED['SHA1'])}&counter=4")
+    card = shared_vault.ok(
+        "protected", "new", "--title", "Bank", "--hotp", f"otpauth://hotp/B:me?secret={b32(SEED['SHA1'])}&counter=4"
+    )
     cred = raw(shared_vault, {"op": "card_read", "id": card["id"]})["protected"]["credential"].removeprefix("cred:")
     # A caller that sends the request and vanishes before the answer (a crash after the intent).
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -74,8 +76,16 @@ def test_protected_card_token_account_env_and_opaque_reads(shared_vault: Cli) ->
     """CD-4, CD-3: one commit creates card + credential; reads show opaque references only."""
     token = "tok-PROTECTED-9f8e7d"
     card = shared_vault.ok(
-        "protected", "new", "--title", "Deploy token", "--account", "ci@example.com", "--env", "DEPLOY_TOKEN",
-        "--token-stdin", input=token + "\n",
+        "protected",
+        "new",
+        "--title",
+        "Deploy token",
+        "--account",
+        "ci@example.com",
+        "--env",
+        "DEPLOY_TOKEN",
+        "--token-stdin",
+        input=token + "\n",
     )
     shown = shared_vault.ok("card", "show", card["id"])
     assert shown["kind"] == "protected" and shown["meta"] == {"account": "ci@example.com", "env": "DEPLOY_TOKEN"}

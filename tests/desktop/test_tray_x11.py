@@ -84,7 +84,7 @@ class Tray:
         stop_process(self.proc)
 
 
-def _dashboard_request(url: str, path: str) -> Any:
+def _dashboard_request(url: str, path: str, method: str = "POST") -> Any:
     import http.client
     import json
 
@@ -92,7 +92,8 @@ def _dashboard_request(url: str, path: str) -> Any:
     token = url.split("#", 1)[1]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     origin = f"http://127.0.0.1:{port}"
-    conn.request("POST", path, body=b"{}", headers={"Authorization": f"Bearer {token}", "Origin": origin})
+    body = b"{}" if method == "POST" else None
+    conn.request(method, path, body=body, headers={"Authorization": f"Bearer {token}", "Origin": origin})
     resp = conn.getresponse()
     data = json.loads(resp.read())
     conn.close()
@@ -143,6 +144,9 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
     tray = Tray(vault, xsession, tmp_path, "gtk")
     try:
         tray.wait_output(r"memories tray: backend gtk")
+        url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)
+        code, status = _dashboard_request(url, "/api/status", "GET")
+        assert code == 200 and status["desktop"] == {"mode": "tray", "backend": "gtk", "can_quit": True}
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")
         xsession.xdotool("mousemove", str(x), str(y), "click", "3")

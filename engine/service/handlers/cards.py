@@ -90,12 +90,7 @@ def _current_head(state: Unlocked, entry: AssetEntry) -> Revision:
 def _node_visible(state: Unlocked, asset_id: bytes) -> bool:
     """CD-2: graph nodes are current (not deleted), unconflicted memories and cards."""
     entry = state.index.assets.get(asset_id)
-    return (
-        entry is not None
-        and entry.kind in GRAPH_KINDS
-        and not entry.in_conflict
-        and not state.index.is_deleted(entry)
-    )
+    return entry is not None and entry.kind in GRAPH_KINDS and not entry.in_conflict and not state.index.is_deleted(entry)
 
 
 def _node(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, Any]:
@@ -368,9 +363,7 @@ def graph(service: Service, request: crq.Graph, caller: Caller) -> dict[str, Any
 
     if request.id is not None:
         start = _graph_node(state, request.id)
-        hood = neighbourhood(
-            index, start.asset_id, depth=request.depth, visible=visible, at_ms=at, max_nodes=request.limit
-        )
+        hood = neighbourhood(index, start.asset_id, depth=request.depth, visible=visible, at_ms=at, max_nodes=request.limit)
         nodes = [{**_node(service, state, n), "distance": d} for n, d in hood.distance.items()]
         return {
             "root": start.asset_id.hex(),
@@ -431,9 +424,7 @@ def recall_connected(service: Service, request: crq.RecallConnected, caller: Cal
     )[: request.limit]
     return {
         "seeds": [s.hex() for s in seeds],
-        "results": [
-            {**_node(service, state, a.node), "activation": round(a.activation, 6), "hops": a.hops} for a in ranked
-        ],
+        "results": [{**_node(service, state, a.node), "activation": round(a.activation, 6), "hops": a.hops} for a in ranked],
     }
 
 
@@ -442,9 +433,7 @@ def recall_connected(service: Service, request: crq.RecallConnected, caller: Cal
 def protected_card(service: Service, request: crq.ProtectedCard, caller: Caller) -> dict[str, Any]:
     """CD-4: validate everything, then commit the credential and the card together."""
     state = service.require_unlocked()
-    parts = build_protected(
-        account=request.account, env=request.env, token=request.token, totp=request.totp, hotp=request.hotp
-    )
+    parts = build_protected(account=request.account, env=request.env, token=request.token, totp=request.totp, hotp=request.hotp)
     meta = dict(parts.meta)
     if request.url is not None:
         meta["url"] = request.url
@@ -481,9 +470,7 @@ def protected_card(service: Service, request: crq.ProtectedCard, caller: Caller)
         body=request.body,
         reserved=card_seqs,
     )
-    audit = service.audit_record(
-        state, "protected_card", caller, outcome="ok", assets=[card_id, cred_rev.asset_id]
-    )
+    audit = service.audit_record(state, "protected_card", caller, outcome="ok", assets=[card_id, cred_rev.asset_id])
     service.commit(state, [cred_rev, card_rev], cred_rows + card_rows, [audit])
     return {
         "id": card_id.hex(),
@@ -592,7 +579,13 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
     summary = {**old, "secrets": secrets}
     seqs = list(range(cred_seq + 1, cred_seq + 1 + chunk_count(len(body.encode("utf-8")))))
     rev, rows = new_revision(
-        service, state, asset_id=entry.asset_id, kind=entry.kind, parents=[head.rev_id], summary=summary, body=body,
+        service,
+        state,
+        asset_id=entry.asset_id,
+        kind=entry.kind,
+        parents=[head.rev_id],
+        summary=summary,
+        body=body,
         reserved=seqs,
     )
     audit = service.audit_record(state, "protect_secret", caller, outcome="ok", assets=[entry.asset_id, cred_rev.asset_id])
