@@ -30,7 +30,7 @@ from mcp.server.stdio import stdio_server
 from engine import __version__
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
-from engine.mcp import pipes, tools
+from engine.mcp import tools
 
 __all__ = ["DaemonBridge", "build_server", "serve_stdio", "check_token", "INSTRUCTIONS"]
 
@@ -181,11 +181,7 @@ def configure_logging() -> None:
 
 
 async def _run_stdio(server: Server[Any]) -> None:
-    if pipes.usable():
-        async with pipes.native_stdio() as (stdin, stdout), stdio_server(stdin, stdout) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-        return
-    async with stdio_server() as (read_stream, write_stream):  # files, terminals, Windows: the SDK's own I/O
+    async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

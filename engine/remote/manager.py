@@ -109,3 +109,15 @@ def install(service: Service) -> None:
     manager = RemoteManager()
     setattr(service, _ATTR, manager)
     service.on_lock.append(manager.drop_all)
+
+
+def status_counts(service: Service) -> tuple[int, bool]:
+    """For DesktopStatus (DT-1/DT-4): (open sessions + proxies, a ticket waits for approval).
+
+    Counts only, no identifiers; safe to call without the service lock (a snapshot read).
+    """
+    manager = getattr(service, _ATTR, None)
+    if not isinstance(manager, RemoteManager):
+        return 0, False
+    pending = any(t.state == "pending" for t in list(manager.tickets.tickets.values()))
+    return len(manager.sessions) + len(manager.proxies), pending

@@ -120,6 +120,9 @@ def test_save_rejects_fields_outside_the_allowlist(dashboard: Dashboard, module_
         status, _, answer = dashboard.request("POST", path, body)
         assert status == 400, body
         assert answer["error"]["code"] == code, (body, answer)
+    huge = {"base": card["revision"], "fields": {"body": "x" * (3 * 1024 * 1024)}}
+    status, _, answer = dashboard.request("POST", path, huge)
+    assert status == 413, "request bodies are bounded"
     status, _, answer = dashboard.request("POST", "/api/cards/..%2f..%2fetc", {"base": card["revision"]})
     assert status in (400, 404)
     status, _, answer = dashboard.request("GET", "/api/cards?kind=credential")

@@ -122,6 +122,9 @@ def test_wrong_and_revoked_tokens(vault: Cli) -> None:
         assert caught.value.code == "unauthorized"
         assert wrong not in caught.value.message
     assert call(vault, token, {"op": "list"})["op"] == "list"
+    # A server started with a wrong token stops at once with the typed error (nothing served).
+    started = Cli(home=vault.home, env={"MEMORIES_MCP_TOKEN": "mem_" + "B" * 43}).err("mcp")
+    assert started["code"] == "unauthorized"
     vault.ok("mcp", "revoke", "claude")
     assert call_error(vault, token, {"op": "list"}) == "unauthorized"
     assert vault.ok("mcp", "grants")["grants"] == []

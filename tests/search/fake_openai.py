@@ -47,7 +47,8 @@ class FakeOpenAI:
     rerank_favourite: str = "favourite"
 
     def _record(self, request: web.Request, body: dict[str, Any]) -> None:
-        self.requests.append((request.path, body, dict(request.headers)))
+        # Host is kept: a request that came through the fake acting as a proxy names the upstream.
+        self.requests.append((request.path, body, {**dict(request.headers), "X-Seen-Host": request.host}))
 
     async def _maybe_fail(self) -> web.Response | None:
         if self.delay_seconds:

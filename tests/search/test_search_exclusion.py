@@ -79,6 +79,8 @@ def test_lock_wipes_index_and_unlock_rebuilds(engine: Engine) -> None:
     # SR-6: the second build reused the token stream written at put time instead of re-segmenting.
     assert status["build"]["reused_tokens"] >= 1
     assert engine.search_titles("lighthouse") == ["Lighthouse"]
+    assert engine.search_titles("lighthouse", kind="memory") == ["Lighthouse"]
+    assert engine.search_titles("lighthouse", kind="knowledge") == []
 
 
 def test_canary_not_on_disk_in_plaintext(engine: Engine, tmp_path: Path) -> None:

@@ -139,6 +139,20 @@ def test_provider_errors_are_typed(rag: Engine, fake: FakeOpenAI) -> None:
     assert rag.search_titles("coffee", mode="lexical")[0] == "Ana's coffee order"
 
 
+def test_requests_go_through_the_configured_proxy(rag: Engine, fake: FakeOpenAI) -> None:
+    """RAG-3: with `proxy` set, provider calls go to the proxy (here the fake itself, answering as the
+    upstream); the unresolvable upstream host proves nothing bypassed it."""
+    config = (rag.cli.home / "config.toml").read_text("utf-8")
+    config = config.replace(f"http://127.0.0.1:{fake.port}/v1/embeddings", "http://upstream.invalid/v1/embeddings")
+    config = config.replace("[rag]\n", f'[rag]\nproxy = "http://127.0.0.1:{fake.port}"\n', 1)
+    (rag.cli.home / "config.toml").write_text(config, "utf-8")
+    rag("put", title="Proxy note", body="parcels through the relay")
+    result = rag("search", query="parcels relay", mode="vector", wait_ms=60_000)
+    assert result["results"][0]["title"] == "Proxy note"
+    hosts = [h["X-Seen-Host"] for p, _, h in fake.requests[-3:] if p == "/v1/embeddings"]
+    assert hosts and all(h == "upstream.invalid" for h in hosts)
+
+
 def test_config_refuses_inline_keys(rag: Engine) -> None:
     """RAG-3: keys are referenced by env var name only; an inline key is refused without echo."""
     (rag.cli.home / "config.toml").write_text(
