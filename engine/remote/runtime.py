@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -20,18 +19,6 @@ from engine.errors import MemoriesError
 __all__ = ["Runtime"]
 
 T = TypeVar("T")
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop when installed and not disabled: its C TLS and transports roughly halve proxy overhead."""
-    if os.environ.get("MEMORIES_REMOTE_LOOP", "") != "asyncio":
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.new_event_loop()
-    return asyncio.new_event_loop()
 
 
 class Runtime:
@@ -44,7 +31,7 @@ class Runtime:
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._guard:
             if self._loop is None:
-                loop = _new_loop()
+                loop = asyncio.new_event_loop()
                 ready = threading.Event()
 
                 def run() -> None:

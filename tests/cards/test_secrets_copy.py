@@ -96,7 +96,7 @@ def test_copy_writes_the_clipboard_and_clears_it(vault: Cli, xdisplay: str) -> N
     for ref, expected in ((f"{note['id'][:8]}:db_password", VALUE), (prot["id"], "tok-copy-5678"), (note["credential"], VALUE)):
         vault.ok("copy", ref, "--clear-after", "1")
         assert clipboard(xdisplay) == expected
-    assert VALUE not in vault.run("copy", "db_password", "--json").stdout
+    assert VALUE not in vault.run("copy", "db_password", "--clear-after", "1", "--json").stdout
 
 
 def test_copy_leaves_a_newer_clipboard_alone(vault: Cli, xdisplay: str) -> None:

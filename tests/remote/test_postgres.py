@@ -429,3 +429,26 @@ def test_upstream_password_never_leaks(rvault: Cli, db: str) -> None:
 
 def test_dependencies_present() -> None:
     require(shutil.which("psql") is not None, "psql (apt: postgresql-client)")
+
+
+def test_cancel_request_reaches_the_server(rvault: Cli, db: str, pg: Postgres) -> None:
+    """PX-2: a query cancel (psql's Ctrl-C) sent to the proxy is forwarded over TLS and stops the query."""
+    import signal
+
+    proxy = rvault.ok("proxy", "start", db)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    proc = subprocess.Popen(["psql", f"host=127.0.0.1 port={proxy['port']} user=x dbname=x", "-w", "-Atc",
+                             "select pg_sleep(60)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        running = "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'"
+        while pg.psql(running) != "1" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "canceling statement due to user request" in err
+    rvault.ok("proxy", "stop", proxy["proxy"])

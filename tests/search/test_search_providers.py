@@ -146,11 +146,23 @@ def test_requests_go_through_the_configured_proxy(rag: Engine, fake: FakeOpenAI)
     config = config.replace(f"http://127.0.0.1:{fake.port}/v1/embeddings", "http://upstream.invalid/v1/embeddings")
     config = config.replace("[rag]\n", f'[rag]\nproxy = "http://127.0.0.1:{fake.port}"\n', 1)
     (rag.cli.home / "config.toml").write_text(config, "utf-8")
+    before = len(fake.requests)
     rag("put", title="Proxy note", body="parcels through the relay")
     result = rag("search", query="parcels relay", mode="vector", wait_ms=60_000)
     assert result["results"][0]["title"] == "Proxy note"
-    hosts = [h["X-Seen-Host"] for p, _, h in fake.requests[-3:] if p == "/v1/embeddings"]
+    hosts = [h["X-Seen-Host"] for p, _, h in fake.requests[before:] if p == "/v1/embeddings"]
     assert hosts and all(h == "upstream.invalid" for h in hosts)
+
+
+def test_rag_index_embeds_every_chunk(rag: Engine, fake: FakeOpenAI) -> None:
+    """SR-2: `memories rag index` brings the vectors up to date; status reports them within bounds."""
+    result = rag.cli.ok("rag", "index")
+    index = result["status"]["index"]
+    assert index["vectors"] == index["chunks"] > 0
+    assert index["vector_bytes"] <= index["limits"]["max_vector_bytes"]
+    assert result["vector_limit_reached"] is False
+    again = rag.cli.ok("rag", "index")
+    assert again["embedded"] == 0  # nothing left to embed: incremental
 
 
 def test_config_refuses_inline_keys(rag: Engine) -> None:

@@ -110,8 +110,20 @@ class PostgresProxy(ProxyListener):
                 continue
             if code == PROTOCOL_3:
                 return parse_startup(payload)
+            if code == CANCEL_REQUEST and length == 16:
+                await self.forward_cancel(head + payload)
+                raise MemoriesError("protocol_error", "Cancel request forwarded.")  # ends this connection quietly
             raise MemoriesError("protocol_error", "Unsupported startup request.")
         raise MemoriesError("protocol_error", "Too many startup requests.")
+
+    async def forward_cancel(self, request: bytes) -> None:
+        """Pass a query cancel (pid + secret key the client got from BackendKeyData) to the server, over TLS."""
+        reader, writer = await self.connect_upstream()
+        try:
+            writer.write(request)
+            await writer.drain()
+        finally:
+            writer.transport.abort()
 
     async def connect_upstream(self) -> Streams:
         context = client_context(self.target)

@@ -104,13 +104,17 @@ def _node(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, Any]:
     }
 
 
-def _edge(state: Unlocked, link: Link) -> dict[str, Any]:
+def _edge(state: Unlocked, link: Link, shorts: dict[bytes, str]) -> dict[str, Any]:
+    """``shorts`` memoizes short IDs within one projection (each node has many edges)."""
+    for node in (link.src, link.dst):
+        if node not in shorts:
+            shorts[node] = state.index.short_id(node)
     return {
         "id": link.link_id.hex(),
         "src": link.src.hex(),
         "dst": link.dst.hex(),
-        "src_short": state.index.short_id(link.src),
-        "dst_short": state.index.short_id(link.dst),
+        "src_short": shorts[link.src],
+        "dst_short": shorts[link.dst],
         "rel": link.rel,
         "confidence": link.confidence,
         "valid_till_ms": link.valid_till_ms,
@@ -357,6 +361,7 @@ def graph(service: Service, request: crq.Graph, caller: Caller) -> dict[str, Any
     state = service.require_unlocked()
     index = link_index(service)
     at = now_ms()
+    shorts: dict[bytes, str] = {}
 
     def visible(node: bytes) -> bool:
         return _node_visible(state, node)
@@ -368,18 +373,18 @@ def graph(service: Service, request: crq.Graph, caller: Caller) -> dict[str, Any
         return {
             "root": start.asset_id.hex(),
             "nodes": nodes,
-            "edges": [_edge(state, e) for e in hood.edges.values()],
+            "edges": [_edge(state, e, shorts) for e in hood.edges.values()],
             "truncated": hood.truncated,
         }
     node_ids = [e.asset_id for e in state.index.visible() if _node_visible(state, e.asset_id)]
     truncated = len(node_ids) > request.limit
     node_ids = node_ids[: request.limit]
-    kept = set(node_ids)
-    edges = [e for e in full_projection(index, node_ids, visible=visible, at_ms=at) if e.dst in kept]
+    kept = set(node_ids)  # visibility was decided once per node above; edges only test membership
+    edges = full_projection(index, node_ids, visible=kept.__contains__, at_ms=at)
     return {
         "root": None,
         "nodes": [_node(service, state, n) for n in node_ids],
-        "edges": [_edge(state, e) for e in edges],
+        "edges": [_edge(state, e, shorts) for e in edges],
         "truncated": truncated,
     }
 
@@ -403,7 +408,7 @@ def connections(service: Service, request: crq.Connections, caller: Caller) -> d
     return {
         "id": start.asset_id.hex(),
         "neighbours": [{**_node(service, state, n), "distance": d} for d, n in ordered],
-        "edges": [_edge(state, e) for e in hood.edges.values()],
+        "edges": [_edge(state, e, {}) for e in hood.edges.values()],
         "truncated": hood.truncated,
     }
 
