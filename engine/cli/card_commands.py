@@ -318,7 +318,8 @@ def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
     secret = result.pop("secret")
     backend = copy_with_clear(secret, seconds)
     del secret
-    ctx.emit({"copied": True, "clear_after": seconds}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s")
+    # Exactly {"copied": true} (CD-8): the output never describes the value.
+    ctx.emit({"copied": True}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s if unchanged")
     return 0
 
 

@@ -35,6 +35,7 @@ __all__ = ["SearchRuntime", "runtime_of", "BUILD_BATCH"]
 log = logging.getLogger("memories.search")
 BUILD_BATCH = 256
 TOKEN_COMMIT_BATCH = 1000
+TOKEN_FLUSH_SECONDS = 2.0
 
 # One runtime per Service, held weakly so the registry never keeps a Service alive.
 _RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
@@ -85,6 +86,9 @@ class SearchRuntime:
         self.tokens: dict[bytes, Prepared] = {}
         self.job: BuildJob | None = None
         self.stats = BuildStats()
+        # Token streams segmented but not yet committed (see _persist_tokens); wiped on lock.
+        self.pending: list[Prepared] = []
+        self._timer: threading.Timer | None = None
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
         service.on_lock.append(self._on_lock)
@@ -102,6 +106,10 @@ class SearchRuntime:
             self.job.cancelled = True
             self.job.done.set()
         self.job = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.pending = []
         self.cache.wipe()
         self.tokens.clear()
 
@@ -168,15 +176,46 @@ class SearchRuntime:
         self.tokens.pop(doc.rev_id, None)
 
     def _persist_tokens(self, state: Unlocked, fresh: list[Prepared]) -> None:
-        """SR-6: keep new token streams encrypted in local state; a failure only costs a re-segment."""
-        for start in range(0, len(fresh), TOKEN_COMMIT_BATCH):
-            batch = [p.to_record() for p in fresh[start : start + TOKEN_COMMIT_BATCH]]
+        """SR-6: queue new token streams for encrypted local state.
+
+        A single edit must not pay a second fsync, so small amounts wait: they ride
+        along with the next search/retrieve/ask intent commit, or a timer commits them
+        shortly after the last write. A lock before that only costs a re-segment of
+        those few revisions at the next unlock. Large amounts are committed at once.
+        """
+        self.pending.extend(fresh)
+        if len(self.pending) >= TOKEN_COMMIT_BATCH:
+            self.flush_tokens(state)
+        elif self.pending and self._timer is None:
+            generation = self.service.session.generation
+            self._timer = threading.Timer(TOKEN_FLUSH_SECONDS, self._timer_flush, args=(generation,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def take_pending_records(self) -> list[dict[str, Any]]:
+        """Queued token records for a commit the caller is about to make anyway (under the lock)."""
+        records = [p.to_record() for p in self.pending]
+        self.stats.token_records_written += len(records)
+        self.pending = []
+        return records
+
+    def flush_tokens(self, state: Unlocked) -> None:
+        while self.pending:
+            batch, self.pending = self.pending[:TOKEN_COMMIT_BATCH], self.pending[TOKEN_COMMIT_BATCH:]
             try:
-                self.service.commit(state, [], [], batch)
+                self.service.commit(state, [], [], [p.to_record() for p in batch])
             except MemoriesError as exc:
                 log.warning("search tokens not persisted (%s)", exc.code)
+                self.pending = []
                 return
             self.stats.token_records_written += len(batch)
+
+    def _timer_flush(self, generation: int) -> None:
+        with self.service.lock:
+            self._timer = None
+            state = self.service.state
+            if state is not None and self.service.session.generation == generation:
+                self.flush_tokens(state)
 
     # -- building ------------------------------------------------------------------------
     def start_build(self, state: Unlocked, vault_id: bytes) -> BuildJob:
@@ -269,6 +308,7 @@ class SearchRuntime:
                 return
             # Streams of revisions that were not indexed (superseded, excluded) are not needed again.
             self.tokens.clear()
+            self.flush_tokens(state)
             index.complete = True
             index.revisions_seen = len(state.index.revisions)
             job.seconds = time.monotonic() - job.started

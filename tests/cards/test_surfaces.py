@@ -62,6 +62,9 @@ def test_agents_cannot_protect_copy_or_read_secrets(service: Service) -> None:
     assert code_of(service, AGENT, op="otp_code", id=card["id"]) == "permission_denied"
     read = call(service, AGENT, op="card_read", id=card["id"])
     assert "sk-live-123456" not in str(read) and read["secrets"]["api"].startswith("cred:")
+    prot = call(service, LOCAL, op="protected_card", title="p", token="tok-agent-1")
+    assert call(service, AGENT, op="card_read", id=prot["id"])["protected"]["credential"].startswith("cred:")
+    assert code_of(service, AGENT, op="card_write", id=prot["id"], title="renamed") == "permission_denied"
 
 
 def test_agent_update_of_a_card_with_secret_references_fails(service: Service) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
+import socketserver
 import ssl
 import struct
 import threading
@@ -147,6 +149,40 @@ def asyncssh_password_server(user: str, password: str) -> Iterator[tuple[int, st
         loop.close()
 
 
+@contextmanager
+def serve_blocking(handler: Callable[[socket.socket], None]) -> Iterator[int]:
+    """Like ``serve`` but with blocking sockets in threads: ``recv(n)`` never swallows bytes that
+    belong to a TLS handshake started right after (a StreamReader would buffer them)."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            try:
+                handler(self.request)
+            except (OSError, EOFError, ssl.SSLError):
+                pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
 class MysqlFake:
     """A scripted MySQL upstream that speaks caching_sha2_password (MariaDB here has no such plugin).
 
@@ -159,9 +195,9 @@ class MysqlFake:
         self.plaintext = bytearray()  # every byte the proxy sent outside TLS
         self.logged_in_as: list[str] = []
 
-    async def _read(self, reader: asyncio.StreamReader, in_tls: bool) -> tuple[int, bytes]:
-        head = await reader.readexactly(4)
-        body = await reader.readexactly(int.from_bytes(head[:3], "little"))
+    def _read(self, sock: socket.socket, in_tls: bool) -> tuple[int, bytes]:
+        head = _recv_exactly(sock, 4)
+        body = _recv_exactly(sock, int.from_bytes(head[:3], "little"))
         if not in_tls:
             self.plaintext.extend(head + body)
         return head[3], body
@@ -170,11 +206,12 @@ class MysqlFake:
     def _packet(seq: int, payload: bytes) -> bytes:
         return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def handle(self, sock: socket.socket) -> None:
         import os as _os
 
         from engine.remote.mysql_auth import caching_sha2_scramble
 
+        sock.settimeout(30)
         nonce = _os.urandom(20)
         caps = 0x1 | 0x8 | 0x200 | 0x8000 | 0x80000 | (0x800 if self.tls else 0)
         first_plugin = b"mysql_native_password" if self.mode == "switch" else b"caching_sha2_password"
@@ -193,39 +230,37 @@ class MysqlFake:
             + first_plugin
             + b"\x00"
         )
-        writer.write(self._packet(0, greeting))
-        seq, body = await self._read(reader, False)
+        sock.sendall(self._packet(0, greeting))
+        seq, body = self._read(sock, False)
         in_tls = False
         if len(body) == 32 and int.from_bytes(body[:4], "little") & 0x800 and self.tls:
-            await writer.start_tls(self.tls)
+            sock = self.tls.wrap_socket(sock, server_side=True)
             in_tls = True
-            seq, body = await self._read(reader, True)
+            seq, body = self._read(sock, True)
         user = body[32:].split(b"\x00", 1)[0].decode()
         rest = body[32 + len(user) + 1 :]
         auth = rest[1 : 1 + rest[0]]
         if self.mode == "switch":
             nonce = _os.urandom(20)
             seq += 1
-            writer.write(self._packet(seq, b"\xfecaching_sha2_password\x00" + nonce + b"\x00"))
-            seq, auth = await self._read(reader, in_tls)
+            sock.sendall(self._packet(seq, b"\xfecaching_sha2_password\x00" + nonce + b"\x00"))
+            seq, auth = self._read(sock, in_tls)
         if user != self.user or auth != caching_sha2_scramble(self.password, nonce):
-            writer.write(self._packet(seq + 1, b"\xff\x15\x04#28000Access denied"))
-            await writer.drain()
+            sock.sendall(self._packet(seq + 1, b"\xff\x15\x04#28000Access denied"))
             return
         if self.mode == "full":
-            writer.write(self._packet(seq + 1, b"\x01\x04"))
-            seq, clear = await self._read(reader, in_tls)
+            sock.sendall(self._packet(seq + 1, b"\x01\x04"))
+            seq, clear = self._read(sock, in_tls)
             if clear != self.password.encode() + b"\x00":
                 return
             seq -= 1
         else:
-            writer.write(self._packet(seq + 1, b"\x01\x03"))
+            sock.sendall(self._packet(seq + 1, b"\x01\x03"))
             seq += 1
-        writer.write(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
+        sock.sendall(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
         self.logged_in_as.append(user)
         while True:
-            seq, command = await self._read(reader, in_tls)
+            seq, command = self._read(sock, in_tls)
             if command[:1] == b"\x01":
                 return
-            writer.write(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
-            await writer.drain()
+            sock.sendall(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))

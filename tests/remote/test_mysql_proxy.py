@@ -120,7 +120,7 @@ def test_caching_sha2_against_scripted_upstream(rvault: Cli, mode: str, tls: boo
     """PX-2: caching_sha2 fast path, auth switch, and full authentication over TLS."""
     context, ca = _fake_tls() if tls else (None, "")
     fake = fakes.MysqlFake("app", "sha2-secret", mode, context)
-    with fakes.serve(fake.handle) as port:
+    with fakes.serve_blocking(fake.handle) as port:
         name = f"sha2-{mode}-{tls}"
         args = ["credential", "new", "mysql", "--name", name, "--port", str(port), "--user", "app", "--password-stdin"]
         if tls:
@@ -142,7 +142,7 @@ def test_caching_sha2_against_scripted_upstream(rvault: Cli, mode: str, tls: boo
 def test_caching_sha2_full_auth_refused_without_tls(rvault: Cli) -> None:
     """PX-2: the full caching_sha2 exchange sends the password, so over plaintext the proxy refuses it."""
     fake = fakes.MysqlFake("app", "sha2-secret", "full", None)
-    with fakes.serve(fake.handle) as port:
+    with fakes.serve_blocking(fake.handle) as port:
         rvault.ok(
             "credential",
             "new",

@@ -437,8 +437,13 @@ def test_cancel_request_reaches_the_server(rvault: Cli, db: str, pg: Postgres) -
 
     proxy = rvault.ok("proxy", "start", db)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    proc = subprocess.Popen(["psql", f"host=127.0.0.1 port={proxy['port']} user=x dbname=x", "-w", "-Atc",
-                             "select pg_sleep(60)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        ["psql", f"host=127.0.0.1 port={proxy['port']} user=x dbname=x", "-w", "-Atc", "select pg_sleep(60)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 30
         running = "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)' and state = 'active'"

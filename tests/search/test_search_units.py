@@ -12,7 +12,7 @@ from engine.errors import MemoriesError
 from engine.rag.citations import check_citations
 from engine.rag.config import parse_rag_config
 from engine.search.chunker import chunk_text
-from engine.search.documents import Document, prepare
+from engine.search.documents import Document, Prepared, prepare
 from engine.search.index import VaultIndex
 from engine.search.normalize import fold
 from engine.search.query import parse_query
@@ -95,3 +95,16 @@ def test_config_rejects_bad_values_without_echo() -> None:
             raise AssertionError(f"accepted {data}")
     ok = parse_rag_config({"rag": {"embedding": {"kind": "gemini", "url": "https://g/x", "model": "e"}}})
     assert ok.embedding is not None and ok.embedding.kind == "gemini"
+
+
+def test_token_records_round_trip_and_version_gate() -> None:
+    """SR-6: a stored token stream rebuilds the same document; another segmenter version is ignored."""
+    doc = Document(b"a" * 16, b"r" * 32, "memory", "记忆库 title", "我们的记忆库来自于长期积累", ("t",), (("k", "v"),), 5)
+    prepared = prepare(doc, SEGMENTER)
+    record = prepared.to_record()
+    again = Prepared.from_record(record)
+    assert again is not None and again.fits(doc)
+    assert again.document(doc.asset_id, "memory", 5) == doc
+    assert Prepared.from_record({**record, "v": "jieba-0.0/bigram-0"}) is None
+    assert Prepared.from_record({**record, "chunks": [[0, 10_000, "x", ""]]}) is None  # out of range
+    assert Prepared.from_record({**record, "summary": "nope"}) is None

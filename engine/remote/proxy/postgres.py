@@ -118,7 +118,7 @@ class PostgresProxy(ProxyListener):
 
     async def forward_cancel(self, request: bytes) -> None:
         """Pass a query cancel (pid + secret key the client got from BackendKeyData) to the server, over TLS."""
-        reader, writer = await self.connect_upstream()
+        _, writer = await self.connect_upstream()
         try:
             writer.write(request)
             await writer.drain()

@@ -211,6 +211,9 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         )
         return {**write_one(service, state, caller, "card_write", rev, rows), "kind": request.type}
     entry = _card_entry(state, request.id)
+    if entry.kind == PROTECTED_KIND and caller.surface == "mcp":
+        # Agents may read a protected card's opaque reference but never reshape the card.
+        raise MemoriesError("permission_denied", "Agents cannot change protected cards.")
     if request.type is not None and request.type != entry.kind:
         raise MemoriesError("invalid_input", "A card's type cannot change; create a new card instead.")
     heads = state.index.head_revisions(entry)

@@ -196,10 +196,8 @@ def _snapshot(index: VaultIndex, asset_id: bytes, rowid: int, score: float) -> F
 
 def _still_current(runtime: SearchRuntime, state: Unlocked, hits: list[Found]) -> list[Found]:
     """Hits whose source is still indexed at the same revision (not edited, deleted or excluded)."""
-    index = runtime.cache.peek(state.default_vault)
-    if index is None:
-        return []
-    runtime.current_index(state, state.default_vault)
+    # current_index reconciles the index with the vault first (and restarts it on a policy change).
+    index = runtime.current_index(state, state.default_vault)
     return [h for h in hits if (a := index.assets.get(h.asset_id)) is not None and a.doc.rev_id == h.rev_id]
 
 
@@ -215,6 +213,14 @@ def _source_view(state: Unlocked, hit: Found) -> dict[str, Any]:
     }
 
 
+def _commit_intent(
+    service: Service, runtime: SearchRuntime, state: Unlocked, op_name: str, caller: Caller, assets: list[bytes]
+) -> None:
+    """The read intent (ST-5, RAG-2), carrying queued search-token records in the same commit (SR-6)."""
+    intent = service.audit_record(state, op_name, caller, phase="intent", assets=assets)
+    service.commit(state, [], [], [intent, *runtime.take_pending_records()])
+
+
 def _config(service: Service) -> RagConfig:
     return load_rag_config(service.paths.config_file)
 
@@ -228,7 +234,7 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _still_current(runtime, state, found.hits)
-        service.commit_intent(state, "search", caller, [h.asset_id for h in hits])
+        _commit_intent(service, runtime, state, "search", caller, [h.asset_id for h in hits])
         terms = found.parsed.terms + found.parsed.phrases
         results = [
             {
@@ -262,7 +268,7 @@ def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, A
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _still_current(runtime, state, found.hits)
-        service.commit_intent(state, "retrieve", caller, [h.asset_id for h in hits])
+        _commit_intent(service, runtime, state, "retrieve", caller, [h.asset_id for h in hits])
         return {
             "query": request.query,
             "mode": found.mode,
@@ -299,7 +305,7 @@ def ask(service: Service, request: Ask, caller: Caller) -> dict[str, Any]:
                 "note": "No authorized memory matches the question; nothing was sent to the model.",
             }
         # RAG-2: the intent names the exact sources about to leave for the model.
-        service.commit_intent(state, "ask", caller, [h.asset_id for h in hits])
+        _commit_intent(service, runtime, state, "ask", caller, [h.asset_id for h in hits])
     sources = [Source(f"S{i}", h.title, h.passage[:PASSAGE_CHARS]) for i, h in enumerate(hits, start=1)]
     messages, _ = build_messages(request.query, sources)
     try:
