@@ -36,6 +36,7 @@ log = logging.getLogger("memories.search")
 BUILD_BATCH = 256
 TOKEN_COMMIT_BATCH = 1000
 TOKEN_FLUSH_SECONDS = 2.0
+TOKEN_FLUSH_NOW = 32
 
 # One runtime per Service, held weakly so the registry never keeps a Service alive.
 _RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
@@ -184,7 +185,8 @@ class SearchRuntime:
         those few revisions at the next unlock. Large amounts are committed at once.
         """
         self.pending.extend(fresh)
-        if len(self.pending) >= TOKEN_COMMIT_BATCH:
+        # A batch write (import, build) amortizes the extra commit over many revisions.
+        if len(fresh) >= TOKEN_FLUSH_NOW or len(self.pending) >= TOKEN_COMMIT_BATCH:
             self.flush_tokens(state)
         elif self.pending and self._timer is None:
             generation = self.service.session.generation
