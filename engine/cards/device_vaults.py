@@ -81,28 +81,19 @@ def local_config_revision(
     service: Service, state: Unlocked, keys: VaultKeys, summary: dict[str, Any], body: str
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
     """Encrypt and sign a revision of the local_config asset in the device-only vault."""
-    from engine.vault.revision import build_revision, chunk_count
+    from engine.service.handlers.assets import new_revision
 
-    store = service.require_store()
     existing = [e for e in state.index.assets.values() if e.kind == LOCAL_CONFIG_KIND and e.vault_id == keys.vault_id]
-    asset_id = existing[0].asset_id if existing else os.urandom(16)
-    parents = list(existing[0].heads) if existing else []
-    data = body.encode("utf-8")
-    built = build_revision(
-        identity=state.identity,
-        vault_id=keys.vault_id,
-        policy_head=keys.policy.head,
-        epoch=keys.policy.epoch,
-        epoch_key=keys.current_key,
-        asset_id=asset_id,
+    return new_revision(
+        service,
+        state,
+        asset_id=existing[0].asset_id if existing else os.urandom(16),
         kind=LOCAL_CONFIG_KIND,
-        parents=parents,
-        tombstone=False,
+        parents=list(existing[0].heads) if existing else [],
         summary=summary,
-        body=data,
-        content_seqs=store.reserve_content(chunk_count(len(data))),
+        body=body,
+        vault=keys,
     )
-    return built.revision, built.content_rows
 
 
 def find_local_config(state: Unlocked) -> Revision | None:

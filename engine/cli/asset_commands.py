@@ -3,53 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
+from engine.cli.content_options import add_content_options, body_from, meta_pairs
 from engine.cli.context import Context, UsageError
-
-
-def _meta_pairs(values: list[str] | None) -> dict[str, str] | None:
-    if values is None:
-        return None
-    meta: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--meta takes KEY=VALUE, got {item!r}")
-        meta[key] = value
-    return meta
-
-
-def _body(args: argparse.Namespace) -> str | None:
-    sources = [args.body is not None, args.body_stdin, args.body_file is not None]
-    if sum(sources) > 1:
-        raise UsageError("use one of --body, --body-stdin, --body-file")
-    if args.body_stdin:
-        return sys.stdin.read()
-    if args.body_file is not None:
-        try:
-            with open(args.body_file, encoding="utf-8") as handle:
-                return handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {args.body_file}: {exc.__class__.__name__}") from None
-    body: str | None = args.body
-    return body
-
-
-def _content_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--title")
-    p.add_argument("--body")
-    p.add_argument("--body-stdin", action="store_true", help="read the body from standard input")
-    p.add_argument("--body-file", help="read the body from a UTF-8 file")
-    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
-    p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="repeatable")
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("put", parents=[common], help="store a new memory")
-    _content_options(p)
+    add_content_options(p)
     p.set_defaults(func=cmd_put)
 
     p = sub.add_parser("list", parents=[common], help="list current memories, newest first")
@@ -64,7 +27,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("edit", parents=[common], help="edit a memory (a new revision on its base)")
     p.add_argument("id")
-    _content_options(p)
+    add_content_options(p)
     p.add_argument("--base", help="the revision you are editing (default: the current head)")
     p.add_argument("--resolve", action="store_true", help="write a revision whose parents are all heads")
     p.set_defaults(func=cmd_edit)
@@ -91,9 +54,9 @@ def _when(ms: int) -> str:
 def cmd_put(ctx: Context, args: argparse.Namespace) -> int:
     if not args.title:
         raise UsageError("put needs --title")
-    body = _body(args) or ""
+    body = body_from(args) or ""
     result = ctx.request(
-        {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": _meta_pairs(args.meta) or {}}
+        {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": meta_pairs(args.meta) or {}}
     )
     ctx.emit(result, f"{result['short_id']}  (revision {result['short_revision']})")
     return 0
@@ -136,12 +99,12 @@ def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "edit", "id": args.id, "resolve": args.resolve}
     if args.title is not None:
         body["title"] = args.title
-    text = _body(args)
+    text = body_from(args)
     if text is not None:
         body["body"] = text
     if args.tags is not None:
         body["tags"] = args.tags
-    meta = _meta_pairs(args.meta)
+    meta = meta_pairs(args.meta)
     if meta is not None:
         body["meta"] = meta
     if args.base:
@@ -170,7 +133,8 @@ def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
     for rev in result["revisions"]:
         marks = (" (deleted)" if rev["tombstone"] else "") + (" HEAD" if rev["head"] else "")
         parents = ",".join(p[:12] for p in rev["parents"]) or "-"
-        lines.append(f"{rev['short_revision']}  {_when(rev['created_ms'])}  {rev['author']}  parents {parents}  {rev['title']}{marks}")
+        when = _when(rev["created_ms"])
+        lines.append(f"{rev['short_revision']}  {when}  {rev['author']}  parents {parents}  {rev['title']}{marks}")
     ctx.emit(result, "\n".join(lines))
     return 0
 

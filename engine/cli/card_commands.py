@@ -13,21 +13,10 @@ import sys
 import tomllib
 from typing import Any
 
+from engine.cli.content_options import add_content_options, body_from, meta_pairs
 from engine.cli.context import Context, UsageError
 
 CARD_TYPES = ("knowledge", "brain", "persona")
-
-
-def _meta(values: list[str] | None) -> dict[str, str] | None:
-    if values is None:
-        return None
-    meta: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--meta takes KEY=VALUE, got a value without '=' for {key[:40]!r}")
-        meta[key] = value
-    return meta
 
 
 def _stdin_value() -> str:
@@ -39,30 +28,13 @@ def _stdin_value() -> str:
     return value
 
 
-def _body(args: argparse.Namespace) -> str | None:
-    if args.body is not None and args.body_stdin:
-        raise UsageError("use one of --body, --body-stdin")
-    if args.body_stdin:
-        return sys.stdin.read()
-    body: str | None = args.body
-    return body
-
-
-def _content(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--title")
-    p.add_argument("--body")
-    p.add_argument("--body-stdin", action="store_true", help="read the body from standard input")
-    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
-    p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="typed metadata, repeatable")
-
-
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     card = sub.add_parser("card", parents=[common], help="typed cards and links")
     csub = card.add_subparsers(dest="card_command", metavar="SUBCOMMAND", parser_class=type(card))
 
     p = csub.add_parser("new", parents=[common], help="create a knowledge, brain or persona card")
     p.add_argument("--type", required=True, choices=CARD_TYPES)
-    _content(p)
+    add_content_options(p, meta_help="typed metadata, repeatable")
     p.set_defaults(func=cmd_new)
 
     p = csub.add_parser("show", parents=[common], help="show a card (credential references stay opaque)")
@@ -71,7 +43,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = csub.add_parser("edit", parents=[common], help="write a new revision of a card")
     p.add_argument("id")
-    _content(p)
+    add_content_options(p, meta_help="typed metadata, repeatable")
     p.add_argument("--base", help="the revision you are editing (default: the current head)")
     p.set_defaults(func=cmd_edit)
 
@@ -158,9 +130,9 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
         "op": "card_write",
         "type": args.type,
         "title": args.title,
-        "body": _body(args) or "",
+        "body": body_from(args) or "",
         "tags": args.tags or [],
-        "meta": _meta(args.meta) or {},
+        "meta": meta_pairs(args.meta) or {},
     }
     result = ctx.request(body)
     ctx.emit(result, f"{result['short_id']}  {args.type}  (revision {result['short_revision']})")
@@ -190,12 +162,12 @@ def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
     for key in ("title", "base"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
-    text = _body(args)
+    text = body_from(args)
     if text is not None:
         body["body"] = text
     if args.tags is not None:
         body["tags"] = args.tags
-    meta = _meta(args.meta)
+    meta = meta_pairs(args.meta)
     if meta is not None:
         body["meta"] = meta
     result = ctx.request(body)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
 
-import importlib
 from engine.cli.context import Context, UsageError
 from engine.errors import MemoriesError
 

@@ -110,6 +110,12 @@ def install(service: Service) -> None:
     setattr(service, _ATTR, manager)
     service.on_lock.append(manager.drop_all)
 
+    def contribute() -> dict[str, int | bool]:
+        connections, pending = status_counts(service)
+        return {"connections": connections, "attention": pending}
+
+    service.status_contributors.append(contribute)
+
 
 def status_counts(service: Service) -> tuple[int, bool]:
     """For DesktopStatus (DT-1/DT-4): (open sessions + proxies, a ticket waits for approval).

@@ -90,6 +90,9 @@ class Service:
         self.on_unlock: list[Callable[[Unlocked], None]] = []
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
+        # DesktopStatus contributors: each returns counts only, e.g. {"connections": 2,
+        # "attention": True}; called without the service lock, so they read snapshots.
+        self.status_contributors: list[Callable[[], dict[str, int | bool]]] = []
         for setup in EXTENSIONS:
             setup(self)
         if paths.store.exists():

@@ -18,7 +18,7 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 @contextmanager
-def serve(handler: Handler) -> Iterator[int]:
+def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> Iterator[int]:
     """Run ``handler`` for each connection on a loopback port, in a thread with its own loop."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
@@ -34,7 +34,7 @@ def serve(handler: Handler) -> Iterator[int]:
             w.close()
 
     async def main() -> None:
-        server = await asyncio.start_server(guarded, "127.0.0.1", 0)
+        server = await asyncio.start_server(guarded, "127.0.0.1", 0, ssl=tls)
         ports.append(server.sockets[0].getsockname()[1])
         started.set()
         while not stop.is_set():

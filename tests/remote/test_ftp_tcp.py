@@ -106,3 +106,22 @@ def test_tcp_send_receive(elevated: Cli) -> None:
         assert result["output"] == "echo:ping"
         elevated.ok("remote", "close", session)
     assert elevated.err("remote", "open", "echo")["code"] == "remote_unreachable"
+
+
+def test_tcp_over_verified_tls(elevated: Cli) -> None:
+    """RM-4: a TCP credential with TLS verifies the server against its tls_ca and the hostname."""
+    import ssl
+
+    from tests.remote.servers import make_tls, shared_dir
+
+    tls = make_tls(shared_dir())
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls.cert, tls.key)
+    with fakes.serve(_echo, tls=context) as port:
+        elevated.ok("credential", "new", "tls-ca", "--name", "echo-ca", "--pem-file", str(tls.ca))
+        for name, host, ca in (("echo-tls", "localhost", ["--tls-ca", "echo-ca"]), ("echo-tls-noca", "localhost", [])):
+            elevated.ok("credential", "new", "tcp", "--name", name, "--host", host, "--port", str(port), "--tls", "required", *ca)
+        session = elevated.ok("remote", "open", "echo-tls")["session"]
+        assert _exec(elevated, session, "over tls")["result"]["output"] == "echo:over tls"
+        elevated.ok("remote", "close", session)
+        assert elevated.err("remote", "open", "echo-tls-noca")["code"] == "remote_tls_failed"

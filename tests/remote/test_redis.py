@@ -44,6 +44,10 @@ def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
         rvault.ok("remote", "approve", ticket["ticket"])
         assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == expected
     bad = rvault.ok("remote", "propose", session, "nosuchcommand")
+    # DT-1/DT-4: a waiting ticket turns the status to "attention"; counts only, no IDs.
+    status = rvault.ok("status")
+    assert status["attention"] is True and status["connections"] == 1
+    assert session not in str(status) and bad["ticket"] not in str(status)
     rvault.ok("remote", "approve", bad["ticket"])
     assert rvault.err("remote", "exec", bad["ticket"])["code"] == "remote_error"
     rvault.ok("remote", "close", session)
@@ -140,3 +144,34 @@ def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path, redis_
         assert cli.ok("remote", "list") == {"sessions": [], "tickets": [], "proxies": []}
     finally:
         cli.stop()
+
+
+def test_redis_acl_user(rvault: Cli, cache: str, redis_tls: Redis) -> None:
+    """RM-1: a Redis credential with an ACL user name authenticates as that user (AUTH user pass)."""
+    rvault.sudo()
+    session = rvault.ok("remote", "open", cache)["session"]
+    ticket = rvault.ok("remote", "propose", session, "ACL SETUSER reader on >reader-pw-1 ~* +get +ping +acl|whoami")
+    rvault.ok("remote", "approve", ticket["ticket"])
+    assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == "OK"
+    rvault.ok("remote", "close", session)
+    rvault.ok(
+        "credential",
+        "new",
+        "redis",
+        "--name",
+        "cache-reader",
+        "--host",
+        "localhost",
+        "--port",
+        str(redis_tls.port),
+        "--user",
+        "reader",
+        "--password-stdin",
+        "--tls-ca",
+        "redis-ca",
+        input="reader-pw-1\n",
+    )
+    proxy = rvault.ok("proxy", "start", "cache-reader")
+    assert _redis_cli(proxy["port"], "acl", "whoami").stdout.strip() == "reader"
+    assert "NOPERM" in _redis_cli(proxy["port"], "set", "k", "v").stdout
+    rvault.ok("proxy", "stop", proxy["proxy"])

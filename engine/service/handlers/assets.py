@@ -14,7 +14,7 @@ from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.projections import asset_summary, content_view, revision_ref
 from engine.service.registry import op
-from engine.service.service import Service, Unlocked
+from engine.service.service import Service, Unlocked, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision, build_revision, chunk_count
@@ -56,14 +56,15 @@ def new_revision(
     body: str,
     tombstone: bool = False,
     reserved: list[int] | None = None,
+    vault: VaultKeys | None = None,
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
-    """Encrypt and sign a revision of the default vault; nothing is written yet."""
+    """Encrypt and sign a revision (of the default vault unless ``vault`` names another); no write."""
     store = service.require_store()
     data = body.encode("utf-8")
     if kind in ORDINARY_KINDS and not tombstone:
         summary = {**summary, "content_key": content_key(summary["title"], body, summary["tags"], summary["meta"])}
     seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
-    vault = state.vault
+    vault = vault or state.vault
     built = build_revision(
         identity=state.identity,
         vault_id=vault.vault_id,

@@ -28,7 +28,7 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
     state = service.state
     if state is None:
         return {"state": "locked"}
-    return {
+    status: dict[str, Any] = {
         "state": "unlocked",
         "initialized": True,
         "locked": False,
@@ -41,6 +41,11 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         "busy": _busy(service),
         "attention": state.index.conflict_count > 0,
     }
+    for contribute in service.status_contributors:
+        extra = contribute()
+        status["connections"] += int(extra.get("connections", 0))
+        status["attention"] = bool(status["attention"] or extra.get("attention", False))
+    return status
 
 
 def _busy(service: Service) -> bool:
