@@ -61,7 +61,9 @@ class Paths:
         if sys.platform == "win32" or len(os.fsencode(candidate)) <= _MAX_SOCKET_PATH:
             return candidate
         digest = hashlib.sha256(os.fsencode(self.home)).hexdigest()[:20]
-        runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memories-{os.getuid()}"
+        # A shared /tmp is safe here: the IPC server refuses a socket directory that is not
+        # ours or not 0700 (engine/ipc/server.py prepare_socket_dir).
+        runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memories-{os.getuid()}"  # noqa: S108
         return Path(runtime) / f"memories-{digest}" / "engine.sock"
 
 

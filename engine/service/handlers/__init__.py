@@ -1,9 +1,14 @@
-"""Importing this package registers every handler with the op registry."""
+"""Importing this package registers every op handler with the registry (and feature hooks)."""
 
-from engine.service.handlers import assets, session, transfer
+from engine.mcp import handlers as mcp_handlers  # MCP grants and mcp_call (issue 6)
+from engine.service.handlers import (
+    assets,  # put, edit, get, list, delete, history, diff
+    cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
+    credentials,  # credential new/generate/public (issue 7)
+    remote,  # remote sessions, tickets, proxies (issue 7)
+    search,  # search, retrieve, ask, rag (issue 3)
+    session,  # status, init, unlock, lock, sudo, shutdown
+    transfer,  # import, export
+)
 
-__all__ = ["assets", "session", "transfer"]
-from engine.service.handlers import credentials, remote  # noqa: F401,E402  (issue 7: remote sessions)
-from engine.service.handlers import cards  # noqa: F401,E402  (issue 4: cards, links, protected, secrets)
-from engine.mcp import handlers as mcp_handlers  # noqa: F401,E402  (issue 6: MCP grants, mcp_call)
-from engine.service.handlers import search  # noqa: F401,E402  (issue 3: search, retrieve, ask, rag)
+__all__ = ["assets", "cards", "credentials", "mcp_handlers", "remote", "search", "session", "transfer"]
