@@ -63,6 +63,27 @@ class IpcClient:
     def connected(self) -> bool:
         return self._sock is not None
 
+    def drop_if_stale(self) -> None:
+        """Close a pooled connection whose engine went away (restart, idle timeout).
+
+        Peeking is safe: between requests the engine never sends anything, so readable
+        data or EOF both mean the stream is no longer usable. Checking *before* sending
+        lets a caller reconnect without ever risking a request being run twice.
+        """
+        if self._sock is None:
+            return
+        # A socket with a timeout would *wait* for data on EAGAIN: peek non-blocking.
+        timeout = self._sock.gettimeout()
+        self._sock.setblocking(False)
+        try:
+            self._sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            self._sock.settimeout(timeout)
+            return  # nothing to read: still open
+        except OSError:
+            pass
+        self.close()
+
     # ------------------------------------------------------------------ lifecycle
 
     def connect(self) -> None:

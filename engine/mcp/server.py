@@ -63,9 +63,13 @@ class DaemonBridge:
 
     def _borrow(self) -> IpcClient:
         try:
-            return self._idle.get_nowait()
+            client = self._idle.get_nowait()
         except queue.Empty:
             return IpcClient(self._socket_path, timeout=self._timeout)
+        # After an engine restart a pooled connection is dead: notice before sending, so
+        # the request goes out once on a fresh connection (never retried after sending).
+        client.drop_if_stale()
+        return client
 
     def request_sync(self, body: dict[str, Any]) -> dict[str, Any]:
         client = self._borrow()

@@ -98,3 +98,21 @@ def test_stdio_legacy_handshake_locked_vault_and_typed_errors(vault: Cli) -> Non
             assert no_tool.is_error
 
     asyncio.run(scenario())
+
+
+def test_stdio_survives_an_engine_restart(vault: Cli) -> None:
+    """AG-1: after the engine restarts, the running MCP server's next call reconnects (no
+    spurious `daemon_unavailable`), and no call is ever sent twice."""
+    vault.sudo()
+    token = grant(vault, "restart", "read_write")
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token) as client:
+            first = result_of(await client.call_tool("memory_write", {"title": "before restart", "body": "b"}))
+            vault.stop()
+            vault.unlock()  # a new daemon process on the same socket path
+            listed = result_of(await client.call_tool("memory_list", {}))
+            titles = [item["title"] for item in listed["items"]]
+            assert titles.count("before restart") == 1 and first["id"]
+
+    asyncio.run(scenario())
