@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -76,6 +77,11 @@ class VaultIndex:
         self.text_bytes = 0
         self.truncated: set[bytes] = set()
         self._next_rowid = 1
+        # Eviction order (least recently changed first) as a lazy min-heap: entries of
+        # removed or re-indexed assets are skipped when popped. Sorting every asset on each
+        # write would make one edit cost O(n log n) in a large vault (ST-6).
+        self._age_heap: list[tuple[int, int, bytes]] = []
+        self._age_stamp: dict[bytes, int] = {}
 
     # -- updates ------------------------------------------------------------------------
     def upsert(self, doc: Document, prepared: Prepared) -> None:
@@ -123,9 +129,16 @@ class VaultIndex:
         kept = Document(doc.asset_id, doc.rev_id, doc.kind, doc.title, "", doc.tags, doc.meta, doc.updated_ms)
         self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
         self.text_bytes += size
+        stamp = self._next_rowid  # unique and increasing: ties on updated_ms keep insertion order
+        self._age_stamp[doc.asset_id] = stamp
+        heapq.heappush(self._age_heap, (doc.updated_ms, stamp, doc.asset_id))
+        if len(self._age_heap) > 2 * len(self.assets) + 64:
+            self._age_heap = [e for e in self._age_heap if self._age_stamp.get(e[2]) == e[1]]
+            heapq.heapify(self._age_heap)
         return rows
 
     def remove(self, asset_id: bytes) -> None:
+        self._age_stamp.pop(asset_id, None)
         info = self.assets.pop(asset_id, None)
         self.truncated.discard(asset_id)
         if info is None:
@@ -148,14 +161,18 @@ class VaultIndex:
         """Keep the most recently changed content; what is dropped is reported as truncation."""
         if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
             return
-        for info in sorted(self.assets.values(), key=lambda a: a.doc.updated_ms):
-            if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
-                break
-            asset_id = info.doc.asset_id
+        while self._age_heap and (
+            len(self.chunks) > self.limits.max_chunks or self.text_bytes > self.limits.max_text_bytes
+        ):
+            _, stamp, asset_id = heapq.heappop(self._age_heap)
+            if self._age_stamp.get(asset_id) != stamp:
+                continue  # stale entry: removed or re-indexed since
             self.remove(asset_id)
             self.truncated.add(asset_id)
 
     def close(self) -> None:
+        self._age_heap.clear()
+        self._age_stamp.clear()
         self.fts.close()
         self.chunks.clear()
         self.assets.clear()
