@@ -26,6 +26,7 @@ from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
 from engine.search.index import Limits, VaultIndex
 from engine.search.segment import Segmenter
+from engine.service.memory import release_free_memory
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
@@ -315,6 +316,7 @@ class SearchRuntime:
             index.revisions_seen = len(state.index.revisions)
             job.seconds = time.monotonic() - job.started
             self.stats.last_seconds = job.seconds
+            release_free_memory()
             self.stats.segmented += job.segmented
             self.stats.reused_tokens += job.reused
 

@@ -24,6 +24,7 @@ from engine.crypto.chunks import ChunkError
 from engine.crypto.keys import DeviceIdentity, SignatureError, sign, verify
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
+from engine.service.memory import release_free_memory
 from engine.service.registry import OPS, OpSpec
 from engine.service.requests import Request
 from engine.service.session import Session
@@ -163,6 +164,7 @@ class Service:
             self.session.bump_generation()
             for listener in self.on_lock:
                 listener()
+            release_free_memory()
             log.info("locked (%s)", reason)
 
     def check_idle(self) -> None:

@@ -11,6 +11,7 @@ from engine.crypto.keys import new_identity
 from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
+from engine.service.memory import release_free_memory
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.store.database import StoreFile, create_store
@@ -122,6 +123,7 @@ def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, An
                 store.wipe()
                 raise
         service.session.touch()
+        release_free_memory()  # decoding every state row was a transient peak
         return {"unlocked": True, "already": False, "assets": service.state.index.visible_count}
 
 
