@@ -1,0 +1,1 @@
+"""Package data shipped with Memories: tray icons and the agent SKILL.md (no code)."""
