@@ -35,8 +35,11 @@ def pgbench(conninfo: str, seconds: int, env: dict[str, str]) -> tuple[float, fl
         env=env,
         check=True,
     ).stdout
-    tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))  # type: ignore[union-attr]
-    latency = float(re.search(r"latency average = ([0-9.]+) ms", out).group(1))  # type: ignore[union-attr]
+    tps_match = re.search(r"tps = ([0-9.]+)", out)
+    latency_match = re.search(r"latency average = ([0-9.]+) ms", out)
+    if tps_match is None or latency_match is None:
+        raise SystemExit(f"pgbench printed no tps/latency line:\n{out}")
+    tps, latency = float(tps_match.group(1)), float(latency_match.group(1))
     return tps, latency
 
 

@@ -17,12 +17,12 @@ __all__ = ["relay"]
 class _Half(asyncio.Protocol):
     """Attached to transport X: what X receives goes to ``peer``; X's back-pressure pauses ``peer``."""
 
-    def __init__(self, peer: asyncio.BaseTransport, done: asyncio.Future[None]) -> None:
+    def __init__(self, peer: asyncio.Transport, done: asyncio.Future[None]) -> None:
         self.peer = peer
         self.done = done
 
     def data_received(self, data: bytes) -> None:
-        self.peer.write(data)  # type: ignore[attr-defined]
+        self.peer.write(data)
 
     def eof_received(self) -> bool | None:
         self._finish()
@@ -33,11 +33,11 @@ class _Half(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         if not self.peer.is_closing():
-            self.peer.pause_reading()  # type: ignore[attr-defined]
+            self.peer.pause_reading()
 
     def resume_writing(self) -> None:
         if not self.peer.is_closing():
-            self.peer.resume_reading()  # type: ignore[attr-defined]
+            self.peer.resume_reading()
 
     def _finish(self) -> None:
         if not self.done.done():
