@@ -168,6 +168,10 @@ class Segmenter:
     def __init__(self) -> None:
         self._ready = False
 
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
     def warm(self) -> None:
         if self._ready:
             return

@@ -12,7 +12,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +20,10 @@ import msgspec
 from engine.config import EngineConfig, Paths
 from engine.crypto.canonical import domain_bytes
 from engine.crypto.chunks import ChunkError
-from engine.crypto.keys import DeviceIdentity, SignatureError, sign, verify
+from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
+from engine.service.integrity import AUDIT_TAG, BackgroundVerifier, verify_all
 from engine.service.memory import release_free_memory
 from engine.service.registry import OPS, OpSpec
 from engine.service.requests import Request
@@ -36,7 +36,6 @@ from engine.vault.revision import Revision
 __all__ = ["Service", "Unlocked", "VaultKeys", "AUDIT_TAG", "EXTENSIONS"]
 
 log = logging.getLogger("memories.engine")
-AUDIT_TAG = "memories.audit"
 
 # Setup functions of feature packages, called once per Service (register with
 # ``EXTENSIONS.append(setup)`` at import time of the feature's handler module).
@@ -89,11 +88,15 @@ class Service:
         # Feature packages (search, cards, mcp, remote …) subscribe here instead of the
         # core calling them: the core stays ignorant of features (imports point down).
         self.on_unlock: list[Callable[[Unlocked], None]] = []
+        # Called (without the service lock) when an unlock starts, before the KDF: a feature
+        # can warm what it will need (the KDF leaves the other core idle for ~0.5 s).
+        self.before_unlock: list[Callable[[], None]] = []
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
         # DesktopStatus contributors: each returns counts only, e.g. {"connections": 2,
         # "attention": True}; called without the service lock, so they read snapshots.
         self.status_contributors: list[Callable[[], dict[str, int | bool]]] = []
+        self.verifier = BackgroundVerifier()
         for setup in EXTENSIONS:
             setup(self)
         if paths.store.exists():
@@ -208,7 +211,12 @@ class Service:
                     extra.setdefault(str(kind), []).append((seq, record))
             if identity is None:
                 raise MemoriesError("store_corrupt", "The store has no device identity.")
-            self._verify_signatures(identity, revisions, audits)
+            if self.verifier.failed:
+                # An earlier background check in this process found a bad signature: no
+                # unlock until a full check passes again (see engine/service/integrity.py).
+                verify_all(identity, revisions, audits)
+                self.verifier.failed = False
+            index.begin_bulk_load()
             for rev in revisions:
                 index.apply(rev)
             audit = len(audits)
@@ -219,24 +227,23 @@ class Service:
         state = Unlocked(identity, vaults, default_vault, index, audit, extra)
         for listener in self.on_unlock:
             listener(state)
+        # The AEAD and the checkpoint chain authenticated every row above; the Ed25519
+        # re-check is defence in depth and runs after unlock answers (integrity.py says why).
+        self.verifier.start(
+            identity,
+            revisions,
+            audits,
+            # Until the unlock handler publishes the state, self.state is None.
+            still_current=lambda: self.state is state or self.state is None,
+            on_failure=lambda: self._integrity_failure(state),
+        )
         return state
 
-    @staticmethod
-    def _verify_signatures(identity: DeviceIdentity, revisions: list[Revision], audits: list[dict[str, Any]]) -> None:
-        """Ed25519 checks dominate unlock; libsodium releases the GIL, so use every core."""
-
-        def check(batch: list[Revision]) -> None:
-            for rev in batch:
-                rev.verify_signature()
-
-        workers = max(1, min(4, os.cpu_count() or 1))
-        size = max(1, -(-len(revisions) // workers))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(check, revisions[i : i + size]) for i in range(0, len(revisions), size)]
-            for record in audits:
-                verify_audit(record, identity)
-            for future in futures:
-                future.result()
+    def _integrity_failure(self, state: Unlocked) -> None:
+        """Background verification found a bad signature: lock now (ST-10 wipes everything)."""
+        with self.lock:  # waits for the unlock handler to publish ``state``
+            if self.state is state:
+                self.lock_now("integrity check failed")
 
     @staticmethod
     def _check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
@@ -330,11 +337,3 @@ class Service:
         """Read/execution intents are committed before delivery: a disk failure blocks it."""
         self.commit(state, [], [], [self.audit_record(state, op, caller, phase="intent", assets=assets)])
 
-
-def verify_audit(record: dict[str, Any], identity: DeviceIdentity | None) -> None:
-    if identity is None:
-        raise SignatureError("audit entry before identity")
-    signed = record["signed"]
-    if not signed.startswith(AUDIT_TAG.encode("ascii") + b"\x00\x01"):
-        raise SignatureError("not a version-1 audit entry")
-    verify(identity.device_pub, signed, record["sig"])

@@ -37,6 +37,9 @@ class AssetIndex:
         self.revisions: dict[bytes, Revision] = {}
         self.assets: dict[bytes, AssetEntry] = {}
         self._sorted_hex: list[str] = []
+        # While loading a whole store, IDs are appended and sorted once on first use:
+        # insort per asset is O(n) each, i.e. quadratic over a 100k-asset unlock.
+        self._hex_unsorted = False
         # content key (digest of title/body/tags/meta) → asset, for idempotent import.
         # Built lazily on the first import (decrypting every head summary at unlock would
         # slow every unlock for a feature used rarely); kept current afterwards.
@@ -68,7 +71,10 @@ class AssetIndex:
                 raise MemoriesError("store_corrupt", "A first revision has parents.")
             entry = AssetEntry(rev.asset_id, bytes(rev.body["vault"]), rev.kind)
             self.assets[rev.asset_id] = entry
-            bisect.insort(self._sorted_hex, rev.asset_id.hex())
+            if self._hex_unsorted:
+                self._sorted_hex.append(rev.asset_id.hex())
+            else:
+                bisect.insort(self._sorted_hex, rev.asset_id.hex())
         self.revisions[rev.rev_id] = rev
         entry.revisions.append(rev.rev_id)
         consumed = set(rev.parents)
@@ -81,6 +87,16 @@ class AssetIndex:
             self.visible_count += sign
             if entry.in_conflict:
                 self.conflict_count += sign
+
+    def begin_bulk_load(self) -> None:
+        """Many ``apply`` calls follow (unlock): defer keeping the ID list sorted."""
+        self._hex_unsorted = True
+
+    def _sorted_ids(self) -> list[str]:
+        if self._hex_unsorted:
+            self._sorted_hex.sort()
+            self._hex_unsorted = False
+        return self._sorted_hex
 
     # -- queries -------------------------------------------------------------------
     def head_revisions(self, entry: AssetEntry) -> list[Revision]:
@@ -98,11 +114,12 @@ class AssetIndex:
     def short_id(self, asset_id: bytes) -> str:
         """Shortest unique hex prefix (at least MIN_SHORT_ID characters)."""
         full = asset_id.hex()
-        pos = bisect.bisect_left(self._sorted_hex, full)
+        ids = self._sorted_ids()
+        pos = bisect.bisect_left(ids, full)
         need = MIN_SHORT_ID
         for neighbour in (pos - 1, pos + 1):
-            if 0 <= neighbour < len(self._sorted_hex):
-                other = self._sorted_hex[neighbour]
+            if 0 <= neighbour < len(ids):
+                other = ids[neighbour]
                 common = 0
                 while common < len(full) and full[common] == other[common]:
                     common += 1
@@ -114,10 +131,11 @@ class AssetIndex:
         text = prefix.strip().lower()
         if len(text) < 4 or any(c not in "0123456789abcdef" for c in text):
             raise MemoriesError("invalid_input", "An asset ID is a hex prefix of at least 4 characters.")
-        pos = bisect.bisect_left(self._sorted_hex, text)
+        ids = self._sorted_ids()
+        pos = bisect.bisect_left(ids, text)
         matches: list[str] = []
-        while pos < len(self._sorted_hex) and self._sorted_hex[pos].startswith(text) and len(matches) < 2:
-            matches.append(self._sorted_hex[pos])
+        while pos < len(ids) and ids[pos].startswith(text) and len(matches) < 2:
+            matches.append(ids[pos])
             pos += 1
         if not matches:
             raise MemoriesError("not_found")

@@ -113,6 +113,8 @@ def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, An
     if service.state is not None:
         service.session.touch()
         return {"unlocked": True, "already": True}
+    for warm in service.before_unlock:
+        warm()
     master = _check_password(service, request.password)
     with service.lock:
         if service.state is None:
