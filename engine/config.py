@@ -72,6 +72,10 @@ class EngineConfig:
     idle_lock_seconds: float = 15 * 60
     sudo_seconds: float = 5 * 60
     max_password_failures_per_minute: int = 5
+    # Proxy limits (PX-2/PX-4). None means the built-in default; engine/remote/proxy/listener.py
+    # clamps a configured value so it can only make a limit *shorter* (tests use this), never longer.
+    proxy_handshake_seconds: float | None = None
+    proxy_lifetime_seconds: float | None = None
 
 
 def load_config(paths: Paths) -> EngineConfig:
@@ -89,10 +93,20 @@ def load_config(paths: Paths) -> EngineConfig:
         value = engine.get(key)
         return float(value) if isinstance(value, (int, float)) and value > 0 else default
 
+    def optional(key: str) -> float | None:
+        value = engine.get(key)
+        # bool is an int subclass; `true` is not a duration.
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+        return None
+
+    lifetime_minutes = optional("proxy_lifetime_minutes")
     return EngineConfig(
         idle_lock_seconds=number("idle_lock_minutes", defaults.idle_lock_seconds / 60) * 60,
         sudo_seconds=number("sudo_minutes", defaults.sudo_seconds / 60) * 60,
         max_password_failures_per_minute=int(
             number("max_password_failures_per_minute", defaults.max_password_failures_per_minute)
         ),
+        proxy_handshake_seconds=optional("proxy_handshake_seconds"),
+        proxy_lifetime_seconds=lifetime_minutes * 60 if lifetime_minutes is not None else None,
     )

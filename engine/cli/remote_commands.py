@@ -20,6 +20,7 @@ TYPES = {
     "tcp": "tcp",
     "tls-ca": "tls_ca",
     "ssh-key": "ssh_key",
+    "tls-cert": "tls_cert",
 }
 
 
@@ -47,6 +48,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--database")
     p.add_argument("--tls", choices=["required", "disabled"])
     p.add_argument("--tls-ca", help="a tls-ca credential whose PEM is added to the trust store")
+    p.add_argument("--tls-cert", help="postgres/mysql/redis: a tls-cert credential presented as the TLS client certificate")
     p.add_argument("--allow-host", action="append", default=[], help="repeatable; default: --host")
     p.add_argument(
         "--allow-auth",
@@ -57,11 +59,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.add_argument("--identity-file", help="import an OpenSSH private key file")
-    p.add_argument("--key", help="an ssh-key credential to log in with")
-    p.add_argument("--certificate-file", help="an OpenSSH certificate for the key")
+    p.add_argument("--key", help="ssh: an ssh-key credential to log in with; tls-cert: reuse this tls-cert's key")
+    p.add_argument("--certificate-file", help="ssh: an OpenSSH certificate for the key; tls-cert: the PEM certificate")
     p.add_argument("--host-key", help="pinned server host key (OpenSSH public key line)")
     p.add_argument("--known-hosts-file", help="known_hosts entries for the server")
     p.add_argument("--pem-file", help="tls-ca: the CA certificate (PEM)")
+    p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM, unencrypted)")
     p.set_defaults(func=cmd_new)
 
     p = csub.add_parser("generate", parents=[common], help="generate an SSH key or TLS certificate (needs sudo)")
@@ -74,7 +77,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--csr", action="store_true", help="also produce a certificate signing request")
     p.set_defaults(func=cmd_generate)
 
-    p = csub.add_parser("public", parents=[common], help="print the public key or certificate")
+    p = csub.add_parser(
+        "public", parents=[common], help="print the public key or certificate (ssh credentials: under sudo, key line + cert)"
+    )
     p.add_argument("id")
     p.set_defaults(func=cmd_public)
 
@@ -131,7 +136,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "credential_new", "name": args.name, "type": TYPES[args.type]}
-    for key in ("host", "port", "user", "database", "tls", "tls_ca", "key", "host_key"):
+    for key in ("host", "port", "user", "database", "tls", "tls_ca", "tls_cert", "key", "host_key"):
         value = getattr(args, key)
         if value is not None:
             body[key] = value
@@ -141,8 +146,10 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
         body["allow_auth"] = args.allow_auth
     if args.password_stdin:
         body["password"] = read_password(True)
-    if args.identity_file:
-        body["private_key"] = _read_file(args.identity_file, 64 * 1024)
+    if args.identity_file and args.key_file:
+        raise UsageError("give --identity-file or --key-file, not both")
+    if args.identity_file or args.key_file:
+        body["private_key"] = _read_file(args.identity_file or args.key_file, 64 * 1024)
     if args.certificate_file:
         body["certificate"] = _read_file(args.certificate_file, 64 * 1024)
     if args.known_hosts_file:
@@ -172,8 +179,12 @@ def cmd_generate(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_public(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "credential_public", "id": args.id})
-    text = result.get("public_key") or result.get("certificate", "")
-    ctx.emit(result, str(text).rstrip("\n"))
+    if result.get("type") == "ssh":
+        # authorized_keys line first, then the OpenSSH certificate line when one is stored.
+        parts = [result["public_key"], result.get("certificate", "")]
+    else:
+        parts = [result.get("public_key") or result.get("certificate", ""), result.get("csr", "")]
+    ctx.emit(result, "\n".join(str(p).rstrip("\n") for p in parts if p))
     return 0
 
 

@@ -28,15 +28,23 @@ def generate_ssh_key(comment: str) -> tuple[str, str]:
     return private, ssh_public_line(private, comment)
 
 
-def ssh_public_line(private_pem: str, comment: str = "") -> str:
-    """Derive the ``authorized_keys`` line of an OpenSSH private key."""
+def ssh_public_line(private_key: str, comment: str = "") -> str:
+    """Derive the ``authorized_keys`` line of an unencrypted SSH private key (RM-2, RM-3).
+
+    asyncssh reads every format an SSH session can log in with (OpenSSH, PKCS#1, PKCS#8)
+    and keeps the key file's own comment, so the line equals ``ssh-keygen -y -f KEY``.
+    ``comment`` replaces that comment (generated keys are named after their credential).
+    """
+    import asyncssh  # imported here: the daemon needs it only for key and SSH operations
+
     try:
-        key = serialization.load_ssh_private_key(private_pem.encode("ascii"), password=None)
-    except (ValueError, TypeError, UnicodeEncodeError) as exc:
-        raise MemoriesError("invalid_input", "The private key is not an unencrypted OpenSSH key.") from exc
-    line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    text = line.decode("ascii")
-    return f"{text} {comment}".strip() if comment else text
+        key = asyncssh.import_private_key(private_key)
+    except (asyncssh.KeyImportError, ValueError, TypeError) as exc:
+        # The library's text is dropped: it may quote parts of the key.
+        raise MemoriesError("invalid_input", "The private key is not an unencrypted OpenSSH, PKCS#1 or PKCS#8 key.") from exc
+    if comment:
+        key.set_comment(comment)
+    return key.export_public_key("openssh").decode("ascii").strip()
 
 
 def generate_tls(common_name: str, days: int, sans: list[str], csr: bool) -> tuple[str, str, str]:

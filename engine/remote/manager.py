@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from engine.remote.proxy.listener import ProxyLimits
 from engine.remote.runtime import Runtime
 from engine.remote.sessions.base import RemoteSession
 from engine.remote.tickets import TicketBook
@@ -61,11 +62,13 @@ class SessionEntry:
 
 
 class RemoteManager:
-    def __init__(self) -> None:
+    def __init__(self, proxy_limits: ProxyLimits | None = None) -> None:
         self.runtime = Runtime()
         self.sessions: dict[str, SessionEntry] = {}
         self.tickets = TicketBook()
         self.proxies: dict[str, ProxyHandle] = {}
+        # Every proxy this daemon starts gets these (config may only shorten them).
+        self.proxy_limits = proxy_limits or ProxyLimits()
 
     @staticmethod
     def new_id() -> str:
@@ -106,7 +109,8 @@ def manager_of(service: Service) -> RemoteManager:
 
 def install(service: Service) -> None:
     """EXTENSIONS hook: one manager per Service, wiped on every lock (incl. idle and shutdown)."""
-    manager = RemoteManager()
+    config = service.config
+    manager = RemoteManager(ProxyLimits.shortened(config.proxy_handshake_seconds, config.proxy_lifetime_seconds))
     setattr(service, _ATTR, manager)
     service.on_lock.append(manager.drop_all)
 
@@ -126,4 +130,6 @@ def status_counts(service: Service) -> tuple[int, bool]:
     if not isinstance(manager, RemoteManager):
         return 0, False
     pending = any(t.state == "pending" for t in list(manager.tickets.tickets.values()))
-    return len(manager.sessions) + len(manager.proxies), pending
+    # A proxy whose lifetime ended stays in the table until the next proxy op prunes it; it is no connection.
+    proxies = sum(1 for p in list(manager.proxies.values()) if not getattr(p, "stopped", False))
+    return len(manager.sessions) + proxies, pending

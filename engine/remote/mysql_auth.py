@@ -12,7 +12,23 @@ import hashlib
 
 from nacl import bindings
 
-__all__ = ["native_scramble", "caching_sha2_scramble", "ed25519_signature"]
+from engine.errors import MemoriesError
+from engine.remote.targets import Target
+
+__all__ = ["native_scramble", "caching_sha2_scramble", "ed25519_signature", "access_denied"]
+
+
+def access_denied(target: Target) -> MemoriesError:
+    """ER_ACCESS_DENIED (1045) as a typed error. MariaDB answers a missing client
+    certificate for a ``REQUIRE X509`` account the same way as a wrong password, so
+    without one in the credential the sentence names both causes."""
+    if target.tls_client_cert:
+        return MemoriesError("remote_auth_failed")
+    return MemoriesError(
+        "remote_auth_failed",
+        "The remote server rejected the credential (a wrong password, or the account requires a "
+        "TLS client certificate: add one with --tls-cert).",
+    )
 
 
 def _xor(a: bytes, b: bytes) -> bytes:

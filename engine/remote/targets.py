@@ -1,10 +1,11 @@
 """Remote credential types: which fields each kind has, and the host allowlist (RM-1, RM-2, RM-4).
 
 A remote credential's *public* part (stored in the encrypted summary) names the
-target and its policy: host, port, user, database, TLS mode, CA reference, host
-key pin and allowlist. Its *secret* part (the encrypted body, never returned)
-holds passwords and private keys. :func:`build` validates user input into the
-two halves; :class:`Target` is the decrypted view a session or proxy uses.
+target and its policy: host, port, user, database, TLS mode, CA and client
+certificate references, host key pin and allowlist. Its *secret* part (the
+encrypted body, never returned) holds passwords and private keys. :func:`build`
+validates user input into the two halves; :class:`Target` is the decrypted view a
+session or proxy uses.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class Target:
     host_key: str = ""
     known_hosts: str = ""
     tls_ca_pem: str = ""  # resolved from the tls_ca credential reference
+    # mTLS: resolved from the tls_cert credential reference (certificate chain + its key).
+    tls_client_cert: str = ""
+    tls_client_key: str = field(default="", repr=False)
 
 
 def build(ctype: str, fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -86,6 +90,13 @@ def build(ctype: str, fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
         public["tls"] = tls
         if fields.get("tls_ca"):
             public["tls_ca"] = str(fields["tls_ca"])
+    client_cert = bool(fields.get("tls_cert"))
+    if client_cert:
+        # The service stores the checked reference; here only where it may appear is decided.
+        if ctype not in DB_TYPES:
+            raise MemoriesError("invalid_input", "--tls-cert applies to postgres, mysql and redis credentials.")
+        if public["tls"] == "disabled":
+            raise MemoriesError("invalid_input", "A TLS client certificate needs --tls required.")
     if ctype in DB_TYPES:
         public["database"] = str(fields.get("database") or "")
         auth = [str(a) for a in fields.get("allow_auth") or []]
@@ -107,14 +118,23 @@ def build(ctype: str, fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
         public["host_key"], public["known_hosts"] = host_key, known
     if password:
         secret["password"] = str(password)
-    elif ctype in {"postgres", "mysql", "ftp"}:
-        raise MemoriesError("invalid_input", "This credential type needs a password.")
+    elif ctype == "ftp" or (ctype in {"postgres", "mysql"} and not client_cert):
+        # A database account may authenticate by its client certificate alone (PostgreSQL
+        # `cert`, MariaDB `REQUIRE X509` with an empty password).
+        raise MemoriesError("invalid_input", "This credential type needs a password (or, for a database, --tls-cert).")
     return public, secret
 
 
 def target_from(
-    asset_id: bytes, name: str, ctype: str, public: dict[str, Any], secret: dict[str, Any], tls_ca_pem: str = ""
+    asset_id: bytes,
+    name: str,
+    ctype: str,
+    public: dict[str, Any],
+    secret: dict[str, Any],
+    tls_ca_pem: str = "",
+    tls_client: tuple[str, str] = ("", ""),
 ) -> Target:
+    """The decrypted view; ``tls_client`` is the referenced tls_cert's (certificate PEM, private key PEM)."""
     try:
         return Target(
             asset_id=asset_id,
@@ -133,6 +153,8 @@ def target_from(
             host_key=str(public.get("host_key", "")),
             known_hosts=str(public.get("known_hosts", "")),
             tls_ca_pem=tls_ca_pem,
+            tls_client_cert=tls_client[0],
+            tls_client_key=tls_client[1],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MemoriesError("invalid_input", "That credential is not a remote target.") from exc

@@ -1,17 +1,57 @@
-"""Client TLS contexts for remote targets (RM-4): verification and hostname checks are never off."""
+"""Client TLS for remote targets (RM-4): verification and hostname checks are never off.
+
+Optionally the context also carries a client certificate (mTLS) from a ``tls_cert``
+credential. Its private key must never reach a disk in plaintext, yet Python's
+``SSLContext.load_cert_chain`` only reads *files*. The key is therefore re-encrypted
+(PKCS#8, PBES2/AES-256) under a random 256-bit passphrase that exists only in this
+process's memory, and only that ciphertext is written:
+
+* to an anonymous ``memfd`` on Linux (no name in any file system, never on disk, gone
+  with its last descriptor), or
+* to a 0600 temporary file that is unlinked right after loading elsewhere (macOS and
+  Windows have no memfd).
+
+Either way what could leak (a crash leaving the temp file, swap, a backup of /tmp) is
+ciphertext under a key that is dropped once OpenSSL has the key in memory. A plain
+memfd holding the *plaintext* key would be memory-only on Linux but has no portable
+equivalent; an encrypted temp file alone would work everywhere, so the memfd is just
+the better container where it exists.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import ssl
+import sys
+import tempfile
+from collections.abc import Iterator
 
 from engine.errors import MemoriesError
 from engine.remote.targets import Target
 
-__all__ = ["client_context"]
+__all__ = ["client_context", "load_client_cert", "check_client_pair", "tls_error", "CLIENT_CERT_ALERTS"]
+
+# TLS alerts a server sends when it refuses (or misses) the client certificate. OpenSSL
+# reports them as the SSLError ``reason``; in TLS 1.3 they arrive on the first read
+# after the client's side of the handshake already finished.
+CLIENT_CERT_ALERTS = frozenset(
+    {
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+        "SSLV3_ALERT_BAD_CERTIFICATE",
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+        "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+        "SSLV3_ALERT_CERTIFICATE_REVOKED",
+        "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+        "TLSV1_ALERT_UNKNOWN_CA",
+        "TLSV1_ALERT_ACCESS_DENIED",
+    }
+)
 
 
 def client_context(target: Target) -> ssl.SSLContext | None:
-    """The system trust store plus the optional ``tls_ca`` PEM; None when the credential disables TLS."""
+    """The system trust store plus the optional ``tls_ca`` PEM and client certificate; None when TLS is off."""
     if target.tls == "disabled":
         return None
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
@@ -24,4 +64,119 @@ def client_context(target: Target) -> ssl.SSLContext | None:
             context.load_verify_locations(cadata=target.tls_ca_pem)
         except (ssl.SSLError, ValueError) as exc:
             raise MemoriesError("invalid_input", "The tls_ca credential is not a PEM certificate.") from exc
+    if target.tls_client_cert:
+        load_client_cert(context, target.tls_client_cert, target.tls_client_key)
     return context
+
+
+def _encrypted_key(key_pem: str, passphrase: bytes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        raise MemoriesError("invalid_input", "The TLS client key is not an unencrypted PEM private key.") from exc
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(passphrase),
+    )
+
+
+def load_client_cert(context: ssl.SSLContext, cert_pem: str, key_pem: str) -> None:
+    """Load a certificate chain and its key into ``context`` without writing the key in plaintext."""
+    passphrase = secrets.token_bytes(32)
+    try:
+        blob = cert_pem.strip().encode("ascii") + b"\n" + _encrypted_key(key_pem, passphrase)
+    except UnicodeEncodeError as exc:
+        raise MemoriesError("invalid_input", "The TLS client certificate is not PEM text.") from exc
+    try:
+        with _blob_path(blob) as path:
+            # A callable, so the passphrase is handed over only when OpenSSL asks for it.
+            context.load_cert_chain(path, password=lambda: passphrase)
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise MemoriesError("invalid_input", "The TLS client certificate does not match its private key.") from exc
+        raise MemoriesError("invalid_input", "The TLS client certificate could not be loaded.") from exc
+    except OSError as exc:
+        raise MemoriesError("io_error", "The TLS client certificate could not be handed to OpenSSL.") from exc
+
+
+@contextlib.contextmanager
+def _blob_path(blob: bytes) -> Iterator[str]:
+    """A path OpenSSL can open that holds ``blob``: a memfd on Linux, else a 0600 temp file removed at once."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None and sys.platform.startswith("linux"):
+        fd = memfd_create("memories-tls", getattr(os, "MFD_CLOEXEC", 0))
+        try:
+            os.write(fd, blob)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    fd, path = tempfile.mkstemp(prefix="memories-tls-", suffix=".pem")  # created 0600
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(blob)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def check_client_pair(cert_pem: str, key_pem: str) -> tuple[str, str]:
+    """Validate an imported client certificate (chain) and key; returns (certificate PEM, PKCS#8 key PEM).
+
+    The certificate's public key must be the key's: a mismatch would only show up as a
+    failed handshake much later.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        chain = x509.load_pem_x509_certificates(cert_pem.encode("ascii"))
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise MemoriesError("invalid_input", "The certificate file is not a PEM certificate.") from exc
+    try:
+        key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        raise MemoriesError("invalid_input", "The key file is not an unencrypted PEM private key.") from exc
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if chain[0].public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
+        raise MemoriesError("invalid_input", "The certificate does not belong to that private key.")
+    certificate = "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in chain)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode("ascii")
+    return certificate, private
+
+
+def tls_error(exc: BaseException, target: Target) -> MemoriesError:
+    """Map a TLS failure to a typed error that says *which* certificate was the problem (API-8)."""
+    if isinstance(exc, ssl.SSLCertVerificationError | ssl.CertificateError):
+        return MemoriesError("remote_tls_failed")  # the server's certificate or name did not verify
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, ssl.SSLError) and reason in CLIENT_CERT_ALERTS:
+        if not target.tls_client_cert:
+            return MemoriesError(
+                "remote_auth_failed",
+                "The server requires a TLS client certificate; add one to the credential with --tls-cert.",
+            )
+        return MemoriesError(
+            "remote_auth_failed",
+            "The server rejected the credential's TLS client certificate (unknown CA, wrong name or expired).",
+        )
+    if isinstance(exc, ssl.SSLEOFError) and target.tls_client_cert:
+        # Some servers (MariaDB) drop a refused client certificate without an alert.
+        return MemoriesError(
+            "remote_tls_failed",
+            "The server closed the connection during the TLS handshake; it may not accept the "
+            "credential's TLS client certificate.",
+        )
+    if reason == "SSLV3_ALERT_HANDSHAKE_FAILURE":
+        # TLS 1.2 servers say this both for "no common cipher" and for "no client certificate".
+        return MemoriesError(
+            "remote_tls_failed",
+            "The TLS handshake failed: no common protocol or cipher, or the server wants a client certificate.",
+        )
+    return MemoriesError("remote_tls_failed", "The TLS handshake with the remote server failed.")

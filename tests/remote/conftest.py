@@ -77,6 +77,22 @@ def ftp() -> Iterator[servers.Ftp]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def ftps() -> Iterator[servers.Ftp]:
+    """An explicit-FTPS server (pyftpdlib's TLS_FTPHandler, TLS required) with its own test CA."""
+    try:
+        import OpenSSL  # noqa: F401
+        import pyftpdlib  # noqa: F401
+    except ImportError:
+        require(False, "pyftpdlib and pyOpenSSL (pip, dev extra)")
+    directory = servers.shared_dir()
+    try:
+        with servers.ftp_server(servers.make_tls(directory)) as server:
+            yield server
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def other_namespace(cli: Cli, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI under a fresh `sh` so its elevation namespace (parent PID) differs from the test's."""
     command = " ".join(f"'{a}'" for a in cli.command(*args, "--json"))

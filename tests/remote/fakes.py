@@ -264,3 +264,91 @@ class MysqlFake:
             if command[:1] == b"\x01":
                 return
             sock.sendall(self._packet(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
+
+
+# -- SCRAM-SHA-256-PLUS (channel binding) ------------------------------------------------------
+SSL_REQUEST = struct.pack("!II", 8, 80877103)
+
+
+async def _accept_pg_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:
+    """The server half of PostgreSQL's in-band TLS: SSLRequest, 'S', then the TLS handshake."""
+    if await reader.readexactly(8) != SSL_REQUEST:
+        raise ConnectionError("expected SSLRequest")
+    writer.write(b"S")
+    await writer.drain()
+    await writer.start_tls(context)  # server side: this stream came from start_server
+
+
+def pg_scram_plus_server(password: str, context: ssl.SSLContext, binding_cert_pem: str, seen: list[str]) -> Handler:
+    """A TLS PostgreSQL upstream offering *only* SCRAM-SHA-256-PLUS.
+
+    It records what the client chose (``mechanism gs2-header``) in ``seen`` and checks the
+    channel binding against ``binding_cert_pem``: its own certificate for an honest server,
+    another one to play a server whose TLS peer is not the client (a wrong binding).
+    """
+    mechanism = scramp.ScramMechanism("SCRAM-SHA-256-PLUS")
+    auth = mechanism.make_auth_info(password, iteration_count=4096)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _accept_pg_tls(reader, writer, context)
+        length = struct.unpack("!I", await reader.readexactly(4))[0]
+        await reader.readexactly(length - 4)
+        writer.write(_msg(b"R", struct.pack("!I", 10) + b"SCRAM-SHA-256-PLUS\x00\x00"))
+        body = await _read_msg(reader)
+        name, _, rest = body.partition(b"\x00")
+        client_first = rest[4:].decode()
+        seen.append(f"{name.decode()} {client_first.split(',', 2)[0]}")
+        server = mechanism.make_server(lambda _user: auth, channel_binding=("tls-server-end-point", binding_cert_pem))
+        server.set_client_first(client_first)
+        writer.write(_msg(b"R", struct.pack("!I", 11) + server.get_server_first().encode()))
+        client_final = (await _read_msg(reader)).decode()
+        try:
+            server.set_client_final(client_final)
+        except scramp.ScramException:
+            # What PostgreSQL answers (ERRCODE_PROTOCOL_VIOLATION) when the binding differs.
+            writer.write(_msg(b"E", b"SFATAL\x00C08P01\x00MSCRAM channel binding check failed\x00\x00"))
+            await writer.drain()
+            return
+        writer.write(_msg(b"R", struct.pack("!I", 12) + server.get_server_final().encode()))
+        writer.write(_msg(b"R", struct.pack("!I", 0)))
+        writer.write(_msg(b"Z", b"I"))
+        await writer.drain()
+        await reader.read(1)
+
+    return handle
+
+
+def pg_tls_mitm(upstream_port: int, context: ssl.SSLContext, upstream: ssl.SSLContext, strip_plus: bool) -> Handler:
+    """A TLS-terminating man in the middle in front of a real PostgreSQL server.
+
+    It presents its own certificate (one the client trusts, as an intercepting proxy with a
+    corporate CA would), opens its own TLS connection to the server and relays the rest.
+    With ``strip_plus`` it also removes SCRAM-SHA-256-PLUS from the server's offer.
+    """
+
+    async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+        dst.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _accept_pg_tls(reader, writer, context)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        up_writer.write(SSL_REQUEST)
+        await up_writer.drain()
+        if await up_reader.readexactly(1) != b"S":
+            raise ConnectionError("the server refused TLS")
+        await up_writer.start_tls(upstream, server_hostname="localhost")
+        length = struct.unpack("!I", await reader.readexactly(4))[0]
+        up_writer.write(struct.pack("!I", length) + await reader.readexactly(length - 4))  # the startup message
+        head = await up_reader.readexactly(5)
+        body = await up_reader.readexactly(struct.unpack("!I", head[1:])[0] - 4)
+        if strip_plus and head[:1] == b"R" and body[:4] == struct.pack("!I", 10):
+            offered = [m for m in body[4:].split(b"\x00") if m and not m.endswith(b"-PLUS")]
+            body = struct.pack("!I", 10) + b"".join(m + b"\x00" for m in offered) + b"\x00"
+        writer.write(_msg(head[:1], body))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+        up_writer.close()
+
+    return handle

@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
@@ -88,6 +91,82 @@ def make_tls(directory: Path, cn: str = "localhost", san: str = "DNS:localhost,I
     return Tls(ca, cert, key)
 
 
+@dataclass
+class Issued:
+    cert: Path
+    key: Path
+
+
+def _signed(
+    tls: Tls, subject: x509.Name, public_key: CertificatePublicKeyTypes, *, server: bool, sans: tuple[str, ...], days: int
+) -> bytes:
+    """A leaf certificate signed by the test CA (``tls.cert`` doubles as the CA, see make_tls)."""
+    import datetime
+    import ipaddress
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    ca_cert = x509.load_pem_x509_certificate(tls.cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(tls.key.read_bytes(), password=None)
+    ca_public = ca_cert.public_key()
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey) and isinstance(ca_public, ec.EllipticCurvePublicKey)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        # Key identifiers: a leaf named like its CA (CN=localhost) must not look self-issued to OpenSSL.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_public), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+    )
+    if sans:
+        names: list[x509.GeneralName] = []
+        for san in sans:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(san)))
+            except ValueError:
+                names.append(x509.DNSName(san))
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def issue_cert(tls: Tls, cn: str, directory: Path, *, server: bool = False, sans: tuple[str, ...] = (), days: int = 2) -> Issued:
+    """A fresh EC key and a certificate for ``cn`` signed by the test CA: a TLS client
+    certificate (clientAuth) for mTLS tests, or with ``server`` one a scripted server presents."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    issued = Issued(directory / f"{cn}-{secrets.token_hex(3)}.crt", directory / f"{cn}-{secrets.token_hex(3)}.key")
+    issued.cert.write_bytes(_signed(tls, subject, key.public_key(), server=server, sans=sans, days=days))
+    issued.key.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    issued.key.chmod(0o600)
+    return issued
+
+
+def sign_csr(tls: Tls, csr_pem: str, days: int = 2) -> str:
+    """Sign a client CSR (e.g. from `memories credential generate tls --csr`) with the test CA."""
+    csr = x509.load_pem_x509_csr(csr_pem.encode("ascii"))
+    assert csr.is_signature_valid
+    return _signed(tls, csr.subject, csr.public_key(), server=False, sans=(), days=days).decode("ascii")
+
+
 # -- PostgreSQL ------------------------------------------------------------------------
 @dataclass
 class Postgres:
@@ -115,7 +194,9 @@ class Postgres:
 
 
 @contextmanager
-def postgres_server() -> Iterator[Postgres]:
+def postgres_server(client_ca: bool = False, hba_first: str = "") -> Iterator[Postgres]:
+    """``client_ca``: the test CA also verifies client certificates (``ssl_ca_file``);
+    ``hba_first``: pg_hba.conf lines matched before the default ones (e.g. ``cert`` logins)."""
     root = shared_dir()
     port = free_port()
     # DNS:localhost only: connecting by 127.0.0.1 must then fail hostname verification (RM-4).
@@ -153,10 +234,11 @@ def postgres_server() -> Iterator[Postgres]:
         conf.write(
             f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{root / 'sock'}'\n"
             f"ssl = on\nssl_cert_file = '{tls.cert}'\nssl_key_file = '{tls.key}'\n"
-            "password_encryption = 'scram-sha-256'\nfsync = off\nmax_connections = 50\n"
+            + (f"ssl_ca_file = '{tls.ca}'\n" if client_ca else "")
+            + "password_encryption = 'scram-sha-256'\nfsync = off\nmax_connections = 50\n"
         )
     (root / "data" / "pg_hba.conf").write_text(
-        "local all all scram-sha-256\n"
+        hba_first + "local all all scram-sha-256\n"
         "hostssl all md5user 127.0.0.1/32 md5\n"
         "hostssl all all 127.0.0.1/32 scram-sha-256\n"
         "hostnossl all all 0.0.0.0/0 reject\n"
@@ -272,7 +354,8 @@ class Redis:
 
 
 @contextmanager
-def redis_server(tls_on: bool = True) -> Iterator[Redis]:
+def redis_server(tls_on: bool = True, auth_clients: bool = False) -> Iterator[Redis]:
+    """``auth_clients``: TLS clients must present a certificate signed by the test CA (mTLS)."""
     root = shared_dir()
     port = free_port()
     tls = make_tls(root)
@@ -303,7 +386,7 @@ def redis_server(tls_on: bool = True) -> Iterator[Redis]:
             "--tls-ca-cert-file",
             str(tls.ca),
             "--tls-auth-clients",
-            "no",
+            "yes" if auth_clients else "no",
         ]
     else:
         args += ["--port", str(port)]
@@ -365,33 +448,56 @@ class Ftp:
     root: Path
     user: str
     password: str
+    commands: Path  # one received command verb per line (never its argument): what the server was sent
+    tls: Tls | None = None
+
+    def received(self) -> list[str]:
+        return self.commands.read_text().split() if self.commands.exists() else []
+
+
+_FTP_SCRIPT = """
+import sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.servers import FTPServer
+port, home, password, log, cert, key = sys.argv[1:7]
+if cert:
+    from pyftpdlib.handlers import TLS_FTPHandler as Base
+    Base.certfile, Base.keyfile = cert, key
+    Base.tls_control_required = Base.tls_data_required = True
+else:
+    from pyftpdlib.handlers import FTPHandler as Base
+class Handler(Base):
+    def pre_process_command(self, line, cmd, arg):
+        with open(log, "a") as out:
+            out.write(cmd + chr(10))
+        return super().pre_process_command(line, cmd, arg)
+a = DummyAuthorizer(); a.add_user("ana", password, home, perm="elradfmw")
+Handler.authorizer = a
+Handler.passive_ports = range(60000, 60100)
+FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
+"""
 
 
 @contextmanager
-def ftp_server() -> Iterator[Ftp]:
+def ftp_server(tls: Tls | None = None) -> Iterator[Ftp]:
+    """pyftpdlib; with ``tls`` it is an explicit-FTPS server (TLS_FTPHandler) that requires TLS
+    on the control and data channels, presenting ``tls.cert``."""
     root = Path(tempfile.mkdtemp(prefix="memories-ftp-"))
     (root / "files").mkdir()
     (root / "files" / "hello.txt").write_text("hello from ftp\n")
     port = free_port()
     password = secrets.token_hex(8)
-    script = (
-        "import sys\n"
-        "from pyftpdlib.authorizers import DummyAuthorizer\n"
-        "from pyftpdlib.handlers import FTPHandler\n"
-        "from pyftpdlib.servers import FTPServer\n"
-        "a = DummyAuthorizer(); a.add_user('ana', sys.argv[3], sys.argv[2], perm='elradfmw')\n"
-        "h = FTPHandler; h.authorizer = a; h.passive_ports = range(60000, 60100)\n"
-        "FTPServer(('127.0.0.1', int(sys.argv[1])), h).serve_forever()\n"
-    )
+    commands = root / "commands.log"
+    cert, key = (str(tls.cert), str(tls.key)) if tls else ("", "")
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(port), str(root / "files"), password],
+        [sys.executable, "-c", _FTP_SCRIPT, str(port), str(root / "files"), password, str(commands), cert, key],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         wait_port(port)
-        yield Ftp(port, root / "files", "ana", password)
+        yield Ftp(port, root / "files", "ana", password, commands, tls)
     finally:
         proc.terminate()
         proc.wait(20)

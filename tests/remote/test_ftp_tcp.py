@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,81 @@ def test_tcp_over_verified_tls(elevated: Cli) -> None:
         assert _exec(elevated, session, "over tls")["result"]["output"] == "echo:over tls"
         elevated.ok("remote", "close", session)
         assert elevated.err("remote", "open", "echo-tls-noca")["code"] == "remote_tls_failed"
+
+
+def _ftps_credential(cli: Cli, name: str, server: Ftp, ca: str) -> None:
+    cli.ok(
+        "credential",
+        "new",
+        "ftp",
+        "--name",
+        name,
+        "--host",
+        "localhost",
+        "--port",
+        str(server.port),
+        "--user",
+        server.user,
+        "--password-stdin",
+        "--tls",
+        "required",
+        "--tls-ca",
+        ca,
+        input=server.password + "\n",
+    )
+
+
+def test_ftps_list_get_put_with_verified_certificate(elevated: Cli, ftps: Ftp, tmp_path: Path) -> None:
+    """RM-4/RM-5: `--tls required` is explicit FTPS: AUTH TLS first, certificate verified against the tls-ca
+    credential, data channel protected (PROT P); list, get and put work over it."""
+    assert ftps.tls is not None
+    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-ca", "--pem-file", str(ftps.tls.ca))
+    _ftps_credential(elevated, "ftps-files", ftps, "ftps-ca")
+    assert elevated.ok("credential", "show", "ftps-files")["public"]["tls"] == "required"
+    session = elevated.ok("remote", "open", "ftps-files")["session"]
+    assert "hello.txt" in _exec(elevated, session, "list")["result"]["output"]
+    out = tmp_path / "got.txt"
+    ticket = elevated.ok("remote", "propose", session, "get hello.txt")
+    elevated.ok("remote", "approve", ticket["ticket"])
+    elevated.ok("remote", "exec", ticket["ticket"], "--output", str(out))
+    assert out.read_text() == "hello from ftp\n"
+    upload = tmp_path / "secure.bin"
+    payload = b"\x00over ftps\xff"
+    upload.write_bytes(payload)
+    assert _exec(elevated, session, "put secure.bin", "--data-file", str(upload))["result"]["stored"] == len(payload)
+    assert (ftps.root / "secure.bin").read_bytes() == payload
+    elevated.ok("remote", "close", session)
+    received = ftps.received()
+    # The server requires TLS on both channels (tls_control/data_required); AUTH came before any login.
+    assert received[0] == "AUTH" and received.index("AUTH") < received.index("USER") < received.index("PASS")
+    assert "PROT" in received
+
+
+def test_ftps_certificate_from_another_ca_is_refused(elevated: Cli, ftps: Ftp, tmp_path: Path) -> None:
+    """RM-4: an FTPS server whose certificate another CA issued is refused (typed); no login is attempted."""
+    from tests.remote.servers import make_tls
+
+    other = make_tls(tmp_path)
+    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-other-ca", "--pem-file", str(other.ca))
+    _ftps_credential(elevated, "ftps-wrong-ca", ftps, "ftps-other-ca")
+    before = len(ftps.received())
+    err = elevated.err("remote", "open", "ftps-wrong-ca")
+    assert err["code"] == "remote_tls_failed" and ftps.password not in err["message"]
+    time.sleep(0.3)  # let the server log anything still in flight
+    assert ftps.received()[before:] == ["AUTH"]
+
+
+def test_ftps_required_refuses_a_plaintext_only_server(elevated: Cli, tmp_path: Path) -> None:
+    """RM-4: FTPS required against a server without AUTH TLS is refused, and the password is never sent in clear."""
+    from tests.remote.servers import ftp_server, make_tls
+
+    ca = make_tls(tmp_path)
+    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-plain-ca", "--pem-file", str(ca.ca))
+    with ftp_server() as plain:
+        _ftps_credential(elevated, "ftps-plain", plain, "ftps-plain-ca")
+        err = elevated.err("remote", "open", "ftps-plain")
+        assert err["code"] == "remote_tls_failed" and "AUTH TLS" in err["message"]
+        assert plain.password not in err["message"]
+        time.sleep(0.3)  # let the server log anything still in flight
+        received = plain.received()
+    assert received == ["AUTH"], received  # no USER, and above all no PASS, ever reached the server

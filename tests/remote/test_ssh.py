@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli
+from tests.helpers import Cli, require
 from tests.remote import fakes
+from tests.remote.conftest import other_namespace
 from tests.remote.servers import Sshd
 
 
@@ -214,3 +217,70 @@ def test_ssh_proxy_forwards_through_the_daemons_connection(elevated: Cli, sshd: 
                 assert sock.recv(100) == b"echo:through ssh"
         elevated.ok("proxy", "stop", proxy["proxy"])
     assert elevated.ok("proxy", "list")["proxies"] == []
+
+
+def _keygen(path: Path, *args: str) -> Path:
+    require(shutil.which("ssh-keygen") is not None, "ssh-keygen (apt: openssh-client)")
+    subprocess.run(["ssh-keygen", "-q", "-N", "", "-f", str(path), *args], check=True)
+    return path
+
+
+def _ssh_credential(cli: Cli, name: str, host_key: str, *auth: str, input: str | None = None) -> None:
+    cli.ok(
+        "credential",
+        "new",
+        "ssh",
+        "--name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--user",
+        "deploy",
+        "--host-key",
+        host_key,
+        *auth,
+        input=input,
+    )
+
+
+@pytest.mark.parametrize("keytype", [("-t", "ed25519", "-C", "ana@laptop"), ("-t", "rsa", "-b", "2048", "-m", "PEM")])
+def test_public_key_of_an_imported_identity_file(elevated: Cli, tmp_path: Path, keytype: tuple[str, ...]) -> None:
+    """RM-2/RM-3: `credential public` of an ssh credential holding an imported key prints exactly what
+    `ssh-keygen -y -f KEY` prints (comment included), plus the stored certificate line; never the private key."""
+    key = _keygen(tmp_path / "id", *keytype)
+    ca = _keygen(tmp_path / "ca", "-t", "ed25519")
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "t", "-n", "deploy", "-V", "-5m:+1h", f"{key}.pub"], check=True)
+    host_key = " ".join(Path(f"{ca}.pub").read_text().split()[:2])
+    name = f"pub-{keytype[1]}"
+    _ssh_credential(elevated, name, host_key, "--identity-file", str(key))
+    _ssh_credential(elevated, f"{name}-cert", host_key, "--identity-file", str(key), "--certificate-file", f"{key}-cert.pub")
+    expected = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True, check=True).stdout.strip()
+    private_body = "".join(key.read_text().splitlines()[1:-1])
+
+    printed = elevated.run("credential", "public", name)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.strip() == expected
+    with_cert = elevated.run("credential", "public", f"{name}-cert")
+    assert with_cert.stdout.splitlines() == [expected, Path(f"{key}-cert.pub").read_text().strip()]
+    as_json = elevated.ok("credential", "public", name)
+    assert as_json == {"type": "ssh", "public_key": expected, "certificate": ""}
+    for out in (printed.stdout, with_cert.stdout, str(as_json), printed.stderr):
+        assert "PRIVATE" not in out and private_body[:40] not in out
+
+
+def test_public_key_needs_sudo_and_a_key(elevated: Cli, tmp_path: Path) -> None:
+    """RM-3/API-8: deriving it decrypts the private key, so another (unelevated) shell gets elevation_required;
+    a password-only ssh credential has no key and says so; a --key credential shows that key's line."""
+    key = _keygen(tmp_path / "id", "-t", "ed25519")
+    host_key = " ".join(Path(f"{key}.pub").read_text().split()[:2])
+    _ssh_credential(elevated, "pub-sudo", host_key, "--identity-file", str(key))
+    _ssh_credential(elevated, "pub-password", host_key, "--password-stdin", input="s3cret-pw-xyz\n")
+    proc = other_namespace(elevated, "credential", "public", "pub-sudo")
+    assert proc.returncode != 0 and json.loads(proc.stdout)["error"]["code"] == "elevation_required"
+    err = elevated.err("credential", "public", "pub-password")
+    assert err["code"] == "invalid_input" and "password" in err["message"] and "s3cret" not in err["message"]
+    elevated.ok("credential", "new", "ssh-key", "--name", "pub-imported-key", "--identity-file", str(key))
+    _ssh_credential(elevated, "pub-by-ref", host_key, "--key", "pub-imported-key")
+    line = elevated.ok("credential", "public", "pub-by-ref")["public_key"]
+    assert line == elevated.ok("credential", "public", "pub-imported-key")["public_key"]
+    assert line.split()[:2] == Path(f"{key}.pub").read_text().split()[:2]

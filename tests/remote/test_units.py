@@ -164,3 +164,30 @@ def test_target_validation() -> None:
     with pytest.raises(MemoriesError) as info:
         targets.check_allowed(target, "10.0.0.1")
     assert info.value.code == "host_not_allowed"
+
+
+def test_ssh_public_line_reads_every_login_format_and_refuses_the_rest() -> None:
+    """RM-2/RM-3: the public line derives from OpenSSH, PKCS#1 and PKCS#8 keys (comment kept); an encrypted key,
+    a public key or garbage is invalid_input with a fixed sentence that quotes nothing of the input."""
+    import asyncssh
+
+    from engine.remote.keygen import ssh_public_line
+
+    key = asyncssh.generate_private_key("ssh-ed25519", comment="ana@laptop")
+    expected = key.export_public_key("openssh").decode().strip()
+    assert expected.endswith(" ana@laptop")
+    assert ssh_public_line(key.export_private_key("openssh").decode()) == expected
+    assert ssh_public_line(key.export_private_key("openssh").decode(), "renamed").endswith(" renamed")
+    rsa = asyncssh.generate_private_key("ssh-rsa", key_size=2048)
+    for fmt in ("pkcs1-pem", "pkcs8-pem"):
+        assert ssh_public_line(rsa.export_private_key(fmt).decode()).split()[:2] == rsa.export_public_key().decode().split()[:2]
+    bad = [
+        key.export_private_key("pkcs8-pem", passphrase="pw").decode(),
+        expected,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-base64!!\n-----END OPENSSH PRIVATE KEY-----\n",
+        "",
+    ]
+    for text in bad:
+        with pytest.raises(MemoriesError) as caught:
+            ssh_public_line(text)
+        assert caught.value.code == "invalid_input" and "not-base64" not in caught.value.message

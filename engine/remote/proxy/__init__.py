@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from engine.remote.proxy.listener import ProxyListener
+from engine.remote.proxy.listener import ProxyLimits, ProxyListener
 from engine.remote.targets import Target
 
-__all__ = ["ProxyListener", "proxy_for", "PROXY_TYPES"]
+__all__ = ["ProxyListener", "ProxyLimits", "proxy_for", "PROXY_TYPES"]
 
 PROXY_TYPES = frozenset({"postgres", "redis", "mysql", "ssh"})
 
 
-def proxy_for(proxy_id: str, target: Target, host: str, forward: tuple[str, int] | None = None) -> ProxyListener:
+def proxy_for(
+    proxy_id: str,
+    target: Target,
+    host: str,
+    forward: tuple[str, int] | None = None,
+    limits: ProxyLimits | None = None,
+) -> ProxyListener:
+    listener = _listener(proxy_id, target, host, forward)
+    if limits is not None:
+        listener.limits = limits
+    return listener
+
+
+def _listener(proxy_id: str, target: Target, host: str, forward: tuple[str, int] | None) -> ProxyListener:
     from engine.errors import MemoriesError
 
     if target.ctype == "ssh":

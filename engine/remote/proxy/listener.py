@@ -8,13 +8,22 @@ import logging
 import socket
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import MemoriesError
 from engine.remote.proxy.relay import relay
 from engine.remote.targets import Target
 
-__all__ = ["ProxyListener", "HANDSHAKE_SECONDS", "MAX_PACKET", "MAX_CLIENTS", "LIFETIME_SECONDS", "Streams"]
+__all__ = [
+    "ProxyListener",
+    "ProxyLimits",
+    "HANDSHAKE_SECONDS",
+    "MAX_PACKET",
+    "MAX_CLIENTS",
+    "LIFETIME_SECONDS",
+    "Streams",
+]
 
 log = logging.getLogger("memories.remote.proxy")
 
@@ -24,6 +33,28 @@ MAX_CLIENTS = 16
 LIFETIME_SECONDS = 30 * 60.0
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+@dataclass(frozen=True)
+class ProxyLimits:
+    """The handshake deadline and lifetime one listener enforces (PX-2, PX-4).
+
+    Build it with :meth:`shortened`: the engine config may only make either limit shorter
+    than the SPEC defaults (so tests can watch a deadline pass), never longer.
+    """
+
+    handshake_seconds: float = HANDSHAKE_SECONDS
+    lifetime_seconds: float = LIFETIME_SECONDS
+
+    @classmethod
+    def shortened(cls, handshake_seconds: float | None = None, lifetime_seconds: float | None = None) -> ProxyLimits:
+        def clamp(value: float | None, default: float) -> float:
+            # Not positive (or NaN) means "not configured"; anything above the default is capped at it.
+            if value is None or not value > 0:
+                return default
+            return min(float(value), default)
+
+        return cls(clamp(handshake_seconds, HANDSHAKE_SECONDS), clamp(lifetime_seconds, LIFETIME_SECONDS))
 
 
 class ProxyListener(ABC):
@@ -43,6 +74,9 @@ class ProxyListener(ABC):
         self._server: asyncio.Server | None = None
         self._workers: set[asyncio.Task[None]] = set()
         self._expiry: asyncio.TimerHandle | None = None
+        self._expiring: asyncio.Task[None] | None = None
+        self.limits = ProxyLimits()
+        self._expires_at = time.monotonic() + self.limits.lifetime_seconds  # set again by start()
 
     # -- protocol specifics -------------------------------------------------------------
     @abstractmethod
@@ -65,9 +99,15 @@ class ProxyListener(ABC):
             sock.close()
             raise MemoriesError("invalid_input", "That local port cannot be bound.") from exc
         self.port = int(sock.getsockname()[1])
-        loop = asyncio.get_running_loop()
-        # PX-4: a proxy lives at most 30 minutes, whatever the traffic.
-        self._expiry = loop.call_later(LIFETIME_SECONDS, lambda: loop.create_task(self.stop()))
+        # PX-4: a proxy lives at most 30 minutes (or the configured shorter lifetime), whatever the traffic.
+        lifetime = self.limits.lifetime_seconds
+        self._expires_at = time.monotonic() + lifetime
+        self._expiry = asyncio.get_running_loop().call_later(lifetime, self._expire)
+
+    def _expire(self) -> None:
+        log.info("proxy %s lifetime over", self.ctype)
+        # Keep a reference: the loop holds tasks only weakly, and this one must run to the end.
+        self._expiring = asyncio.get_running_loop().create_task(self.stop())
 
     @property
     def clients(self) -> int:
@@ -81,7 +121,8 @@ class ProxyListener(ABC):
             "port": self.port,
             "address": f"127.0.0.1:{self.port}",
             "clients": self.clients,
-            "expires_in": max(0, int(self.started + LIFETIME_SECONDS - time.time())),
+            # Monotonic: a wall-clock jump must neither extend nor cut the remaining lifetime shown.
+            "expires_in": 0 if self.stopped else max(0, int(self._expires_at - time.monotonic())),
         }
 
     async def stop(self) -> None:
@@ -95,6 +136,9 @@ class ProxyListener(ABC):
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        # One more loop pass: transports close their sockets in a loop callback after abort()
+        # (uvloop in its close phase), so the caller's "stopped" follows the actual close.
+        await asyncio.sleep(0)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
@@ -102,6 +146,8 @@ class ProxyListener(ABC):
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.stopped or len(self._workers) >= MAX_CLIENTS:
             writer.transport.abort()  # PX-2: at most 16 clients; the extra one is closed, others unaffected
+            if not self.stopped:
+                log.info("proxy %s client limit reached", self.ctype)
             return
         task = asyncio.current_task()
         assert task is not None
@@ -118,7 +164,7 @@ class ProxyListener(ABC):
         upstream: Streams | None = None
         try:
             try:
-                async with asyncio.timeout(HANDSHAKE_SECONDS):
+                async with asyncio.timeout(self.limits.handshake_seconds):
                     upstream = await self.handshake(client)
             except TimeoutError:
                 self.failed_handshakes += 1

@@ -1,7 +1,8 @@
 """MySQL/MariaDB proxy handshake (PX-2, PX-3).
 
 Upstream first: read the server greeting, send SSLRequest and switch to TLS
-(hostname verified) unless the credential disables TLS, then answer with the
+(hostname verified, with the credential's client certificate if it names one)
+unless the credential disables TLS, then answer with the
 credential's user, database and a scramble for the server's plugin
 (``mysql_native_password``, ``caching_sha2_password`` or MariaDB's
 ``client_ed25519``), following at most two auth switches. caching_sha2's full
@@ -20,9 +21,9 @@ import os
 import ssl
 
 from engine.errors import MemoriesError
-from engine.remote.mysql_auth import caching_sha2_scramble, ed25519_signature, native_scramble
+from engine.remote.mysql_auth import access_denied, caching_sha2_scramble, ed25519_signature, native_scramble
 from engine.remote.proxy.listener import MAX_PACKET, ProxyListener, Streams
-from engine.remote.tls import client_context
+from engine.remote.tls import client_context, tls_error
 
 __all__ = ["MysqlProxy", "Greeting", "parse_greeting", "build_greeting", "read_packet", "packet"]
 
@@ -155,6 +156,14 @@ class _Refused(Exception):
 
 
 class MysqlProxy(ProxyListener):
+    _tls: ssl.SSLContext | None
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """One context per proxy: the client key is loaded once, and dropped with the proxy (PX-4)."""
+        if not hasattr(self, "_tls"):
+            self._tls = client_context(self.target)
+        return self._tls
+
     def scramble_for(self, plugin: str, nonce: bytes, tls: bool) -> bytes:
         password = self.target.password
         if plugin == NATIVE:
@@ -192,7 +201,7 @@ class MysqlProxy(ProxyListener):
 
     async def start_tls(self, upstream: Streams, greeting: Greeting, hello: ClientHello) -> int:
         """SSLRequest, then TLS. The server takes capabilities from *this* packet, so it carries the final ones."""
-        context = client_context(self.target)
+        context = self.tls_context()
         if context is None:
             return 1
         if not greeting.caps & CLIENT_SSL:
@@ -203,7 +212,7 @@ class MysqlProxy(ProxyListener):
         try:
             await upstream[1].start_tls(context, server_hostname=self.host)
         except (ssl.SSLError, ssl.CertificateError) as exc:
-            raise MemoriesError("remote_tls_failed") from exc
+            raise tls_error(exc, self.target) from exc
         return 2
 
     async def login(self, upstream: Streams, greeting: Greeting, seq: int, tls: bool, hello: ClientHello) -> bytes:
@@ -236,7 +245,7 @@ class MysqlProxy(ProxyListener):
             if head == b"\xff":
                 code = int.from_bytes(reply[1:3], "little") if len(reply) >= 3 else 0
                 if code == ER_ACCESS_DENIED:
-                    raise MemoriesError("remote_auth_failed")
+                    raise access_denied(target)
                 raise MemoriesError("remote_error", f"The MySQL server refused the login ({code}).")
             if head == b"\xfe" and len(reply) > 1:  # AuthSwitchRequest
                 name, _, data = reply[1:].partition(b"\x00")
@@ -265,7 +274,11 @@ class MysqlProxy(ProxyListener):
             client_seq, payload = await read_packet(client[0])
             hello = parse_client_response(payload)
             seq = await self.start_tls(upstream, greeting, hello)
-            ok = await self.login(upstream, greeting, seq, seq == 2, hello)
+            try:
+                ok = await self.login(upstream, greeting, seq, seq == 2, hello)
+            except ssl.SSLError as exc:
+                # TLS 1.3: a refused client certificate arrives as an alert on the first read.
+                raise tls_error(exc, self.target) from exc
             client[1].write(packet(client_seq + 1, ok))
             await client[1].drain()
             return upstream

@@ -16,7 +16,7 @@ import logging
 import asyncssh
 
 from engine.errors import MemoriesError
-from engine.remote.proxy.listener import HANDSHAKE_SECONDS, ProxyListener, Streams
+from engine.remote.proxy.listener import ProxyListener, Streams
 from engine.remote.sessions.ssh import ssh_connect
 from engine.remote.targets import Target
 
@@ -44,7 +44,7 @@ class SshProxy(ProxyListener):
 
     async def serve_client(self, client: Streams) -> None:
         try:
-            async with asyncio.timeout(HANDSHAKE_SECONDS):
+            async with asyncio.timeout(self.limits.handshake_seconds):
                 conn = await self.connection()
                 up_reader, up_writer = await conn.open_connection(self.dest_host, self.dest_port)
         except (MemoriesError, asyncssh.Error, OSError, TimeoutError) as exc:

@@ -34,17 +34,41 @@ class FtpSession(RemoteSession):
         ftp = ftplib.FTP_TLS(context=context, timeout=CONNECT_TIMEOUT) if context else ftplib.FTP(timeout=CONNECT_TIMEOUT)
         try:
             ftp.connect(self.host, self.target.port)
+            if isinstance(ftp, ftplib.FTP_TLS):
+                self._secure(ftp)
             ftp.login(self.target.user, self.target.password)
             if isinstance(ftp, ftplib.FTP_TLS):
-                ftp.prot_p()
+                try:
+                    ftp.prot_p()  # file transfers (the data channel) are encrypted as well
+                except ftplib.Error as exc:
+                    raise MemoriesError(
+                        "remote_tls_failed", "The FTP server refused to encrypt file transfers (PROT P)."
+                    ) from exc
         except BaseException:
             ftp.close()
             raise
         return ftp
 
+    @staticmethod
+    def _secure(ftp: ftplib.FTP_TLS) -> None:
+        """Explicit FTPS (RFC 4217): AUTH TLS before USER/PASS, so the password never travels in clear.
+
+        The certificate and hostname are verified by the context (RM-4); a verify failure is an
+        SSLError that connect() maps to remote_tls_failed. A server that does not accept AUTH TLS
+        is refused here, before any credential is sent.
+        """
+        try:
+            ftp.auth()
+        except ftplib.Error as exc:
+            raise MemoriesError(
+                "remote_tls_failed", "The FTP server does not offer TLS (AUTH TLS was refused); no credential was sent."
+            ) from exc
+
     async def connect(self) -> None:
         try:
             self._ftp = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        except MemoriesError:
+            raise
         except ftplib.error_perm as exc:
             raise MemoriesError("remote_auth_failed") from exc
         except ftplib.Error as exc:

@@ -1,14 +1,20 @@
-"""MySQL/MariaDB sessions over PyMySQL (blocking, so each call runs in the loop's executor)."""
+"""MySQL/MariaDB sessions over PyMySQL (blocking, so each call runs in the loop's executor).
+
+TLS uses the engine's context (RM-4), which also carries the credential's client
+certificate when it names one (PyMySQL takes a ready ``SSLContext``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Any
 
 import pymysql
 
 from engine.errors import MemoriesError
+from engine.remote.mysql_auth import access_denied
 from engine.remote.sessions.base import (
     CONNECT_TIMEOUT,
     EXEC_TIMEOUT,
@@ -17,7 +23,7 @@ from engine.remote.sessions.base import (
     connect_error,
     server_message,
 )
-from engine.remote.tls import client_context
+from engine.remote.tls import client_context, tls_error
 
 __all__ = ["MysqlSession"]
 
@@ -50,8 +56,11 @@ class MysqlSession(RemoteSession):
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
             if code == ER_ACCESS_DENIED:
-                raise MemoriesError("remote_auth_failed") from exc
+                raise access_denied(self.target) from exc
             cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ssl.SSLError | ssl.CertificateError):
+                # Also a client certificate the server refused (TLS 1.3 reports it on the first read).
+                raise tls_error(cause, self.target) from exc
             if cause is not None:
                 raise connect_error(cause) from exc
             raise MemoriesError("remote_unreachable") from exc

@@ -1,7 +1,14 @@
-"""Redis sessions over redis-py's asyncio client: direct TLS by default (RM-4, PX-2)."""
+"""Redis sessions over redis-py's asyncio client: direct TLS by default (RM-4, PX-2).
+
+TLS uses the engine's own context (:func:`engine.remote.tls.client_context`: system
+trust plus the tls_ca, hostname always verified, and the credential's client
+certificate), handed to redis-py's connection instead of its file-path options, so
+the client key never has to exist as a file.
+"""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -16,8 +23,17 @@ from engine.remote.sessions.base import (
     connect_error,
     server_message,
 )
+from engine.remote.tls import client_context, tls_error
 
 __all__ = ["RedisSession"]
+
+
+class _ContextSSLConnection(aioredis.SSLConnection):
+    """redis-py's TLS connection, but with a ready context instead of one built from file paths."""
+
+    def __init__(self, *, tls_context: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ssl_context.context = tls_context  # RedisSSLContext.get() returns a preset context as it is
 
 
 def _plain(value: Any, budget: list[int]) -> Any:
@@ -36,22 +52,21 @@ class RedisSession(RemoteSession):
     _client: aioredis.Redis | None = None
 
     async def connect(self) -> None:
-        tls = self.target.tls != "disabled"
-        client = aioredis.Redis(
-            host=self.host,
-            port=self.target.port,
-            username=self.target.user or None,
-            password=self.target.password or None,
-            db=int(self.target.database) if self.target.database.isdigit() else 0,
-            ssl=tls,
-            ssl_cert_reqs="required",
-            ssl_check_hostname=True,
-            ssl_ca_data=self.target.tls_ca_pem or None,
-            socket_connect_timeout=CONNECT_TIMEOUT,
-            socket_timeout=EXEC_TIMEOUT,
-            retry_on_timeout=False,
-            decode_responses=False,
-        )
+        context = client_context(self.target)
+        options: dict[str, Any] = {
+            "host": self.host,
+            "port": self.target.port,
+            "username": self.target.user or None,
+            "password": self.target.password or None,
+            "db": int(self.target.database) if self.target.database.isdigit() else 0,
+            "socket_connect_timeout": CONNECT_TIMEOUT,
+            "socket_timeout": EXEC_TIMEOUT,
+            "retry_on_timeout": False,
+            "decode_responses": False,
+        }
+        if context is not None:
+            options.update(connection_class=_ContextSSLConnection, tls_context=context)
+        client = aioredis.Redis.from_pool(aioredis.ConnectionPool(**options))
         # Raw replies: the user approved a command, not redis-py's Python-side reinterpretation of it.
         client.response_callbacks.clear()
         try:
@@ -63,6 +78,9 @@ class RedisSession(RemoteSession):
             if isinstance(exc, rexc.ResponseError) and "NOAUTH" in str(exc):
                 raise MemoriesError("remote_auth_failed") from exc
             cause = exc.__cause__ or exc.__context__
+            if isinstance(exc, rexc.ConnectionError) and isinstance(cause, ssl.SSLError | ssl.CertificateError):
+                # Also a client certificate the server refused (TLS 1.3 reports it on the first read).
+                raise tls_error(cause, self.target) from exc
             if isinstance(exc, rexc.ConnectionError) and cause is not None:
                 raise connect_error(cause) from exc
             raise connect_error(exc) from exc

@@ -1,7 +1,8 @@
 """Credential ops for remote targets and generated keys (RM-1…RM-4).
 
 ``credential_new`` stores a remote target (postgres, mysql, redis, ssh, ftp, tcp),
-a PEM CA (``tls_ca``) or an imported SSH key (``ssh_key``). ``credential_generate``
+a PEM CA (``tls_ca``), an imported SSH key (``ssh_key``) or an imported TLS client
+certificate with its key (``tls_cert``, for mTLS). ``credential_generate``
 (under sudo) creates key material inside the engine; ``credential_public`` derives
 only the public half. No op here returns a secret body.
 """
@@ -17,7 +18,7 @@ from engine.remote import keygen, targets
 from engine.service.caller import Caller
 from engine.service.registry import op
 from engine.service.requests import Request
-from engine.service.service import Service
+from engine.service.service import Service, Unlocked
 from engine.vault.credentials import (
     create_credential,
     credential_summary,
@@ -35,7 +36,7 @@ Short = Annotated[str, msgspec.Meta(max_length=1000)]
 Pem = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 
-NEW_TYPES = targets.REMOTE_TYPES | {"tls_ca", "ssh_key"}
+NEW_TYPES = targets.REMOTE_TYPES | {"tls_ca", "ssh_key", "tls_cert"}
 
 
 class CredentialNew(Request, tag="credential_new"):
@@ -47,6 +48,7 @@ class CredentialNew(Request, tag="credential_new"):
     database: Short | None = None
     tls: Literal["required", "disabled"] | None = None
     tls_ca: Ref | None = None
+    tls_cert: Ref | None = None  # a tls_cert credential: the client certificate for mTLS (postgres/mysql/redis)
     allow_hosts: Annotated[list[HostStr], msgspec.Meta(max_length=64)] = []
     allow_auth: Annotated[list[Literal["md5", "cleartext"]], msgspec.Meta(max_length=2)] = []
     password: Secret | None = None
@@ -100,6 +102,8 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
             raise MemoriesError("invalid_input", "An ssh_key credential needs an OpenSSH private key.")
         line = keygen.ssh_public_line(request.private_key)
         return {"public_key": line}, {"private_key": request.private_key}
+    if request.type == "tls_cert":
+        return _import_tls_cert(service, request)
     fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type"}}
     public, secret = targets.build(request.type, fields)
     state = service.require_unlocked()
@@ -109,6 +113,11 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
         if ca.ctype != "tls_ca":
             raise MemoriesError("invalid_input", "--tls-ca must name a tls_ca credential.")
         public["tls_ca"] = ca.asset_id.hex()
+    if request.tls_cert:
+        client = read_credential(service, state, request.tls_cert)
+        if client.ctype != "tls_cert":
+            raise MemoriesError("invalid_input", "--tls-cert must name a tls_cert credential (`credential generate tls`).")
+        public["tls_cert"] = client.asset_id.hex()
     if request.type == "ssh":
         if request.key:
             key = read_credential(service, state, request.key)
@@ -120,6 +129,27 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
     elif request.key or request.private_key or request.certificate:
         raise MemoriesError("invalid_input", "Keys and certificates belong to ssh credentials.")
     return public, secret
+
+
+def _import_tls_cert(service: Service, request: CredentialNew) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An mTLS client certificate (chain) with its key: the key from a file, or, for a CA-signed
+    certificate of a generated key (`generate tls --csr`), copied from that tls_cert credential (--key)."""
+    from engine.remote.tls import check_client_pair
+
+    if not request.certificate:
+        raise MemoriesError("invalid_input", "A tls_cert credential needs its PEM certificate (--certificate-file).")
+    key_pem = request.private_key or ""
+    if request.key:
+        if key_pem:
+            raise MemoriesError("invalid_input", "Give the private key either as a file or as --key, not both.")
+        source = read_credential(service, service.require_unlocked(), request.key)
+        if source.ctype != "tls_cert":
+            raise MemoriesError("invalid_input", "--key must name a tls_cert credential (e.g. from `credential generate tls`).")
+        key_pem = str(source.secret.get("private_key", ""))
+    if not key_pem:
+        raise MemoriesError("invalid_input", "A tls_cert credential needs its private key (--key-file, or --key CRED).")
+    certificate, private = check_client_pair(request.certificate, key_pem)
+    return {"certificate": certificate}, {"private_key": private}
 
 
 @op(CredentialNew)
@@ -154,10 +184,12 @@ def credential_generate(service: Service, request: CredentialGenerate, caller: C
 
 @op(CredentialPublic)
 def credential_public(service: Service, request: CredentialPublic, caller: Caller) -> dict[str, Any]:
-    """RM-3: the OpenSSH public key line or PEM certificate, derived from stored public fields."""
+    """RM-3: the OpenSSH public key line or PEM certificate; never a private key."""
     state = service.require_unlocked()
     summary = credential_summary(service, state, find_credential(service, state, request.id))
     public = summary["public"]
+    if summary["type"] == "ssh":
+        return _ssh_public(service, state, request.id, caller)
     if summary["type"] == "ssh_key":
         return {"type": "ssh_key", "public_key": public["public_key"]}
     if summary["type"] == "tls_cert":
@@ -165,6 +197,23 @@ def credential_public(service: Service, request: CredentialPublic, caller: Calle
     if summary["type"] == "tls_ca":
         return {"type": "tls_ca", "certificate": public["pem"]}
     raise MemoriesError("invalid_input", "That credential has no public key or certificate.")
+
+
+def _ssh_public(service: Service, state: Unlocked, ref: str, caller: Caller) -> dict[str, Any]:
+    """An ssh credential's login key as an OpenSSH line (plus its certificate line, if stored)."""
+    # Deriving it decrypts the stored private key, so it needs sudo like key generation (RM-3).
+    if not service.session.is_elevated(caller.namespace):
+        raise MemoriesError("elevation_required")
+    cred = read_credential(service, state, ref)
+    certificate = str(cred.public.get("certificate", ""))
+    if cred.public.get("key_ref"):
+        key = read_credential(service, state, str(cred.public["key_ref"]))
+        line = str(key.public.get("public_key", "")) or keygen.ssh_public_line(str(key.secret.get("private_key", "")))
+    elif cred.secret.get("private_key"):
+        line = keygen.ssh_public_line(str(cred.secret["private_key"]))
+    else:
+        raise MemoriesError("invalid_input", "This SSH credential logs in with a password; it holds no key to show.")
+    return {"type": "ssh", "public_key": line, "certificate": certificate}
 
 
 @op(CredentialList)

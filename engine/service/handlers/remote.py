@@ -78,7 +78,7 @@ class RemoteList(Request, tag="remote_list"):
 
 
 def resolve_target(service: Service, state: Unlocked, ref: str, host: str | None) -> tuple[targets.Target, str]:
-    """Decrypt a remote credential (plus its CA / key references) and check the allowlist (RM-1)."""
+    """Decrypt a remote credential (plus its CA / key / client certificate references) and check the allowlist (RM-1)."""
     cred = read_credential(service, state, ref)
     if cred.ctype not in targets.REMOTE_TYPES:
         raise MemoriesError("invalid_input", "That credential is not a remote target.")
@@ -90,7 +90,11 @@ def resolve_target(service: Service, state: Unlocked, ref: str, host: str | None
     if cred.public.get("key_ref"):
         key = read_credential(service, state, str(cred.public["key_ref"]))
         secret["private_key"] = key.secret.get("private_key", "")
-    target = targets.target_from(cred.asset_id, cred.name, cred.ctype, cred.public, secret, ca_pem)
+    tls_client = ("", "")
+    if cred.public.get("tls_cert"):  # mTLS: the referenced tls_cert's certificate and key
+        client = read_credential(service, state, str(cred.public["tls_cert"]))
+        tls_client = (str(client.public.get("certificate", "")), str(client.secret.get("private_key", "")))
+    target = targets.target_from(cred.asset_id, cred.name, cred.ctype, cred.public, secret, ca_pem, tls_client)
     return target, targets.check_allowed(target, host)
 
 
@@ -289,7 +293,7 @@ def proxy_start(service: Service, request: ProxyStart, caller: Caller) -> dict[s
     forward = None
     if request.forward_host is not None and request.forward_port is not None:
         forward = (request.forward_host, request.forward_port)
-    listener = proxy_for(manager.new_id(), target, host, forward)
+    listener = proxy_for(manager.new_id(), target, host, forward, manager.proxy_limits)
     _audit(service, "proxy.start", caller, phase="intent", assets=[target.asset_id], type=target.ctype)
     manager.runtime.call(listener.start(request.port), 10)
     manager.proxies[listener.proxy_id] = listener
