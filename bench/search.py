@@ -25,10 +25,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("MEMORIES_KDF_TARGET_MS", "10")  # the KDF is not what this measures
+# The product's calibrated KDF (not the test suite's 10 ms): the target is "beyond the KDF",
+# and what the engine overlaps with the KDF (loading Jieba's dictionary) must be measured so.
+
+import jieba
 
 from engine.config import EngineConfig, Paths
 from engine.search.query import parse_query
+from engine.search.segment import Segmenter
 from engine.service import handlers  # noqa: F401
 from engine.service.caller import Caller
 from engine.service.search_runtime import runtime_of
@@ -147,16 +151,26 @@ def main() -> None:
             service.dispatch({"op": "import_batch", "items": items}, caller)
         print(f"import {args.notes} notes (incl. write-time segmentation): {time.perf_counter() - started:.1f} s")
 
-        # Build after unlock from stored token streams (SR-6).
+        # Build after unlock from stored token streams (SR-6), as a fresh engine would: the
+        # process has not loaded Jieba's dictionary (it loads during the KDF).
         service.lock_now("bench")
+        t_kdf = time.perf_counter()
+        service.require_store().check_password(PASSWORD)
+        kdf = time.perf_counter() - t_kdf
+        runtime.segmenter = Segmenter()
+        jieba.dt.initialized = False
         t0 = time.perf_counter()
         service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
         t_unlocked = time.perf_counter()
         assert runtime.wait_ready(600)
         warm_build = time.perf_counter() - t_unlocked
         print(
-            f"unlock (KDF + decrypt/verify state): {t_unlocked - t0:.2f} s; index build from tokens: {warm_build:.2f} s "
+            f"unlock (KDF + decrypt/authenticate state): {t_unlocked - t0:.2f} s; index build from tokens: {warm_build:.2f} s "
             f"(reused {runtime.stats.reused_tokens}, segmented {runtime.stats.segmented}, job {runtime.stats.last_seconds:.2f} s)"
+        )
+        print(
+            f"complete index after unlock: {t_unlocked - t0 - kdf + warm_build:.2f} s beyond the KDF ({kdf:.2f} s here) "
+            "(target <= 2 s)"
         )
 
         # Cold build: decrypt + segment + insert (what SR-6 avoids).

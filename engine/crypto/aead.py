@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from nacl import bindings
-from nacl.exceptions import CryptoError
+
+from engine.crypto.libsodium import xchacha_open
 
 KEY_BYTES = 32
 NONCE_BYTES = bindings.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
@@ -35,8 +36,7 @@ def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
 def open_sealed(key: bytes, sealed: bytes, aad: bytes) -> bytes:
     if len(sealed) < NONCE_BYTES + TAG_BYTES:
         raise AeadError("sealed value too short")
-    nonce, body = sealed[:NONCE_BYTES], sealed[NONCE_BYTES:]
-    try:
-        return bytes(bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(body, aad, nonce, key))
-    except CryptoError as exc:
-        raise AeadError("authentication failed") from exc
+    plain = xchacha_open(bytes(key), bytes(sealed[:NONCE_BYTES]), bytes(sealed[NONCE_BYTES:]), bytes(aad))
+    if plain is None:
+        raise AeadError("authentication failed")
+    return plain

@@ -19,7 +19,9 @@ import binascii
 import json
 from typing import Any
 
-__all__ = ["canonical_bytes", "domain_bytes", "decode_canonical", "b64e", "b64d"]
+import msgspec
+
+__all__ = ["canonical_bytes", "domain_bytes", "decode_canonical", "decode_canonical_flat", "b64e", "b64d"]
 
 
 def b64e(data: bytes) -> str:
@@ -70,6 +72,11 @@ def domain_bytes(tag: str, version: int, value: Any) -> bytes:
 _URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 
 
+def _unb64(text: str) -> bytes:
+    padded = (text + "=" * (-len(text) % 4)).encode("ascii").translate(_URLSAFE_TO_STANDARD)
+    return binascii.a2b_base64(padded, strict_mode=True)
+
+
 def _restore_bytes(obj: dict[str, Any]) -> Any:
     # object_hook runs per decoded object from C: much faster than walking the tree.
     # Unlock decodes every revision body through here (~9 tagged values each), so this
@@ -77,8 +84,7 @@ def _restore_bytes(obj: dict[str, Any]) -> Any:
     if len(obj) == 1:
         text = obj.get("$b")
         if text.__class__ is str:
-            padded = (text + "=" * (-len(text) % 4)).encode("ascii").translate(_URLSAFE_TO_STANDARD)
-            return binascii.a2b_base64(padded, strict_mode=True)
+            return _unb64(text)
     return obj
 
 
@@ -92,3 +98,37 @@ _decoder = json.JSONDecoder(parse_float=_reject_floats, object_hook=_restore_byt
 def decode_canonical(data: bytes) -> Any:
     """Decode canonical JSON, restoring tagged bytes; refuses floats."""
     return _decoder.decode(data.decode("utf-8"))
+
+
+class _Tagged(msgspec.Struct, forbid_unknown_fields=True):
+    """A tagged bytes value ``{"$b": "..."}`` as msgspec sees it."""
+
+    b: str = msgspec.field(name="$b")
+
+
+# Revision bodies are flat: scalars, tagged bytes and lists of tagged bytes. msgspec parses
+# that shape in C about 3x faster than json + object_hook; unlock decodes one per revision.
+_flat_decoder = msgspec.json.Decoder(dict[str, int | str | bool | _Tagged | list[_Tagged] | None])
+
+
+def decode_canonical_flat(data: bytes) -> Any:
+    """Same result as ``decode_canonical`` for any input; fast for flat objects.
+
+    Anything else (a nested object, a float, a list of scalars, a non-object) falls back
+    to the general decoder, which also gives the same errors.
+    """
+    try:
+        obj: dict[str, Any] = _flat_decoder.decode(data)
+    except msgspec.DecodeError:
+        return decode_canonical(data)
+    if len(obj) == 1 and "$b" in obj:  # the whole value is one tagged bytes object
+        return decode_canonical(data)
+    try:
+        for key, value in obj.items():
+            if value.__class__ is _Tagged:
+                obj[key] = _unb64(value.b)
+            elif value.__class__ is list:
+                obj[key] = [_unb64(item.b) for item in value]
+    except ValueError:  # bad base64: let the general decoder raise its own error
+        return decode_canonical(data)
+    return obj

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from nacl.exceptions import BadSignatureError
 from nacl.public import PrivateKey
-from nacl.signing import SigningKey, VerifyKey
+from nacl.signing import SigningKey
 
 from engine.crypto.canonical import domain_bytes
+from engine.crypto.libsodium import ed25519_verify_detached
 
 __all__ = [
     "DeviceIdentity",
@@ -37,10 +37,8 @@ def sign(key: SigningKey, message: bytes) -> bytes:
 
 
 def verify(public_key: bytes, message: bytes, signature: bytes) -> None:
-    try:
-        VerifyKey(public_key).verify(message, signature)
-    except (BadSignatureError, ValueError) as exc:
-        raise SignatureError("signature did not verify") from exc
+    if not ed25519_verify_detached(bytes(public_key), bytes(message), bytes(signature)):
+        raise SignatureError("signature did not verify")
 
 
 def fingerprint(public_key: bytes) -> str:

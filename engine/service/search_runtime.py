@@ -254,7 +254,9 @@ class SearchRuntime:
 
     def _run_build(self, job: BuildJob) -> None:
         try:
-            self.segmenter.warm()  # loads Jieba's dictionary outside the service lock
+            # No upfront segmenter.warm(): a build from stored token streams segments nothing,
+            # and it should not wait for Jieba's dictionary (loading since the unlock began).
+            # A document that must be segmented loads it in prepare(), outside the service lock.
             self._build(job)
         except MemoriesError as exc:
             log.warning("search index build stopped (%s)", exc.code)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.crypto.aead import open_sealed, seal
-from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_bytes
+from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, verify
 
@@ -53,7 +53,7 @@ class Revision:
         self.signature = signature
         self.body_seqs = body_seqs
         self.seq = seq
-        self.body: dict[str, Any] = body if body is not None else decode_canonical(signed[len(_PREFIX) :])
+        self.body: dict[str, Any] = body if body is not None else decode_canonical_flat(signed[len(_PREFIX) :])
         self.rev_id = hashlib.sha256(signed).digest()
         self.summary_cache = summary_cache
 

@@ -25,6 +25,29 @@ def test_aead_round_trip_and_tamper() -> None:
         open_sealed(key, bytes(flipped), b"aad")
 
 
+@given(st.binary(max_size=300), st.binary(max_size=40), st.integers(min_value=0, max_value=400))
+def test_aead_fast_open_agrees_with_the_public_binding(plaintext: bytes, aad: bytes, flip: int) -> None:
+    """open_sealed calls libsodium directly; it must accept and refuse exactly what PyNaCl's binding does."""
+    from nacl import bindings
+    from nacl.exceptions import CryptoError
+
+    key = new_key()
+    sealed = bytearray(seal(key, plaintext, aad))
+    if flip < len(sealed):
+        sealed[flip] ^= 0x40
+    nonce, body = bytes(sealed[:24]), bytes(sealed[24:])
+    try:
+        expected: bytes | None = bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(body, aad, nonce, key)
+    except CryptoError:
+        expected = None
+    try:
+        got: bytes | None = open_sealed(key, bytes(sealed), aad)
+    except AeadError:
+        got = None
+    assert got == expected
+    assert (got is None) == (flip < len(sealed))
+
+
 def test_chunks_bind_index_and_total() -> None:
     """ST-4: chunks cannot be reordered, dropped, truncated or moved to another context."""
     key = new_key()
@@ -95,3 +118,61 @@ def test_kdf_parameters_stored_and_deterministic(monkeypatch: pytest.MonkeyPatch
     params = calibrate()
     assert derive_key("pw", params) == derive_key("pw", params)
     assert derive_key("pw", params) != derive_key("pw2", params)
+
+
+_scalars = st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.text(max_size=20)
+_values = _scalars | st.binary(max_size=40) | st.lists(st.binary(max_size=20), max_size=4)
+_anything = st.recursive(
+    _values, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), _values, max_size=8) | _anything)
+def test_flat_decoder_agrees_with_the_general_one(value: object) -> None:
+    """decode_canonical_flat (unlock's fast path for revision bodies) never differs from decode_canonical."""
+    from engine.crypto.canonical import decode_canonical_flat
+
+    data = canonical_bytes(value)
+    assert decode_canonical_flat(data) == decode_canonical(data)
+
+
+@given(st.binary(max_size=80) | st.sampled_from([b'{"a":1.5}', b'{"a":{"$b":"!!"}}', b'{"a":{"$b":"AA","x":1}}', b"[]", b"{}"]))
+def test_flat_decoder_fails_like_the_general_one(data: bytes) -> None:
+    from engine.crypto.canonical import decode_canonical_flat
+
+    def outcome(decode: object) -> object:
+        try:
+            return ("ok", decode(data))  # type: ignore[operator]
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError and binascii.Error included
+            return ("error",)
+
+    assert outcome(decode_canonical_flat) == outcome(decode_canonical)
+
+
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=300))
+def test_signature_check_agrees_with_the_public_binding(message: bytes, flip: int) -> None:
+    """engine.crypto.keys.verify calls libsodium directly; it accepts exactly what PyNaCl's VerifyKey accepts."""
+    from nacl.exceptions import BadSignatureError
+    from nacl.signing import SigningKey
+
+    from engine.crypto.keys import verify
+
+    key = SigningKey.generate()
+    signature = bytearray(key.sign(message).signature)
+    tampered = bytearray(message)
+    if flip < 64:
+        signature[flip] ^= 0x01
+    elif flip - 64 < len(tampered):
+        tampered[flip - 64] ^= 0x01
+    try:
+        key.verify_key.verify(bytes(tampered), bytes(signature))
+        expected = True
+    except BadSignatureError:
+        expected = False
+    try:
+        verify(bytes(key.verify_key), bytes(tampered), bytes(signature))
+        got = True
+    except SignatureError:
+        got = False
+    assert got == expected
+    assert got == (flip >= 64 + len(message))
