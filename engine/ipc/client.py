@@ -133,6 +133,17 @@ class IpcClient:
                 "permission_denied", "The socket is not served by this user's engine."
             )
 
+    def detach(self) -> socket.socket:
+        """Connect (verified as by :meth:`connect`) and hand the socket over to the caller.
+
+        For callers that speak the same framing on their own event loop (the MCP server):
+        the connection check stays in one place. This client forgets the socket.
+        """
+        self.connect()
+        sock, self._sock = self._sock, None
+        assert sock is not None
+        return sock
+
     def close(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:

@@ -19,16 +19,16 @@ import hmac
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
-import anyio
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import MemoriesError
-from engine.mcp.server import DaemonBridge, build_server, check_token, configure_logging
+from engine.mcp.server import DaemonBridge, build_server, check_token, configure_logging, run_loop
 
-__all__ = ["BearerGuard", "serve_http", "LOOPBACK_HOST", "MCP_PATH"]
+__all__ = ["BearerGuard", "McpApp", "build_app", "bind_loopback", "serve_http", "run_http", "LOOPBACK_HOST", "MCP_PATH"]
 
 LOOPBACK_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -44,7 +44,7 @@ class BearerGuard:
     """ASGI middleware: Origin, Host and bearer checks before anything reaches the SDK."""
 
     def __init__(self, app: ASGIApp, token: str, port: int) -> None:
-        self._app = app
+        self.app = app
         self._expected = f"Bearer {token}".encode()
         self._revoked = False
         self.port = port
@@ -71,7 +71,7 @@ class BearerGuard:
             await send({"type": "websocket.close", "code": 1008})  # no WebSocket endpoint here
             return
         if scope["type"] != "http":  # lifespan
-            await self._app(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
         if not self._origin_ok(headers.get("origin")):
@@ -83,7 +83,7 @@ class BearerGuard:
         if not self._token_ok(headers.get("authorization")):
             await _plain(send, 401, [(b"www-authenticate", b"Bearer")])
             return
-        await self._app(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -101,6 +101,27 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
+class McpApp:
+    """The SDK's Streamable HTTP handler for ``/mcp`` and nothing else, without Starlette.
+
+    ``Server.streamable_http_app`` wraps the same handler in a Starlette app (error and
+    exception middleware, a router, a lifespan adapter); for one route that only adds
+    work to every request. The session manager's lifespan is entered by ``_serve``.
+    """
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+        self._handler = StreamableHTTPASGIApp(manager)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan: uvicorn runs with lifespan="off", _serve runs the manager
+        if scope["path"] != MCP_PATH:
+            await _plain(send, 404)
+            return
+        await self._handler(scope, receive, send)
+
+
 def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
     guard_box: list[BearerGuard] = []
 
@@ -109,22 +130,45 @@ def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
             guard.revoke()
 
     server = build_server(bridge.call, on_unauthorized=on_unauthorized)
-    starlette_app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        json_response=True,
-        host=LOOPBACK_HOST,
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,  # one JSON answer per POST: no SSE stream to set up for a simple call
+        # The SDK's own Host/Origin check, as Server.streamable_http_app sets it up for a
+        # loopback host; BearerGuard has already applied the stricter one (our port only).
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{LOOPBACK_HOST}:*", "localhost:*", "[::1]:*"],
+            allowed_origins=[f"http://{LOOPBACK_HOST}:*", "http://localhost:*", "http://[::1]:*"],
+        ),
     )
-    guard = BearerGuard(starlette_app, token, port)
+    guard = BearerGuard(McpApp(manager), token, port)
     guard_box.append(guard)
     return guard
 
 
-async def _serve(app: Any, sock: socket.socket) -> None:
+async def _serve(app: BearerGuard, sock: socket.socket, bridge: DaemonBridge) -> None:
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False)
+    inner = app.app
+    assert isinstance(inner, McpApp)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",  # the session manager runs here instead
+        server_header=False,
+        proxy_headers=False,  # loopback only, never behind a proxy: skip the X-Forwarded-* rewrite
+        ws="none",  # no WebSocket endpoint (the guard closes any attempt)
+        # Agents call sporadically: keep the client's connection open between calls rather
+        # than paying for a new one after uvicorn's default 5 s.
+        timeout_keep_alive=120,
+    )
     server = uvicorn.Server(config)
-    await server.serve(sockets=[sock])
+    try:
+        async with inner.manager.run():
+            await server.serve(sockets=[sock])
+    finally:
+        await bridge.aclose()
 
 
 def serve_http(socket_path: Path, token: str, port: int) -> int:
@@ -133,11 +177,15 @@ def serve_http(socket_path: Path, token: str, port: int) -> int:
     sock = bind_loopback(port)
     try:
         check_token(bridge)
-        bound = int(sock.getsockname()[1])
-        app = build_app(bridge, token, bound)
-        print(f"memories mcp: listening on http://{LOOPBACK_HOST}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
-        anyio.run(_serve, app, sock)
+        return run_http(bridge, token, sock)
     finally:
         sock.close()
-        bridge.close()
+
+
+def run_http(bridge: DaemonBridge, token: str, sock: socket.socket) -> int:
+    """Serve MCP over Streamable HTTP on ``sock`` (from ``bind_loopback``) until stopped."""
+    bound = int(sock.getsockname()[1])
+    app = build_app(bridge, token, bound)
+    print(f"memories mcp: listening on http://{LOOPBACK_HOST}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
+    run_loop(_serve, app, sock, bridge)
     return 0

@@ -12,7 +12,6 @@ This module has no SDK import: the server module turns ``TOOLS`` into SDK object
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -345,4 +344,9 @@ def agent_view(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """The result as compact JSON text with sorted keys (the text copy of ``structuredContent``).
+
+    msgspec rather than ``json.dumps``: several times faster on a search answer, and the
+    compact form costs an agent fewer tokens. Non-ASCII text stays as it is.
+    """
+    return msgspec.json.encode(value, order="sorted").decode("utf-8")

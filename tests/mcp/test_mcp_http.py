@@ -60,6 +60,10 @@ def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
             ok = post(good)
             assert ok.status_code == 200
             assert ok.json()["result"]["serverInfo"]["name"] == "memories"
+            # Only /mcp is served, and the guard answers first even there.
+            other = server.url.rsplit("/", 1)[0] + "/other"
+            assert http.post(other, json=INITIALIZE, headers=MCP_HEADERS).status_code == 401
+            assert http.post(other, json=INITIALIZE, headers={**MCP_HEADERS, **good}).status_code == 404
         # Nothing listens on other interfaces.
         assert server.url.split("//")[1].startswith("127.0.0.1:")
 

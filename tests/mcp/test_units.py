@@ -178,3 +178,26 @@ def test_tool_whose_op_the_engine_lacks_answers_unknown_op() -> None:
 
     asyncio.run(scenario())
     assert sent == [{"op": "ask", "query": "why?", "limit": 5}, {"op": "list", "limit": 20, "offset": 0}]
+
+
+def test_parsed_grants_are_cached_until_a_grant_record_is_added() -> None:
+    """AG-2: the per-call check does not re-parse every grant record, yet sees a revocation at once."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from engine.mcp.handlers import _McpRuntime
+
+    token = g.new_token()
+    grant = make_grant(token)
+    used = [(2 + i, {"t": g.USED_KIND, "grant_id": grant.grant_id, "used_ms": 10 + i}) for i in range(3)]
+    records: dict[str, list[tuple[int, dict[str, Any]]]] = {g.GRANT_KIND: [(1, grant.to_record())], g.USED_KIND: used}
+    state = cast(Any, SimpleNamespace(extra_records=records))
+    runtime = _McpRuntime()
+    first = runtime.grants(state)
+    assert runtime.grants(state) is first  # nothing added: no re-parse
+    assert g.authenticate(first, token).used_ms == 12
+    records[g.REVOKE_KIND] = [(9, {"t": g.REVOKE_KIND, "grant_id": grant.grant_id, "revoked_ms": 20})]
+    with pytest.raises(MemoriesError):
+        g.authenticate(runtime.grants(state), token)
+    runtime.clear()  # on lock
+    assert runtime.grants(state) is not first
