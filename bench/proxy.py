@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import Cli  # noqa: E402
+from tests.remote.credentials import add_db, add_tls_ca  # noqa: E402
 from tests.remote.servers import postgres_server, redis_server  # noqa: E402
 
 PG_PASSWORD = "bench-pg-password"
@@ -111,26 +112,8 @@ def main() -> int:
                 check=True,
                 capture_output=True,
             )
-            cli.ok("credential", "new", "tls-ca", "--name", "pg-ca", "--pem-file", str(pg.tls.ca))
-            cli.ok(
-                "credential",
-                "new",
-                "postgres",
-                "--name",
-                "bench",
-                "--host",
-                "localhost",
-                "--port",
-                str(pg.port),
-                "--user",
-                "bench",
-                "--database",
-                "bench",
-                "--password-stdin",
-                "--tls-ca",
-                "pg-ca",
-                input=PG_PASSWORD + "\n",
-            )
+            add_tls_ca(cli, "pg-ca", pg.tls.ca)
+            add_db(cli, "postgres", pg.port, name="bench", user="bench", database="bench", password=PG_PASSWORD, tls_ca="pg-ca")
             proxy = cli.ok("proxy", "start", "bench")
             via = f"host=127.0.0.1 port={proxy['port']} user=x dbname=x sslmode=disable"
             d_tps, d_lat = pgbench(direct, args.seconds, {**env, "PGPASSWORD": PG_PASSWORD})
@@ -160,22 +143,8 @@ def main() -> int:
                         f"our ratio / stunnel's {(p_tps / d_tps) / (s_tps / d2_tps):.2f}"
                     )
         with redis_server(tls_on=True) as rs:
-            cli.ok("credential", "new", "tls-ca", "--name", "redis-ca", "--pem-file", str(rs.tls.ca))
-            cli.ok(
-                "credential",
-                "new",
-                "redis",
-                "--name",
-                "cache",
-                "--host",
-                "localhost",
-                "--port",
-                str(rs.port),
-                "--password-stdin",
-                "--tls-ca",
-                "redis-ca",
-                input=rs.password + "\n",
-            )
+            add_tls_ca(cli, "redis-ca", rs.tls.ca)
+            add_db(cli, "redis", rs.port, name="cache", password=rs.password, tls_ca="redis-ca")
             proxy = cli.ok("proxy", "start", "cache")
             direct_r = redis_bench(
                 ["-h", "localhost", "-p", str(rs.port), "--tls", "--cacert", str(rs.tls.ca), "-a", rs.password]

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import Cli
 from tests.remote import fakes
+from tests.remote.credentials import add_tls_ca
 from tests.remote.servers import Ftp
 
 
@@ -119,7 +120,7 @@ def test_tcp_over_verified_tls(elevated: Cli) -> None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls.cert, tls.key)
     with fakes.serve(_echo, tls=context) as port:
-        elevated.ok("credential", "new", "tls-ca", "--name", "echo-ca", "--pem-file", str(tls.ca))
+        add_tls_ca(elevated, "echo-ca", tls.ca)
         for name, host, ca in (("echo-tls", "localhost", ["--tls-ca", "echo-ca"]), ("echo-tls-noca", "localhost", [])):
             elevated.ok("credential", "new", "tcp", "--name", name, "--host", host, "--port", str(port), "--tls", "required", *ca)
         session = elevated.ok("remote", "open", "echo-tls")["session"]
@@ -154,7 +155,7 @@ def test_ftps_list_get_put_with_verified_certificate(elevated: Cli, ftps: Ftp, t
     """RM-4/RM-5: `--tls required` is explicit FTPS: AUTH TLS first, certificate verified against the tls-ca
     credential, data channel protected (PROT P); list, get and put work over it."""
     assert ftps.tls is not None
-    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-ca", "--pem-file", str(ftps.tls.ca))
+    add_tls_ca(elevated, "ftps-ca", ftps.tls.ca)
     _ftps_credential(elevated, "ftps-files", ftps, "ftps-ca")
     assert elevated.ok("credential", "show", "ftps-files")["public"]["tls"] == "required"
     session = elevated.ok("remote", "open", "ftps-files")["session"]
@@ -181,7 +182,7 @@ def test_ftps_certificate_from_another_ca_is_refused(elevated: Cli, ftps: Ftp, t
     from tests.remote.servers import make_tls
 
     other = make_tls(tmp_path)
-    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-other-ca", "--pem-file", str(other.ca))
+    add_tls_ca(elevated, "ftps-other-ca", other.ca)
     _ftps_credential(elevated, "ftps-wrong-ca", ftps, "ftps-other-ca")
     before = len(ftps.received())
     err = elevated.err("remote", "open", "ftps-wrong-ca")
@@ -195,7 +196,7 @@ def test_ftps_required_refuses_a_plaintext_only_server(elevated: Cli, tmp_path: 
     from tests.remote.servers import ftp_server, make_tls
 
     ca = make_tls(tmp_path)
-    elevated.ok("credential", "new", "tls-ca", "--name", "ftps-plain-ca", "--pem-file", str(ca.ca))
+    add_tls_ca(elevated, "ftps-plain-ca", ca.ca)
     with ftp_server() as plain:
         _ftps_credential(elevated, "ftps-plain", plain, "ftps-plain-ca")
         err = elevated.err("remote", "open", "ftps-plain")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import ssl
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from engine.errors import MemoriesError
 from engine.remote import tls as remote_tls
 from tests.helpers import Cli, require
 from tests.remote import servers
+from tests.remote.clients import run_mariadb, run_psql, run_redis_cli
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Issued, Mariadb, Postgres, Redis, issue_cert, make_tls, shared_dir, sign_csr
 
 PG_HBA = (
@@ -83,14 +84,6 @@ def _tls_cert_from_files(cli: Cli, name: str, issued: Issued) -> str:
     return name
 
 
-def _db_credential(cli: Cli, ctype: str, name: str, port: int, ca: str, *extra: str, password: str | None = None) -> None:
-    args = ["credential", "new", ctype, "--name", name, "--host", "localhost", "--port", str(port), "--tls-ca", ca, *extra]
-    if password is not None:
-        cli.ok(*args, "--password-stdin", input=password + "\n")
-    else:
-        cli.ok(*args)
-
-
 def _exec(cli: Cli, credential: str, instruction: str) -> dict[str, object]:
     cli.sudo()
     session = cli.ok("remote", "open", credential)["session"]
@@ -99,17 +92,6 @@ def _exec(cli: Cli, credential: str, instruction: str) -> dict[str, object]:
     result: dict[str, object] = cli.ok("remote", "exec", ticket["ticket"])["result"]
     cli.ok("remote", "close", session)
     return result
-
-
-def _psql(port: int, sql: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    return subprocess.run(
-        ["psql", f"host=127.0.0.1 port={port} user=x dbname=x connect_timeout=10", "-w", "-Atc", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
 
 
 # -- credentials ---------------------------------------------------------------------------------
@@ -130,7 +112,7 @@ def test_tls_cert_credentials_are_validated(rvault: Cli, scratch: Path) -> None:
     assert rvault.ok("credential", "list")["items"] == before
 
     name = _tls_cert_from_files(rvault, "one-cert", one)
-    rvault.ok("credential", "new", "tls-ca", "--name", "val-ca", "--pem-file", str(ca.ca))
+    add_tls_ca(rvault, "val-ca", ca.ca)
     for args in (
         ["postgres", "--name", "x", "--host", "localhost", "--user", "u", "--tls-cert", "val-ca"],  # not a tls_cert
         ["postgres", "--name", "x", "--host", "localhost", "--user", "u", "--tls", "disabled", "--tls-cert", name],
@@ -166,7 +148,7 @@ def test_client_key_is_handed_to_openssl_encrypted(scratch: Path) -> None:
 # -- PostgreSQL ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pg_creds(rvault: Cli, pg_mtls: Postgres, scratch: Path) -> Postgres:
-    rvault.ok("credential", "new", "tls-ca", "--name", "pgm-ca", "--pem-file", str(pg_mtls.tls.ca))
+    add_tls_ca(rvault, "pgm-ca", pg_mtls.tls.ca)
     _tls_cert_from_csr(rvault, pg_mtls.tls, "pg-ana", "ana", scratch)
     _tls_cert_from_files(rvault, "pg-certpw", issue_cert(pg_mtls.tls, "certpw", scratch))
     return pg_mtls
@@ -174,24 +156,41 @@ def pg_creds(rvault: Cli, pg_mtls: Postgres, scratch: Path) -> Postgres:
 
 def test_postgres_certificate_only_login(rvault: Cli, pg_creds: Postgres) -> None:
     """RM-4/PX-2: `cert` authentication (no password in the credential) for sessions and the proxy."""
-    _db_credential(
-        rvault, "postgres", "pgm-ana", pg_creds.port, "pgm-ca", "--user", "ana", "--database", "postgres", "--tls-cert", "pg-ana"
+    add_db(
+        rvault,
+        "postgres",
+        pg_creds.port,
+        name="pgm-ana",
+        user="ana",
+        database="postgres",
+        password=None,
+        tls_ca="pgm-ca",
+        extra=("--tls-cert", "pg-ana"),
     )
     result = _exec(rvault, "pgm-ana", "select current_user, (select client_dn from pg_stat_ssl where pid = pg_backend_pid())")
     assert result["rows"] == [["ana", "/CN=ana"]]
     proxy = rvault.ok("proxy", "start", "pgm-ana")
-    proc = _psql(proxy["port"], "select current_user")
+    proc = run_psql(proxy["port"], "select current_user")
     assert proc.stdout.strip() == "ana", proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
 
 def test_postgres_password_plus_certificate(rvault: Cli, pg_creds: Postgres) -> None:
     """RM-4/PX-2: `scram-sha-256 clientcert=verify-ca`: SCRAM (PLUS over TLS) and the certificate together."""
-    extra = ("--user", "certpw", "--database", "postgres", "--tls-cert", "pg-certpw")
-    _db_credential(rvault, "postgres", "pgm-certpw", pg_creds.port, "pgm-ca", *extra, password=CERTPW_PASSWORD)
+    add_db(
+        rvault,
+        "postgres",
+        pg_creds.port,
+        name="pgm-certpw",
+        user="certpw",
+        database="postgres",
+        password=CERTPW_PASSWORD,
+        tls_ca="pgm-ca",
+        extra=("--tls-cert", "pg-certpw"),
+    )
     assert _exec(rvault, "pgm-certpw", "select current_user")["rows"] == [["certpw"]]
     proxy = rvault.ok("proxy", "start", "pgm-certpw")
-    proc = _psql(proxy["port"], "select current_user")
+    proc = run_psql(proxy["port"], "select current_user")
     assert proc.stdout.strip() == "certpw", proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
@@ -199,20 +198,29 @@ def test_postgres_password_plus_certificate(rvault: Cli, pg_creds: Postgres) -> 
 def test_postgres_refuses_missing_or_foreign_certificate(rvault: Cli, pg_creds: Postgres, foreign: Issued) -> None:
     """API-8: no certificate → `remote_auth_failed` naming --tls-cert; a certificate from another CA →
     `remote_auth_failed` saying it was rejected. The proxy tells psql the same."""
-    _db_credential(rvault, "postgres", "pgm-nocert", pg_creds.port, "pgm-ca", "--user", "certpw", password=CERTPW_PASSWORD)
+    add_db(rvault, "postgres", pg_creds.port, name="pgm-nocert", user="certpw", password=CERTPW_PASSWORD, tls_ca="pgm-ca")
     err = rvault.err("remote", "open", "pgm-nocert")
     assert err["code"] == "remote_auth_failed" and "--tls-cert" in err["message"], err
     proxy = rvault.ok("proxy", "start", "pgm-nocert")
-    proc = _psql(proxy["port"], "select 1")
+    proc = run_psql(proxy["port"], "select 1")
     assert "remote_auth_failed" in proc.stderr and "client certificate" in proc.stderr, proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
     _tls_cert_from_files(rvault, "pg-foreign", foreign)
-    _db_credential(rvault, "postgres", "pgm-foreign", pg_creds.port, "pgm-ca", "--user", "ana", "--tls-cert", "pg-foreign")
+    add_db(
+        rvault,
+        "postgres",
+        pg_creds.port,
+        name="pgm-foreign",
+        user="ana",
+        password=None,
+        tls_ca="pgm-ca",
+        extra=("--tls-cert", "pg-foreign"),
+    )
     err = rvault.err("remote", "open", "pgm-foreign")
     assert err["code"] == "remote_auth_failed" and "rejected" in err["message"] and "certificate" in err["message"], err
     proxy = rvault.ok("proxy", "start", "pgm-foreign")
-    proc = _psql(proxy["port"], "select 1")
+    proc = run_psql(proxy["port"], "select 1")
     assert "remote_auth_failed" in proc.stderr and "certificate" in proc.stderr, proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
@@ -223,54 +231,61 @@ def maria_creds(rvault: Cli, mariadb: Mariadb, scratch: Path) -> Mariadb:
     mariadb.sql(
         "CREATE DATABASE mt; CREATE USER xu@'%' IDENTIFIED BY 'x509-pw' REQUIRE SUBJECT '/CN=ana';GRANT ALL ON mt.* TO xu@'%';"
     )
-    rvault.ok("credential", "new", "tls-ca", "--name", "mm-ca", "--pem-file", str(mariadb.tls.ca))
+    add_tls_ca(rvault, "mm-ca", mariadb.tls.ca)
     _tls_cert_from_csr(rvault, mariadb.tls, "mm-ana", "ana", scratch)
     return mariadb
-
-
-def _mariadb(port: int, sql: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", "x", "-N", "-B", "-e", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_mariadb_require_subject(rvault: Cli, maria_creds: Mariadb, foreign: Issued) -> None:
     """RM-4/PX-2: an account with REQUIRE SUBJECT '/CN=ana' logs in with the certificate (session and
     proxy); without it, or with one from another CA, the error is typed and says why."""
     port = maria_creds.port
-    extra = ("--user", "xu", "--database", "mt", "--tls-cert", "mm-ana")
-    _db_credential(rvault, "mysql", "mm-x509", port, "mm-ca", *extra, password="x509-pw")
+    add_db(
+        rvault,
+        "mysql",
+        port,
+        name="mm-x509",
+        user="xu",
+        database="mt",
+        password="x509-pw",
+        tls_ca="mm-ca",
+        extra=("--tls-cert", "mm-ana"),
+    )
     sql = (
         "SELECT CURRENT_USER(), (SELECT variable_value FROM information_schema.session_status WHERE variable_name='Ssl_version')"
     )
     row = _exec(rvault, "mm-x509", sql)["rows"]
     assert isinstance(row, list) and row[0][0] == "xu@%" and str(row[0][1]).startswith("TLSv1.")
     proxy = rvault.ok("proxy", "start", "mm-x509")
-    proc = _mariadb(proxy["port"], "SELECT CURRENT_USER()")
+    proc = run_mariadb(proxy["port"], "SELECT CURRENT_USER()")
     assert proc.stdout.strip() == "xu@%", proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
-    _db_credential(rvault, "mysql", "mm-nocert", port, "mm-ca", "--user", "xu", password="x509-pw")
+    add_db(rvault, "mysql", port, name="mm-nocert", user="xu", password="x509-pw", tls_ca="mm-ca")
     err = rvault.err("remote", "open", "mm-nocert")
     assert err["code"] == "remote_auth_failed" and "--tls-cert" in err["message"], err
     proxy = rvault.ok("proxy", "start", "mm-nocert")
-    proc = _mariadb(proxy["port"], "SELECT 1")
+    proc = run_mariadb(proxy["port"], "SELECT 1")
     assert "remote_auth_failed" in proc.stderr and "--tls-cert" in proc.stderr, proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
     _tls_cert_from_files(rvault, "mm-foreign", foreign)
-    _db_credential(
-        rvault, "mysql", "mm-foreign-db", port, "mm-ca", "--user", "xu", "--tls-cert", "mm-foreign", password="x509-pw"
+    add_db(
+        rvault,
+        "mysql",
+        port,
+        name="mm-foreign-db",
+        user="xu",
+        password="x509-pw",
+        tls_ca="mm-ca",
+        extra=("--tls-cert", "mm-foreign"),
     )
     # MariaDB sends "unknown CA" but closes at once, so the client sometimes sees only the EOF: then the
     # sentence can only suspect the certificate (remote_tls_failed) instead of naming the refusal.
     err = rvault.err("remote", "open", "mm-foreign-db")
     assert err["code"] in {"remote_auth_failed", "remote_tls_failed"} and "client certificate" in err["message"], err
     proxy = rvault.ok("proxy", "start", "mm-foreign-db")
-    proc = _mariadb(proxy["port"], "SELECT 1")
+    proc = run_mariadb(proxy["port"], "SELECT 1")
     assert "remote_" in proc.stderr and "client certificate" in proc.stderr, proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
@@ -279,20 +294,28 @@ def test_mariadb_require_subject(rvault: Cli, maria_creds: Mariadb, foreign: Iss
 def test_redis_tls_auth_clients(rvault: Cli, redis_mtls: Redis, scratch: Path) -> None:
     """RM-4/PX-2: `tls-auth-clients yes`: with the certificate the session and redis-cli (via the proxy)
     work; without it the server ends the handshake and the user sees `remote_auth_failed` naming --tls-cert."""
-    rvault.ok("credential", "new", "tls-ca", "--name", "rm-ca", "--pem-file", str(redis_mtls.tls.ca))
+    add_tls_ca(rvault, "rm-ca", redis_mtls.tls.ca)
     _tls_cert_from_files(rvault, "rm-ana", issue_cert(redis_mtls.tls, "ana", scratch))
-    _db_credential(rvault, "redis", "rm-cert", redis_mtls.port, "rm-ca", "--tls-cert", "rm-ana", password=redis_mtls.password)
+    add_db(
+        rvault,
+        "redis",
+        redis_mtls.port,
+        name="rm-cert",
+        password=redis_mtls.password,
+        tls_ca="rm-ca",
+        extra=("--tls-cert", "rm-ana"),
+    )
     assert _exec(rvault, "rm-cert", "set mtls yes")["reply"] == "OK"
     proxy = rvault.ok("proxy", "start", "rm-cert")
-    out = subprocess.run(["redis-cli", "-p", str(proxy["port"]), "get", "mtls"], capture_output=True, text=True, timeout=30)
+    out = run_redis_cli(proxy["port"], "get", "mtls")
     assert out.stdout.strip() == "yes", out.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
-    _db_credential(rvault, "redis", "rm-nocert", redis_mtls.port, "rm-ca", password=redis_mtls.password)
+    add_db(rvault, "redis", redis_mtls.port, name="rm-nocert", password=redis_mtls.password, tls_ca="rm-ca")
     err = rvault.err("remote", "open", "rm-nocert")
     assert err["code"] == "remote_auth_failed" and "--tls-cert" in err["message"], err
     proxy = rvault.ok("proxy", "start", "rm-nocert")
-    out = subprocess.run(["redis-cli", "-p", str(proxy["port"]), "ping"], capture_output=True, text=True, timeout=30)
+    out = run_redis_cli(proxy["port"], "ping")
     assert "remote_auth_failed" in out.stdout + out.stderr and "--tls-cert" in out.stdout + out.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import Cli
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Mariadb
 
 
@@ -17,7 +18,7 @@ def maria_users(rvault: Cli, mariadb: Mariadb) -> Mariadb:
         "CREATE USER edu@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-pw-1');"
         "GRANT ALL ON shop.* TO native@'%'; GRANT ALL ON shop.* TO edu@'%';"
     )
-    rvault.ok("credential", "new", "tls-ca", "--name", "maria-ca", "--pem-file", str(mariadb.tls.ca))
+    add_tls_ca(rvault, "maria-ca", mariadb.tls.ca)
     rvault.sudo()
     return mariadb
 
@@ -26,25 +27,7 @@ def maria_users(rvault: Cli, mariadb: Mariadb) -> Mariadb:
 def test_mysql_session_over_tls(rvault: Cli, maria_users: Mariadb, user: str, password: str) -> None:
     """RM-4/RM-5: TLS with the tls_ca and hostname verification; query runs as an approved ticket."""
     name = f"shop-{user}"
-    rvault.ok(
-        "credential",
-        "new",
-        "mysql",
-        "--name",
-        name,
-        "--host",
-        "localhost",
-        "--port",
-        str(maria_users.port),
-        "--user",
-        user,
-        "--database",
-        "shop",
-        "--password-stdin",
-        "--tls-ca",
-        "maria-ca",
-        input=password + "\n",
-    )
+    add_db(rvault, "mysql", maria_users.port, name=name, user=user, database="shop", password=password, tls_ca="maria-ca")
     session = rvault.ok("remote", "open", name)["session"]
     ticket = rvault.ok(
         "remote",
@@ -62,37 +45,7 @@ def test_mysql_session_over_tls(rvault: Cli, maria_users: Mariadb, user: str, pa
 
 def test_mysql_wrong_password_and_tls_errors(rvault: Cli, maria_users: Mariadb) -> None:
     """API-8: wrong password → remote_auth_failed; a missing CA → remote_tls_failed."""
-    rvault.ok(
-        "credential",
-        "new",
-        "mysql",
-        "--name",
-        "shop-bad",
-        "--host",
-        "localhost",
-        "--port",
-        str(maria_users.port),
-        "--user",
-        "native",
-        "--password-stdin",
-        "--tls-ca",
-        "maria-ca",
-        input="x\n",
-    )
+    add_db(rvault, "mysql", maria_users.port, name="shop-bad", user="native", password="x", tls_ca="maria-ca")
     assert rvault.err("remote", "open", "shop-bad")["code"] == "remote_auth_failed"
-    rvault.ok(
-        "credential",
-        "new",
-        "mysql",
-        "--name",
-        "shop-noca",
-        "--host",
-        "localhost",
-        "--port",
-        str(maria_users.port),
-        "--user",
-        "native",
-        "--password-stdin",
-        input="native-pw-1\n",
-    )
+    add_db(rvault, "mysql", maria_users.port, name="shop-noca", user="native", password="native-pw-1")
     assert rvault.err("remote", "open", "shop-noca")["code"] == "remote_tls_failed"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import ssl
-import subprocess
 
 import pymysql
 import pytest
 
 from tests.helpers import Cli
 from tests.remote import fakes
+from tests.remote.clients import run_mariadb
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Mariadb, make_tls, shared_dir
 
 
@@ -21,42 +23,19 @@ def maria(rvault: Cli, mariadb: Mariadb) -> Mariadb:
         "CREATE USER pe@'%' IDENTIFIED VIA ed25519 USING PASSWORD('pe-pw');"
         "GRANT ALL ON px.* TO pn@'%'; GRANT ALL ON px.* TO pe@'%';"
     )
-    rvault.ok("credential", "new", "tls-ca", "--name", "px-ca", "--pem-file", str(mariadb.tls.ca))
+    add_tls_ca(rvault, "px-ca", mariadb.tls.ca)
     return mariadb
 
 
-def _mariadb(port: int, sql: str, user: str = "root", db: str = "mysql") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", user, "-N", "-B", "-e", sql, db],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+# The client presents itself as root on the `mysql` database: the proxy must log in as the credential's user and database.
+_mariadb = functools.partial(run_mariadb, user="root", db="mysql")
 
 
 @pytest.mark.parametrize(("user", "password"), [("pn", "pn-pw"), ("pe", "pe-pw")])
 def test_mariadb_client_through_proxy(rvault: Cli, maria: Mariadb, user: str, password: str) -> None:
     """PX-1/PX-2/PX-3: no local password; upstream TLS; native or ed25519 (auth switch); user/db from the credential."""
     name = f"px-{user}"
-    rvault.ok(
-        "credential",
-        "new",
-        "mysql",
-        "--name",
-        name,
-        "--host",
-        "localhost",
-        "--port",
-        str(maria.port),
-        "--user",
-        user,
-        "--database",
-        "px",
-        "--password-stdin",
-        "--tls-ca",
-        "px-ca",
-        input=password + "\n",
-    )
+    add_db(rvault, "mysql", maria.port, name=name, user=user, database="px", password=password, tls_ca="px-ca")
     proxy = rvault.ok("proxy", "start", name)
     proc = _mariadb(
         proxy["port"],
@@ -75,23 +54,7 @@ def test_mariadb_client_through_proxy(rvault: Cli, maria: Mariadb, user: str, pa
 
 def test_mysql_proxy_wrong_password_and_garbage(rvault: Cli, maria: Mariadb) -> None:
     """API-8/PX-2: a wrong upstream password reaches the client as error 1045; garbage closes only that client."""
-    rvault.ok(
-        "credential",
-        "new",
-        "mysql",
-        "--name",
-        "px-bad",
-        "--host",
-        "localhost",
-        "--port",
-        str(maria.port),
-        "--user",
-        "pn",
-        "--password-stdin",
-        "--tls-ca",
-        "px-ca",
-        input="wrong\n",
-    )
+    add_db(rvault, "mysql", maria.port, name="px-bad", user="pn", password="wrong", tls_ca="px-ca")
     bad = rvault.ok("proxy", "start", "px-bad")
     proc = _mariadb(bad["port"], "SELECT 1")
     assert proc.returncode != 0 and "1045" in proc.stderr and "remote_auth_failed" in proc.stderr
@@ -122,13 +85,20 @@ def test_caching_sha2_against_scripted_upstream(rvault: Cli, mode: str, tls: boo
     fake = fakes.MysqlFake("app", "sha2-secret", mode, context)
     with fakes.serve_blocking(fake.handle) as port:
         name = f"sha2-{mode}-{tls}"
-        args = ["credential", "new", "mysql", "--name", name, "--port", str(port), "--user", "app", "--password-stdin"]
         if tls:
-            rvault.ok("credential", "new", "tls-ca", "--name", f"{name}-ca", "--pem-file", ca)
-            args += ["--host", "localhost", "--tls-ca", f"{name}-ca"]
+            add_tls_ca(rvault, f"{name}-ca", ca)
+            add_db(rvault, "mysql", port, name=name, user="app", password="sha2-secret", tls_ca=f"{name}-ca")
         else:
-            args += ["--host", "127.0.0.1", "--tls", "disabled"]
-        rvault.ok(*args, input="sha2-secret\n")
+            add_db(
+                rvault,
+                "mysql",
+                port,
+                name=name,
+                user="app",
+                password="sha2-secret",
+                host="127.0.0.1",
+                extra=("--tls", "disabled"),
+            )
         proxy = rvault.ok("proxy", "start", name)
         conn = pymysql.connect(host="127.0.0.1", port=proxy["port"], user="someone-else", password="", ssl_disabled=True)
         with conn.cursor() as cursor:
@@ -143,22 +113,15 @@ def test_caching_sha2_full_auth_refused_without_tls(rvault: Cli) -> None:
     """PX-2: the full caching_sha2 exchange sends the password, so over plaintext the proxy refuses it."""
     fake = fakes.MysqlFake("app", "sha2-secret", "full", None)
     with fakes.serve_blocking(fake.handle) as port:
-        rvault.ok(
-            "credential",
-            "new",
+        add_db(
+            rvault,
             "mysql",
-            "--name",
-            "sha2-full-plain",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--user",
-            "app",
-            "--tls",
-            "disabled",
-            "--password-stdin",
-            input="sha2-secret\n",
+            port,
+            name="sha2-full-plain",
+            user="app",
+            password="sha2-secret",
+            host="127.0.0.1",
+            extra=("--tls", "disabled"),
         )
         proxy = rvault.ok("proxy", "start", "sha2-full-plain")
         with pytest.raises(pymysql.err.MySQLError) as info:

@@ -22,6 +22,8 @@ from engine.remote.targets import Target
 from engine.remote.tls import client_context
 from tests.helpers import Cli
 from tests.remote import fakes
+from tests.remote.clients import run_psql
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Postgres, Tls, issue_cert, make_tls, shared_dir
 
 PASSWORD = "cb-canary-7Hq2-password"
@@ -31,9 +33,8 @@ PASSWORD = "cb-canary-7Hq2-password"
 def cb_db(rvault: Cli, pg: Postgres) -> str:
     pg.psql(f"create role cbuser login password '{PASSWORD}'")
     pg.psql("create database cbdb owner cbuser")
-    rvault.ok("credential", "new", "tls-ca", "--name", "cb-ca", "--pem-file", str(pg.tls.ca))
-    _credential(rvault, "cb-db", "localhost", pg.port, "cb-ca", database="cbdb")
-    return "cb-db"
+    add_tls_ca(rvault, "cb-ca", pg.tls.ca)
+    return add_db(rvault, "postgres", pg.port, name="cb-db", user="cbuser", database="cbdb", password=PASSWORD, tls_ca="cb-ca")
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +42,6 @@ def scratch() -> Iterator[Path]:
     directory = shared_dir()
     yield directory
     subprocess.run(["rm", "-rf", str(directory)], check=False)
-
-
-def _credential(cli: Cli, name: str, host: str, port: int, ca: str, database: str = "", user: str = "cbuser") -> None:
-    args = ["credential", "new", "postgres", "--name", name, "--host", host, "--port", str(port), "--user", user]
-    args += ["--password-stdin", "--tls-ca", ca]
-    if database:
-        args += ["--database", database]
-    cli.ok(*args, input=PASSWORD + "\n")
-
-
-def _psql(port: int, sql: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    return subprocess.run(
-        ["psql", f"host=127.0.0.1 port={port} user=x dbname=x connect_timeout=10", "-w", "-Atc", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
 
 
 def _server_context(tls: Tls) -> ssl.SSLContext:
@@ -110,7 +92,7 @@ def test_session_and_proxy_log_in_with_plus(rvault: Cli, cb_db: str) -> None:
     assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["rows"] == [["cbuser", True]]
     rvault.ok("remote", "close", session)
     proxy = rvault.ok("proxy", "start", cb_db)
-    proc = _psql(proxy["port"], "select current_user")
+    proc = run_psql(proxy["port"], "select current_user")
     assert proc.stdout.strip() == "cbuser", proc.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
 
@@ -127,11 +109,11 @@ def test_scripted_plus_only_upstream(rvault: Cli, scratch: Path, binding: str) -
     bound = tls.cert.read_text() if binding == "honest" else other.cert.read_text()
     seen: list[str] = []
     name = f"plus-{binding}"
-    rvault.ok("credential", "new", "tls-ca", "--name", f"{name}-ca", "--pem-file", str(tls.ca))
+    add_tls_ca(rvault, f"{name}-ca", tls.ca)
     with fakes.serve(fakes.pg_scram_plus_server(PASSWORD, _server_context(tls), bound, seen)) as port:
-        _credential(rvault, name, "127.0.0.1", port, f"{name}-ca")
+        add_db(rvault, "postgres", port, name=name, user="cbuser", password=PASSWORD, tls_ca=f"{name}-ca", host="127.0.0.1")
         proxy = rvault.ok("proxy", "start", name)
-        proc = _psql(proxy["port"], "select 1")
+        proc = run_psql(proxy["port"], "select 1")
         rvault.ok("proxy", "stop", proxy["proxy"])
         if binding == "honest":
             # The fake answers no query, but psql got past authentication (AuthenticationOk + ReadyForQuery).
@@ -176,11 +158,11 @@ def test_tls_intercepting_middlebox_is_detected(rvault: Cli, pg: Postgres, cb_db
         )
         if not strip_plus:
             assert control.stdout.strip() == "cbuser", control.stderr
-        _credential(rvault, name, "localhost", port, "cb-ca", database="cbdb")
+        add_db(rvault, "postgres", port, name=name, user="cbuser", database="cbdb", password=PASSWORD, tls_ca="cb-ca")
         err = rvault.err("remote", "open", name)
         assert err["code"] == "remote_tls_failed" and "channel binding" in err["message"], err
         proxy = rvault.ok("proxy", "start", name)
-        proc = _psql(proxy["port"], "select 1")
+        proc = run_psql(proxy["port"], "select 1")
         assert proc.returncode != 0 and "remote_tls_failed" in proc.stderr and "channel binding" in proc.stderr
         rvault.ok("proxy", "stop", proxy["proxy"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -13,7 +14,9 @@ import pytest
 
 from tests.helpers import Cli, require
 from tests.remote import fakes
+from tests.remote.clients import run_psql
 from tests.remote.conftest import other_namespace
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Postgres
 
 APP_PASSWORD = "pg-canary-Qx81-upstream-secret"
@@ -23,42 +26,22 @@ APP_PASSWORD = "pg-canary-Qx81-upstream-secret"
 def db(rvault: Cli, pg: Postgres) -> str:
     pg.psql(f"create role app login password '{APP_PASSWORD}'")
     pg.psql("create database appdb owner app")
-    rvault.ok("credential", "new", "tls-ca", "--name", "pg-ca", "--pem-file", str(pg.tls.ca))
-    rvault.ok(
-        "credential",
-        "new",
+    add_tls_ca(rvault, "pg-ca", pg.tls.ca)
+    return add_db(
+        rvault,
         "postgres",
-        "--name",
-        "prod-db",
-        "--host",
-        "localhost",
-        "--port",
-        str(pg.port),
-        "--user",
-        "app",
-        "--database",
-        "appdb",
-        "--password-stdin",
-        "--tls-ca",
-        "pg-ca",
-        "--allow-host",
-        "localhost",
-        "--allow-host",
-        "127.0.0.1",
-        input=APP_PASSWORD + "\n",
+        pg.port,
+        name="prod-db",
+        user="app",
+        database="appdb",
+        password=APP_PASSWORD,
+        tls_ca="pg-ca",
+        extra=("--allow-host", "localhost", "--allow-host", "127.0.0.1"),
     )
-    return "prod-db"
 
 
-def _psql(port: int, sql: str, user: str = "postgres", dbname: str = "template1") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    return subprocess.run(
-        ["psql", f"host=127.0.0.1 port={port} user={user} dbname={dbname} connect_timeout=10", "-w", "-Atc", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+# psql presents itself as postgres/template1 here: the proxy must log in as the credential's user and database instead.
+_psql = functools.partial(run_psql, user="postgres", dbname="template1")
 
 
 def test_credential_summary_never_shows_the_password(rvault: Cli, db: str) -> None:
@@ -119,21 +102,7 @@ def test_hostname_is_always_verified(rvault: Cli, db: str) -> None:
 
 def test_system_trust_alone_rejects_the_test_ca(rvault: Cli, pg: Postgres) -> None:
     """RM-4: without the tls_ca credential the self-signed server certificate does not verify."""
-    rvault.ok(
-        "credential",
-        "new",
-        "postgres",
-        "--name",
-        "no-ca",
-        "--host",
-        "localhost",
-        "--port",
-        str(pg.port),
-        "--user",
-        "app",
-        "--password-stdin",
-        input=APP_PASSWORD + "\n",
-    )
+    add_db(rvault, "postgres", pg.port, name="no-ca", user="app", password=APP_PASSWORD)
     assert rvault.err("remote", "open", "no-ca")["code"] == "remote_tls_failed"
 
 
@@ -198,25 +167,7 @@ def test_remote_errors_are_typed_and_bounded(rvault: Cli, db: str) -> None:
 
 def test_wrong_upstream_password_is_typed(rvault: Cli, pg: Postgres) -> None:
     """API-8: a rejected upstream login is `remote_auth_failed`, for sessions and through the proxy."""
-    rvault.ok(
-        "credential",
-        "new",
-        "postgres",
-        "--name",
-        "wrong-pw",
-        "--host",
-        "localhost",
-        "--port",
-        str(pg.port),
-        "--user",
-        "app",
-        "--database",
-        "appdb",
-        "--password-stdin",
-        "--tls-ca",
-        "pg-ca",
-        input="nope\n",
-    )
+    add_db(rvault, "postgres", pg.port, name="wrong-pw", user="app", database="appdb", password="nope", tls_ca="pg-ca")
     assert rvault.err("remote", "open", "wrong-pw")["code"] == "remote_auth_failed"
     proxy = rvault.ok("proxy", "start", "wrong-pw")
     proc = _psql(proxy["port"], "select 1")
@@ -306,23 +257,7 @@ def test_tampered_scram_is_rejected(rvault: Cli, tamper: str) -> None:
     """PX-2: the proxy checks the server nonce and the server signature (a scripted upstream tampers them)."""
     with fakes.serve(fakes.pg_scram_server("fake-pw", tamper)) as port:
         name = f"fake-{tamper}"
-        rvault.ok(
-            "credential",
-            "new",
-            "postgres",
-            "--name",
-            name,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--user",
-            "app",
-            "--tls",
-            "disabled",
-            "--password-stdin",
-            input="fake-pw\n",
-        )
+        add_db(rvault, "postgres", port, name=name, user="app", password="fake-pw", host="127.0.0.1", extra=("--tls", "disabled"))
         proxy = rvault.ok("proxy", "start", name)
         proc = _psql(proxy["port"], "select 1")
         assert proc.returncode != 0
@@ -333,22 +268,15 @@ def test_tampered_scram_is_rejected(rvault: Cli, tamper: str) -> None:
 def test_scripted_upstream_accepts_the_honest_exchange(rvault: Cli) -> None:
     """Control for the tamper test: the same scripted upstream without tampering completes the handshake."""
     with fakes.serve(fakes.pg_scram_server("fake-pw", "none")) as port:
-        rvault.ok(
-            "credential",
-            "new",
+        add_db(
+            rvault,
             "postgres",
-            "--name",
-            "fake-honest",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--user",
-            "app",
-            "--tls",
-            "disabled",
-            "--password-stdin",
-            input="fake-pw\n",
+            port,
+            name="fake-honest",
+            user="app",
+            password="fake-pw",
+            host="127.0.0.1",
+            extra=("--tls", "disabled"),
         )
         proxy = rvault.ok("proxy", "start", "fake-honest")
         sock = socket.create_connection(("127.0.0.1", proxy["port"]), timeout=10)
@@ -365,25 +293,16 @@ def test_md5_refused_unless_allowed(rvault: Cli, pg: Postgres) -> None:
     pg.psql("set password_encryption = 'md5'; create role md5user login password 'md5-secret'")
     pg.psql("grant connect on database appdb to md5user")
     for name, extra in (("md5-strict", []), ("md5-allowed", ["--allow-auth", "md5"])):
-        rvault.ok(
-            "credential",
-            "new",
+        add_db(
+            rvault,
             "postgres",
-            "--name",
-            name,
-            "--host",
-            "localhost",
-            "--port",
-            str(pg.port),
-            "--user",
-            "md5user",
-            "--database",
-            "appdb",
-            "--password-stdin",
-            "--tls-ca",
-            "pg-ca",
-            *extra,
-            input="md5-secret\n",
+            pg.port,
+            name=name,
+            user="md5user",
+            database="appdb",
+            password="md5-secret",
+            tls_ca="pg-ca",
+            extra=extra,
         )
     strict = rvault.ok("proxy", "start", "md5-strict")
     proc = _psql(strict["port"], "select current_user")

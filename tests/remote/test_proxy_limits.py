@@ -35,6 +35,7 @@ from engine.remote.proxy.listener import (
 from engine.remote.runtime import _new_loop
 from engine.remote.targets import Target
 from tests.helpers import Cli
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Postgres, Redis
 
 HANDSHAKE = 3.0  # the shortened handshake deadline of the `limited` daemon
@@ -42,47 +43,30 @@ LIFETIME = 12.0  # the shortened lifetime of the `short_lived` daemon
 APP_PASSWORD = "limits-app-pw-7Qz"
 
 
-def _vault(tmp_path_factory: pytest.TempPathFactory, name: str, config: str) -> Cli:
+def _cache_vault(tmp_path_factory: pytest.TempPathFactory, name: str, config: str, redis: Redis) -> Cli:
+    """An initialized vault whose config.toml says `config`, holding the Redis credential `cache`."""
     cli = Cli(home=tmp_path_factory.mktemp(name) / "home")
     cli.home.mkdir(parents=True, mode=0o700)
     (cli.home / "config.toml").write_text("[engine]\n" + config)
     cli.init()
+    add_tls_ca(cli, "redis-ca", redis.tls.ca)
+    add_db(cli, "redis", redis.port, name="cache", password=redis.password, tls_ca="redis-ca")
     return cli
-
-
-def _redis_credential(cli: Cli, redis: Redis) -> str:
-    cli.ok("credential", "new", "tls-ca", "--name", "redis-ca", "--pem-file", str(redis.tls.ca))
-    cli.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "cache",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis.port),
-        "--password-stdin",
-        "--tls-ca",
-        "redis-ca",
-        input=redis.password + "\n",
-    )
-    return "cache"
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Iterator[Cli]:
     """A daemon with a 3 s handshake deadline; its lifetime key asks for 10 hours and must be capped at 30 min."""
-    cli = _vault(tmp_path_factory, "limited", f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\n")
-    _redis_credential(cli, redis_tls)
+    cli = _cache_vault(
+        tmp_path_factory, "limited", f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\n", redis_tls
+    )
     yield cli
     cli.stop()
 
 
 @pytest.fixture(scope="module")
 def short_lived(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Iterator[Cli]:
-    cli = _vault(tmp_path_factory, "short", f"proxy_lifetime_minutes = {LIFETIME / 60}\n")
-    _redis_credential(cli, redis_tls)
+    cli = _cache_vault(tmp_path_factory, "short", f"proxy_lifetime_minutes = {LIFETIME / 60}\n", redis_tls)
     yield cli
     cli.stop()
 
@@ -91,27 +75,8 @@ def short_lived(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> I
 def pg_db(limited: Cli, pg: Postgres) -> str:
     pg.psql(f"create role app login password '{APP_PASSWORD}'")
     pg.psql("create database appdb owner app")
-    limited.ok("credential", "new", "tls-ca", "--name", "pg-ca", "--pem-file", str(pg.tls.ca))
-    limited.ok(
-        "credential",
-        "new",
-        "postgres",
-        "--name",
-        "db",
-        "--host",
-        "localhost",
-        "--port",
-        str(pg.port),
-        "--user",
-        "app",
-        "--database",
-        "appdb",
-        "--password-stdin",
-        "--tls-ca",
-        "pg-ca",
-        input=APP_PASSWORD + "\n",
-    )
-    return "db"
+    add_tls_ca(limited, "pg-ca", pg.tls.ca)
+    return add_db(limited, "postgres", pg.port, name="db", user="app", database="appdb", password=APP_PASSWORD, tls_ca="pg-ca")
 
 
 # -- small clients ------------------------------------------------------------------------

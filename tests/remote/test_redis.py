@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from tests.helpers import Cli
+from tests.remote.clients import run_redis_cli
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Redis
 
 
 @pytest.fixture(scope="module")
 def cache(rvault: Cli, redis_tls: Redis) -> str:
-    rvault.ok("credential", "new", "tls-ca", "--name", "redis-ca", "--pem-file", str(redis_tls.tls.ca))
-    rvault.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "cache",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis_tls.port),
-        "--password-stdin",
-        "--tls-ca",
-        "redis-ca",
-        input=redis_tls.password + "\n",
-    )
-    return "cache"
-
-
-def _redis_cli(port: int, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True, timeout=30)
+    add_tls_ca(rvault, "redis-ca", redis_tls.tls.ca)
+    return add_db(rvault, "redis", redis_tls.port, name="cache", password=redis_tls.password, tls_ca="redis-ca")
 
 
 def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
@@ -55,47 +36,21 @@ def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
 
 def test_redis_wrong_password_and_plaintext_refused(rvault: Cli, redis_tls: Redis) -> None:
     """API-8/RM-4: wrong password is typed; a TLS-only server cannot be reached in plaintext by accident."""
-    rvault.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "cache-bad",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis_tls.port),
-        "--password-stdin",
-        "--tls-ca",
-        "redis-ca",
-        input="wrong\n",
-    )
+    add_db(rvault, "redis", redis_tls.port, name="cache-bad", password="wrong", tls_ca="redis-ca")
     assert rvault.err("remote", "open", "cache-bad")["code"] == "remote_auth_failed"
-    rvault.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "cache-noca",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis_tls.port),
-        "--password-stdin",
-        input=redis_tls.password + "\n",
-    )
+    add_db(rvault, "redis", redis_tls.port, name="cache-noca", password=redis_tls.password)
     assert rvault.err("remote", "open", "cache-noca")["code"] == "remote_tls_failed"
 
 
 def test_redis_proxy_injects_auth(rvault: Cli, cache: str, redis_tls: Redis) -> None:
     """PX-1/PX-2: redis-cli connects to the loopback proxy without a password; upstream is TLS + AUTH."""
     proxy = rvault.ok("proxy", "start", cache)
-    assert _redis_cli(proxy["port"], "set", "via", "proxy").stdout.strip() == "OK"
-    assert _redis_cli(proxy["port"], "get", "via").stdout.strip() == "proxy"
+    assert run_redis_cli(proxy["port"], "set", "via", "proxy").stdout.strip() == "OK"
+    assert run_redis_cli(proxy["port"], "get", "via").stdout.strip() == "proxy"
     # Direct plaintext to the TLS port without the password does not work: the proxy is what injects both.
     rvault.ok("proxy", "stop", proxy["proxy"])
     bad = rvault.ok("proxy", "start", "cache-bad")
-    out = _redis_cli(bad["port"], "ping")
+    out = run_redis_cli(bad["port"], "ping")
     assert "remote_auth_failed" in out.stdout + out.stderr
     rvault.ok("proxy", "stop", bad["proxy"])
 
@@ -110,28 +65,14 @@ def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path, redis_
     (cli.home / "config.toml").write_text("[engine]\nidle_lock_minutes = 0.05\n")  # 3 seconds
     cli.init()
     try:
-        cli.ok("credential", "new", "tls-ca", "--name", "ca", "--pem-file", str(redis_tls.tls.ca))
-        cli.ok(
-            "credential",
-            "new",
-            "redis",
-            "--name",
-            "c",
-            "--host",
-            "localhost",
-            "--port",
-            str(redis_tls.port),
-            "--password-stdin",
-            "--tls-ca",
-            "ca",
-            input=redis_tls.password + "\n",
-        )
+        add_tls_ca(cli, "ca", redis_tls.tls.ca)
+        add_db(cli, "redis", redis_tls.port, name="c", password=redis_tls.password, tls_ca="ca")
         cli.ok("remote", "open", "c")
         proxy = cli.ok("proxy", "start", "c")
         deadline = time.monotonic() + 120
         locked = False
         while time.monotonic() < deadline:
-            _redis_cli(proxy["port"], "ping")  # traffic through the proxy only
+            run_redis_cli(proxy["port"], "ping")  # traffic through the proxy only
             status = cli.ok("status")
             if status.get("locked") or status.get("state") == "locked":
                 locked = True
@@ -154,24 +95,8 @@ def test_redis_acl_user(rvault: Cli, cache: str, redis_tls: Redis) -> None:
     rvault.ok("remote", "approve", ticket["ticket"])
     assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == "OK"
     rvault.ok("remote", "close", session)
-    rvault.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "cache-reader",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis_tls.port),
-        "--user",
-        "reader",
-        "--password-stdin",
-        "--tls-ca",
-        "redis-ca",
-        input="reader-pw-1\n",
-    )
+    add_db(rvault, "redis", redis_tls.port, name="cache-reader", user="reader", password="reader-pw-1", tls_ca="redis-ca")
     proxy = rvault.ok("proxy", "start", "cache-reader")
-    assert _redis_cli(proxy["port"], "acl", "whoami").stdout.strip() == "reader"
-    assert "NOPERM" in _redis_cli(proxy["port"], "set", "k", "v").stdout
+    assert run_redis_cli(proxy["port"], "acl", "whoami").stdout.strip() == "reader"
+    assert "NOPERM" in run_redis_cli(proxy["port"], "set", "k", "v").stdout
     rvault.ok("proxy", "stop", proxy["proxy"])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from tests.helpers import Cli
+from tests.remote.clients import run_redis_cli
+from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Redis
 
 
@@ -34,25 +35,8 @@ def reader(rvault: Cli, redis_tls: Redis) -> str:
             + _cmd("ACL", "SETUSER", "other", "on", ">other-pw-2", "~*", "+@all")
         )
         assert _replies(admin, 3) == [b"+OK"] * 3
-    rvault.ok("credential", "new", "tls-ca", "--name", "id-ca", "--pem-file", str(redis_tls.tls.ca))
-    rvault.ok(
-        "credential",
-        "new",
-        "redis",
-        "--name",
-        "id-reader",
-        "--host",
-        "localhost",
-        "--port",
-        str(redis_tls.port),
-        "--user",
-        "reader",
-        "--password-stdin",
-        "--tls-ca",
-        "id-ca",
-        input="reader-pw-2\n",
-    )
-    return "id-reader"
+    add_tls_ca(rvault, "id-ca", redis_tls.tls.ca)
+    return add_db(rvault, "redis", redis_tls.port, name="id-reader", user="reader", password="reader-pw-2", tls_ca="id-ca")
 
 
 @pytest.fixture
@@ -60,12 +44,6 @@ def proxy_port(rvault: Cli, reader: str) -> Iterator[int]:
     proxy = rvault.ok("proxy", "start", reader)
     yield proxy["port"]
     rvault.ok("proxy", "stop", proxy["proxy"])
-
-
-def _redis_cli(port: int, *args: str, script: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], input=script, capture_output=True, text=True, timeout=30
-    )
 
 
 def test_control_direct_auth_does_switch_user(redis_tls: Redis, reader: str) -> None:
@@ -93,7 +71,7 @@ def test_redis_cli_auth_and_hello_keep_the_credential_identity(proxy_port: int, 
         "RESET\n"
         "ACL WHOAMI\n"
     )
-    out = _redis_cli(proxy_port, script=script)
+    out = run_redis_cli(proxy_port, script=script)
     lines = out.stdout.splitlines()
     assert lines.count("reader") == 6, out.stdout
     assert "other" not in lines and "default" not in lines
@@ -103,7 +81,7 @@ def test_redis_cli_auth_and_hello_keep_the_credential_identity(proxy_port: int, 
     assert any("MEMORIES-PROXY-REFUSED" in line and "RESET" in line for line in lines), out.stdout
 
     for args in (["--user", "other", "--pass", "other-pw-2"], ["-3", "--user", "other", "--pass", "other-pw-2"]):
-        assert _redis_cli(proxy_port, *args, "ACL", "WHOAMI").stdout.strip() == "reader", args
+        assert run_redis_cli(proxy_port, *args, "ACL", "WHOAMI").stdout.strip() == "reader", args
 
 
 def _replies(sock: socket.socket, count: int) -> list[bytes]:
@@ -182,4 +160,4 @@ def test_malformed_request_closes_only_that_connection(proxy_port: int) -> None:
             data += chunk
     assert data.startswith(b"+PONG\r\n-ERR unknown command 'MEMORIES-PROXY-REFUSED'"), data
     assert b"Protocol error" in data and b"AUTH" not in data
-    assert _redis_cli(proxy_port, "ACL", "WHOAMI").stdout.strip() == "reader"
+    assert run_redis_cli(proxy_port, "ACL", "WHOAMI").stdout.strip() == "reader"

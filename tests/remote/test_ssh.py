@@ -12,6 +12,7 @@ import pytest
 from tests.helpers import Cli, require
 from tests.remote import fakes
 from tests.remote.conftest import other_namespace
+from tests.remote.credentials import add_ssh
 from tests.remote.servers import Sshd
 
 
@@ -38,23 +39,7 @@ def test_generated_key_logs_in_and_private_key_is_never_returned(elevated: Cli, 
     assert public.startswith("ssh-ed25519 ")
     with open(sshd.root / "authorized_keys", "a") as handle:
         handle.write(public + "\n")
-    elevated.ok(
-        "credential",
-        "new",
-        "ssh",
-        "--name",
-        "box",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(sshd.port),
-        "--user",
-        "root",
-        "--key",
-        "deploy-key",
-        "--host-key",
-        sshd.host_pub,
-    )
+    add_ssh(elevated, "box", port=sshd.port, user="root", host_key=sshd.host_pub, extra=("--key", "deploy-key"))
     result = _run(elevated, "box", "echo hello; id -un")
     assert result["output"] == "hello\nroot\n" and result["exit_status"] == 0
     shown = elevated.ok("credential", "show", "deploy-key")
@@ -65,23 +50,8 @@ def test_imported_key_and_known_hosts_entry(elevated: Cli, sshd: Sshd, tmp_path:
     """RM-2: an imported OpenSSH private key, host verified through a known-hosts entry."""
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}\n")
-    elevated.ok(
-        "credential",
-        "new",
-        "ssh",
-        "--name",
-        "box-imported",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(sshd.port),
-        "--user",
-        "root",
-        "--identity-file",
-        str(sshd.client_key),
-        "--known-hosts-file",
-        str(known),
-    )
+    identity = ("--identity-file", str(sshd.client_key), "--known-hosts-file", str(known))
+    add_ssh(elevated, "box-imported", port=sshd.port, user="root", host_key=None, extra=identity)
     result = _run(elevated, "box-imported", "echo out; echo err >&2")
     assert (result["output"], result["stderr"], result["exit_status"]) == ("out\n", "err\n", 0)
 
@@ -93,24 +63,11 @@ def test_certificate_auth(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
     subprocess.run(
         ["ssh-keygen", "-q", "-s", str(sshd.user_ca), "-I", "test", "-n", "root", "-V", "-5m:+1h", str(key) + ".pub"], check=True
     )
-    base = [
-        "credential",
-        "new",
-        "ssh",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(sshd.port),
-        "--user",
-        "root",
-        "--identity-file",
-        str(key),
-        "--host-key",
-        sshd.host_pub,
-    ]
-    elevated.ok(*base, "--name", "box-nocert")
+    identity = ("--identity-file", str(key))
+    add_ssh(elevated, "box-nocert", port=sshd.port, user="root", host_key=sshd.host_pub, extra=identity)
     assert elevated.err("remote", "open", "box-nocert")["code"] == "remote_auth_failed"
-    elevated.ok(*base, "--name", "box-cert", "--certificate-file", f"{key}-cert.pub")
+    certificate = (*identity, "--certificate-file", f"{key}-cert.pub")
+    add_ssh(elevated, "box-cert", port=sshd.port, user="root", host_key=sshd.host_pub, extra=certificate)
     assert _run(elevated, "box-cert", "echo cert")["output"] == "cert\n"
 
 
@@ -119,23 +76,8 @@ def test_unknown_or_changed_host_key_is_refused(elevated: Cli, sshd: Sshd, tmp_p
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     wrong = " ".join(Path(f"{other}.pub").read_text().split()[:2])
-    elevated.ok(
-        "credential",
-        "new",
-        "ssh",
-        "--name",
-        "box-wrong-hostkey",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(sshd.port),
-        "--user",
-        "root",
-        "--identity-file",
-        str(sshd.client_key),
-        "--host-key",
-        wrong,
-    )
+    identity = ("--identity-file", str(sshd.client_key))
+    add_ssh(elevated, "box-wrong-hostkey", port=sshd.port, user="root", host_key=wrong, extra=identity)
     assert elevated.err("remote", "open", "box-wrong-hostkey")["code"] == "host_key_unknown"
     # A credential without any host key pin cannot even be created.
     err = elevated.err(
@@ -160,23 +102,7 @@ def test_password_auth(elevated: Cli) -> None:
     """RM-2: password credentials against asyncssh's server; a wrong password is a typed error."""
     with fakes.asyncssh_password_server("ana", "ssh-pw-1") as (port, host_key):
         for name, pw in (("pw-box", "ssh-pw-1"), ("pw-box-bad", "nope")):
-            elevated.ok(
-                "credential",
-                "new",
-                "ssh",
-                "--name",
-                name,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--user",
-                "ana",
-                "--password-stdin",
-                "--host-key",
-                host_key,
-                input=pw + "\n",
-            )
+            add_ssh(elevated, name, port=port, user="ana", password=pw, host_key=host_key)
         assert _run(elevated, "pw-box", "uptime")["output"] == "ran: uptime\n"
         assert elevated.err("remote", "open", "pw-box-bad")["code"] == "remote_auth_failed"
 
@@ -191,23 +117,8 @@ def test_ssh_proxy_forwards_through_the_daemons_connection(elevated: Cli, sshd: 
     """PX-1: a loopback port forward over the daemon's key-authenticated, host-verified SSH connection."""
     import socket
 
-    elevated.ok(
-        "credential",
-        "new",
-        "ssh",
-        "--name",
-        "tunnel",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(sshd.port),
-        "--user",
-        "root",
-        "--identity-file",
-        str(sshd.client_key),
-        "--host-key",
-        sshd.host_pub,
-    )
+    identity = ("--identity-file", str(sshd.client_key))
+    add_ssh(elevated, "tunnel", port=sshd.port, user="root", host_key=sshd.host_pub, extra=identity)
     assert elevated.err("proxy", "start", "tunnel")["code"] == "invalid_input"  # needs --forward
     with fakes.serve(_echo) as echo_port:
         proxy = elevated.ok("proxy", "start", "tunnel", "--forward", f"127.0.0.1:{echo_port}")
@@ -225,24 +136,6 @@ def _keygen(path: Path, *args: str) -> Path:
     return path
 
 
-def _ssh_credential(cli: Cli, name: str, host_key: str, *auth: str, input: str | None = None) -> None:
-    cli.ok(
-        "credential",
-        "new",
-        "ssh",
-        "--name",
-        name,
-        "--host",
-        "127.0.0.1",
-        "--user",
-        "deploy",
-        "--host-key",
-        host_key,
-        *auth,
-        input=input,
-    )
-
-
 @pytest.mark.parametrize("keytype", [("-t", "ed25519", "-C", "ana@laptop"), ("-t", "rsa", "-b", "2048", "-m", "PEM")])
 def test_public_key_of_an_imported_identity_file(elevated: Cli, tmp_path: Path, keytype: tuple[str, ...]) -> None:
     """RM-2/RM-3: `credential public` of an ssh credential holding an imported key prints exactly what
@@ -252,8 +145,9 @@ def test_public_key_of_an_imported_identity_file(elevated: Cli, tmp_path: Path, 
     subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "t", "-n", "deploy", "-V", "-5m:+1h", f"{key}.pub"], check=True)
     host_key = " ".join(Path(f"{ca}.pub").read_text().split()[:2])
     name = f"pub-{keytype[1]}"
-    _ssh_credential(elevated, name, host_key, "--identity-file", str(key))
-    _ssh_credential(elevated, f"{name}-cert", host_key, "--identity-file", str(key), "--certificate-file", f"{key}-cert.pub")
+    add_ssh(elevated, name, user="deploy", host_key=host_key, extra=("--identity-file", str(key)))
+    certificate = ("--identity-file", str(key), "--certificate-file", f"{key}-cert.pub")
+    add_ssh(elevated, f"{name}-cert", user="deploy", host_key=host_key, extra=certificate)
     expected = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True, check=True).stdout.strip()
     private_body = "".join(key.read_text().splitlines()[1:-1])
 
@@ -273,14 +167,14 @@ def test_public_key_needs_sudo_and_a_key(elevated: Cli, tmp_path: Path) -> None:
     a password-only ssh credential has no key and says so; a --key credential shows that key's line."""
     key = _keygen(tmp_path / "id", "-t", "ed25519")
     host_key = " ".join(Path(f"{key}.pub").read_text().split()[:2])
-    _ssh_credential(elevated, "pub-sudo", host_key, "--identity-file", str(key))
-    _ssh_credential(elevated, "pub-password", host_key, "--password-stdin", input="s3cret-pw-xyz\n")
+    add_ssh(elevated, "pub-sudo", user="deploy", host_key=host_key, extra=("--identity-file", str(key)))
+    add_ssh(elevated, "pub-password", user="deploy", host_key=host_key, password="s3cret-pw-xyz")
     proc = other_namespace(elevated, "credential", "public", "pub-sudo")
     assert proc.returncode != 0 and json.loads(proc.stdout)["error"]["code"] == "elevation_required"
     err = elevated.err("credential", "public", "pub-password")
     assert err["code"] == "invalid_input" and "password" in err["message"] and "s3cret" not in err["message"]
     elevated.ok("credential", "new", "ssh-key", "--name", "pub-imported-key", "--identity-file", str(key))
-    _ssh_credential(elevated, "pub-by-ref", host_key, "--key", "pub-imported-key")
+    add_ssh(elevated, "pub-by-ref", user="deploy", host_key=host_key, extra=("--key", "pub-imported-key"))
     line = elevated.ok("credential", "public", "pub-by-ref")["public_key"]
     assert line == elevated.ok("credential", "public", "pub-imported-key")["public_key"]
     assert line.split()[:2] == Path(f"{key}.pub").read_text().split()[:2]

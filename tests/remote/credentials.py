@@ -1,0 +1,86 @@
+"""`credential new` calls shared by the remote tests and bench/proxy.py.
+
+Each helper runs one `credential new …` through the CLI, fails the caller if the engine refuses it,
+and returns the credential's name. A password always goes in on standard input (`--password-stdin`),
+never in argv; `password=None` leaves `--password-stdin` out (a certificate-only or key-only login).
+Flags a helper does not name (`--allow-host`, `--tls-cert`, `--tls disabled`, …) go through `extra`,
+after the named ones and in the caller's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from tests.helpers import Cli
+
+
+def add_tls_ca(cli: Cli, name: str, pem: Path | str) -> str:
+    """A `tls-ca` credential holding the CA certificate in `pem`."""
+    cli.ok("credential", "new", "tls-ca", "--name", name, "--pem-file", str(pem))
+    return name
+
+
+def _add(
+    cli: Cli,
+    ctype: str,
+    name: str,
+    *,
+    host: str,
+    port: int | None,
+    user: str | None,
+    database: str | None = None,
+    password: str | None,
+    tls_ca: str | None = None,
+    extra: Sequence[str],
+) -> str:
+    args = ["credential", "new", ctype, "--name", name, "--host", host]
+    if port is not None:
+        args += ["--port", str(port)]
+    if user is not None:
+        args += ["--user", user]
+    if database is not None:
+        args += ["--database", database]
+    if password is not None:
+        args.append("--password-stdin")
+    if tls_ca is not None:
+        args += ["--tls-ca", tls_ca]
+    cli.ok(*args, *extra, input=None if password is None else password + "\n")
+    return name
+
+
+def add_db(
+    cli: Cli,
+    ctype: Literal["postgres", "mysql", "redis"],
+    port: int,
+    *,
+    name: str,
+    password: str | None,
+    user: str | None = None,
+    database: str | None = None,
+    tls_ca: str | None = None,
+    host: str = "localhost",
+    extra: Sequence[str] = (),
+) -> str:
+    """A `postgres`, `mysql` (MySQL or MariaDB) or `redis` credential for `host:port`, its server certificate
+    verified against the `tls_ca` credential when one is named; a Redis `user` is an ACL user."""
+    return _add(
+        cli, ctype, name, host=host, port=port, user=user, database=database, password=password, tls_ca=tls_ca, extra=extra
+    )
+
+
+def add_ssh(
+    cli: Cli,
+    name: str,
+    *,
+    user: str,
+    host_key: str | None,
+    port: int | None = None,
+    password: str | None = None,
+    host: str = "127.0.0.1",
+    extra: Sequence[str] = (),
+) -> str:
+    """An `ssh` credential; the key or identity file goes in `extra`, `host_key=None` when `extra` pins it otherwise."""
+    pin = () if host_key is None else ("--host-key", host_key)
+    return _add(cli, "ssh", name, host=host, port=port, user=user, password=password, extra=(*pin, *extra))
