@@ -151,27 +151,32 @@ def main() -> None:
             service.dispatch({"op": "import_batch", "items": items}, caller)
         print(f"import {args.notes} notes (incl. write-time segmentation): {time.perf_counter() - started:.1f} s")
 
-        # Build after unlock from stored token streams (SR-6), as a fresh engine would: the
-        # process has not loaded Jieba's dictionary (it loads during the KDF).
+        # Build after unlock from stored token streams (SR-6). Twice: in a running engine
+        # (Jieba's dictionary already loaded, the usual unlock), and as the first unlock of a
+        # freshly started engine (the dictionary loads during the KDF).
         service.lock_now("bench")
         t_kdf = time.perf_counter()
         service.require_store().check_password(PASSWORD)
         kdf = time.perf_counter() - t_kdf
-        runtime.segmenter = Segmenter()
-        jieba.dt.initialized = False
-        t0 = time.perf_counter()
-        service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
-        t_unlocked = time.perf_counter()
-        assert runtime.wait_ready(600)
-        warm_build = time.perf_counter() - t_unlocked
-        print(
-            f"unlock (KDF + decrypt/authenticate state): {t_unlocked - t0:.2f} s; index build from tokens: {warm_build:.2f} s "
-            f"(reused {runtime.stats.reused_tokens}, segmented {runtime.stats.segmented}, job {runtime.stats.last_seconds:.2f} s)"
-        )
-        print(
-            f"complete index after unlock: {t_unlocked - t0 - kdf + warm_build:.2f} s beyond the KDF ({kdf:.2f} s here) "
-            "(target <= 2 s)"
-        )
+        for label in ("running engine", "fresh engine"):
+            if label == "fresh engine":
+                service.lock_now("bench")
+                runtime.segmenter = Segmenter()
+                jieba.dt.initialized = False
+            t0 = time.perf_counter()
+            service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
+            t_unlocked = time.perf_counter()
+            assert runtime.wait_ready(600)
+            warm_build = time.perf_counter() - t_unlocked
+            print(
+                f"[{label}] unlock (KDF + decrypt/authenticate state): {t_unlocked - t0:.2f} s, searches answer "
+                f"(partial) {t_unlocked - t0 - kdf:.2f} s beyond the KDF; index build from tokens: {warm_build:.2f} s "
+                f"(reused {runtime.stats.reused_tokens}, segmented {runtime.stats.segmented})"
+            )
+            print(
+                f"[{label}] complete index after unlock: {t_unlocked - t0 - kdf + warm_build:.2f} s beyond the KDF "
+                f"({kdf:.2f} s here) (target <= 2 s)"
+            )
 
         # Cold build: decrypt + segment + insert (what SR-6 avoids).
         state = service.require_unlocked()

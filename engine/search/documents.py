@@ -94,29 +94,43 @@ class Prepared:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Prepared | None:
-        """None for a record of another segmenter/chunker version or of an unknown shape."""
+        """None for a record of another segmenter/chunker version or of an unknown shape.
+
+        Unlock turns every stored record into a Prepared (10k per 10k notes), so the shape is
+        checked with exact type tests rather than by converting every field.
+        """
         try:
             if record.get("v") != PREPARED_VERSION:
                 return None
-            summary = record["summary"]
-            if not isinstance(summary, dict) or not isinstance(record["body"], str):
+            summary, body = record["summary"], record["body"]
+            title, meta = record["title"], record["meta"]
+            if type(summary) is not dict or type(body) is not str:
                 return None
-            prepared = cls(
+            chunks = tuple(PreparedChunk(*c) for c in record["chunks"])
+            if not all(
+                type(c.start) is int and type(c.end) is int and type(c.words) is str and type(c.bigrams) is str
+                and 0 <= c.start <= c.end <= len(body)
+                for c in chunks
+            ):
+                return None
+            if not all(type(x) is str for x in (*title, *meta)):
+                return None
+            raw_meta = summary.get("meta", {})
+            return cls(
                 rev_id=bytes(record["rev"]),
                 version=PREPARED_VERSION,
-                title=Segmented(str(record["title"][0]), str(record["title"][1])),
-                meta=Segmented(str(record["meta"][0]), str(record["meta"][1])),
-                chunks=tuple(PreparedChunk(int(c[0]), int(c[1]), str(c[2]), str(c[3])) for c in record["chunks"]),
+                title=Segmented(*title),
+                meta=Segmented(*meta),
+                chunks=chunks,
                 summary={
                     "title": str(summary.get("title", "")),
                     "tags": [str(t) for t in summary.get("tags", [])],
-                    "meta": {str(k): str(v) for k, v in dict(summary.get("meta", {})).items()},
+                    "meta": {str(k): str(v) for k, v in dict(raw_meta).items()},
                 },
-                body=record["body"],
+                body=body,
             )
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return None
-        return prepared if all(0 <= c.start <= c.end <= len(prepared.body) for c in prepared.chunks) else None
 
     def fits(self, doc: Document) -> bool:
         return self.rev_id == doc.rev_id and self.body == doc.body

@@ -24,10 +24,12 @@ from typing import Any
 from engine.crypto.keys import DeviceIdentity, SignatureError, verify
 from engine.vault.revision import Revision
 
-__all__ = ["AUDIT_TAG", "verify_all", "verify_audit", "BackgroundVerifier"]
+__all__ = ["AUDIT_TAG", "verify_all", "verify_audit", "BackgroundVerifier", "UnlockWork"]
 
 log = logging.getLogger("memories.engine")
 AUDIT_TAG = "memories.audit"
+# How long the check waits for the unlock's foreground work before it runs regardless.
+YIELD_SECONDS = 30.0
 
 
 def verify_audit(record: dict[str, Any], identity: DeviceIdentity) -> None:
@@ -46,6 +48,31 @@ def verify_all(identity: DeviceIdentity, revisions: Sequence[Revision], audits: 
         verify_audit(record, identity)
 
 
+class UnlockWork:
+    """Counts the work an unlock starts that a user waits for (the search index build).
+
+    The signature check yields to it: on two cores both would otherwise share the GIL and
+    the build, which decides when searches are complete, would take longer.
+    """
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._changed = threading.Condition()
+
+    def begin(self) -> None:
+        with self._changed:
+            self._running += 1
+
+    def end(self) -> None:
+        with self._changed:
+            self._running -= 1
+            self._changed.notify_all()
+
+    def wait_idle(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._running <= 0, timeout)
+
+
 class BackgroundVerifier:
     """Runs ``verify_all`` on a daemon thread per unlock and calls ``on_failure`` if anything is wrong."""
 
@@ -62,11 +89,14 @@ class BackgroundVerifier:
         *,
         still_current: Callable[[], bool],
         on_failure: Callable[[], None],
+        after: UnlockWork | None = None,
     ) -> None:
         self.done = done = threading.Event()
 
         def run() -> None:
             try:
+                if after is not None:
+                    after.wait_idle(YIELD_SECONDS)
                 # Batches let a lock (or a newer unlock) stop the work early.
                 for start in range(0, max(len(revisions), 1), 512):
                     if not still_current():

@@ -26,7 +26,7 @@ from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
 from engine.search.index import Limits, VaultIndex
 from engine.search.segment import Segmenter
-from engine.service.memory import release_free_memory
+from engine.service.memory import gc_paused, release_free_memory
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
@@ -241,6 +241,7 @@ class SearchRuntime:
         job = BuildJob(state, vault_id, self.service.session.generation, index)
         self.job = job
         self.stats.builds += 1
+        self.service.unlock_work.begin()  # before the thread starts: the check must not slip in first
         threading.Thread(target=self._run_build, args=(job,), name="memories-search-build", daemon=True).start()
         return job
 
@@ -263,6 +264,7 @@ class SearchRuntime:
         except Exception as exc:  # a bug must not kill the daemon; only the type is logged
             log.error("search index build failed type=%s", type(exc).__name__)
         finally:
+            self.service.unlock_work.end()
             job.done.set()
 
     def _build(self, job: BuildJob) -> None:
@@ -275,48 +277,11 @@ class SearchRuntime:
             entries.sort(key=lambda e: _newest_live_head(state, e).created_ms, reverse=True)
             order = [e.asset_id for e in entries]
         for start in range(0, len(order), BUILD_BATCH):
-            docs: list[tuple[Document, Prepared | None]] = []
-            with self.service.lock:
-                if self._stale(job):
+            # One collector pause per batch (engine/service/memory.py): otherwise it rescans the
+            # whole unlocked state many times per batch and finds nothing to free.
+            with gc_paused():
+                if not self._build_batch(job, order[start : start + BUILD_BATCH]):
                     return
-                for asset_id in order[start : start + BUILD_BATCH]:
-                    entry = state.index.assets[asset_id]
-                    if asset_id in index.assets and index.assets[asset_id].doc.rev_id == _newest_live_head(state, entry).rev_id:
-                        continue  # a commit during the build already indexed it
-                    doc = self.document(state, entry, index)
-                    if doc is None:
-                        continue
-                    size = len(doc.body.encode()) + len(doc.title.encode())
-                    if not index.would_fit(len(doc.body) // 1000 + 1, size):
-                        index.truncated.add(asset_id)
-                        continue
-                    cached = self.tokens.get(doc.rev_id)
-                    docs.append((doc, cached if cached is not None and cached.fits(doc) else None))
-            # The costly part runs without the service lock.
-            fresh: list[Prepared] = []
-            ready: list[tuple[Document, Prepared]] = []
-            for doc, cached in docs:
-                if cached is None:
-                    prepared = prepare(doc, self.segmenter)
-                    fresh.append(prepared)
-                    job.segmented += 1
-                else:
-                    prepared = cached
-                    job.reused += 1
-                ready.append((doc, prepared))
-            with self.service.lock:
-                if self._stale(job):
-                    return
-                current = []
-                for doc, prepared in ready:
-                    entry = state.index.assets[doc.asset_id]
-                    if state.index.is_deleted(entry) or entry.in_conflict or _newest_live_head(state, entry).rev_id != doc.rev_id:
-                        continue  # changed meanwhile; the commit hook indexed the new state
-                    current.append((doc, prepared))
-                    # The stream now lives in the FTS table; keeping a second copy would double memory.
-                    self.tokens.pop(doc.rev_id, None)
-                index.upsert_many(current)
-                self._persist_tokens(state, fresh)
         with self.service.lock:
             if self._stale(job):
                 return
@@ -330,6 +295,54 @@ class SearchRuntime:
             release_free_memory()
             self.stats.segmented += job.segmented
             self.stats.reused_tokens += job.reused
+
+    def _build_batch(self, job: BuildJob, batch: list[bytes]) -> bool:
+        """Index one batch of assets; False when the job went stale (lock, newer build)."""
+        index, state = job.index, job.state
+        docs: list[tuple[Document, Prepared | None]] = []
+        with self.service.lock:
+            if self._stale(job):
+                return False
+            for asset_id in batch:
+                entry = state.index.assets[asset_id]
+                head = _newest_live_head(state, entry)
+                if asset_id in index.assets and index.assets[asset_id].doc.rev_id == head.rev_id:
+                    continue  # a commit during the build already indexed it
+                doc = self.document(state, entry, index)
+                if doc is None:
+                    continue
+                size = len(doc.body.encode()) + len(doc.title.encode())
+                if not index.would_fit(len(doc.body) // 1000 + 1, size):
+                    index.truncated.add(asset_id)
+                    continue
+                cached = self.tokens.get(doc.rev_id)
+                docs.append((doc, cached if cached is not None and cached.fits(doc) else None))
+        # The costly part runs without the service lock.
+        fresh: list[Prepared] = []
+        ready: list[tuple[Document, Prepared]] = []
+        for doc, cached in docs:
+            if cached is None:
+                prepared = prepare(doc, self.segmenter)
+                fresh.append(prepared)
+                job.segmented += 1
+            else:
+                prepared = cached
+                job.reused += 1
+            ready.append((doc, prepared))
+        with self.service.lock:
+            if self._stale(job):
+                return False
+            current = []
+            for doc, prepared in ready:
+                entry = state.index.assets[doc.asset_id]
+                if state.index.is_deleted(entry) or entry.in_conflict or _newest_live_head(state, entry).rev_id != doc.rev_id:
+                    continue  # changed meanwhile; the commit hook indexed the new state
+                current.append((doc, prepared))
+                # The stream now lives in the FTS table; keeping a second copy would double memory.
+                self.tokens.pop(doc.rev_id, None)
+            index.upsert_many(current)
+            self._persist_tokens(state, fresh)
+        return True
 
     # -- queries -------------------------------------------------------------------------
     def wait_ready(self, timeout_seconds: float) -> bool:

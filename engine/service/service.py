@@ -23,8 +23,8 @@ from engine.crypto.chunks import ChunkError
 from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
-from engine.service.integrity import AUDIT_TAG, BackgroundVerifier, verify_all
-from engine.service.memory import release_free_memory
+from engine.service.integrity import AUDIT_TAG, BackgroundVerifier, UnlockWork, verify_all
+from engine.service.memory import gc_paused, release_free_memory
 from engine.service.registry import OPS, OpSpec
 from engine.service.requests import Request
 from engine.service.session import Session
@@ -97,6 +97,8 @@ class Service:
         # "attention": True}; called without the service lock, so they read snapshots.
         self.status_contributors: list[Callable[[], dict[str, int | bool]]] = []
         self.verifier = BackgroundVerifier()
+        # Work an unlock starts that users wait for; the background signature check yields to it.
+        self.unlock_work = UnlockWork()
         for setup in EXTENSIONS:
             setup(self)
         if paths.store.exists():
@@ -177,7 +179,11 @@ class Service:
 
     # -- loading -------------------------------------------------------------------------
     def load_state(self, store: StoreFile) -> Unlocked:
-        """Decrypt and verify every record: certificate, policy, each revision's signature."""
+        """Decrypt and authenticate every record; check certificate and policy of each revision."""
+        with gc_paused():
+            return self._load_state(store)
+
+    def _load_state(self, store: StoreFile) -> Unlocked:
         loaded = store.load()
         identity: DeviceIdentity | None = None
         vaults: dict[bytes, VaultKeys] = {}
@@ -236,6 +242,7 @@ class Service:
             # Until the unlock handler publishes the state, self.state is None.
             still_current=lambda: self.state is state or self.state is None,
             on_failure=lambda: self._integrity_failure(state),
+            after=self.unlock_work,
         )
         return state
 

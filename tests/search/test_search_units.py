@@ -108,3 +108,14 @@ def test_token_records_round_trip_and_version_gate() -> None:
     assert Prepared.from_record({**record, "v": "jieba-0.0/bigram-0"}) is None
     assert Prepared.from_record({**record, "chunks": [[0, 10_000, "x", ""]]}) is None  # out of range
     assert Prepared.from_record({**record, "summary": "nope"}) is None
+    for broken in (
+        {"chunks": [["0", 3, "x", ""]]},
+        {"chunks": [[0, 3, "x"]]},
+        {"chunks": [[0, 3, b"x", ""]]},
+        {"title": [1, ""]},
+        {"title": ["only one"]},
+        {"meta": None},
+        {"body": b"bytes"},
+        {"rev": None},
+    ):
+        assert Prepared.from_record({**record, **broken}) is None, broken
