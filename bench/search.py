@@ -158,7 +158,7 @@ def main() -> None:
         t_kdf = time.perf_counter()
         service.require_store().check_password(PASSWORD)
         kdf = time.perf_counter() - t_kdf
-        for label in ("running engine", "fresh engine"):
+        for label in ("running engine", "fresh engine"):  # fresh: unlocked within 3 s of daemon start
             if label == "fresh engine":
                 service.lock_now("bench")
                 runtime.segmenter = Segmenter()

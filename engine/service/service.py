@@ -88,8 +88,9 @@ class Service:
         # Feature packages (search, cards, mcp, remote …) subscribe here instead of the
         # core calling them: the core stays ignorant of features (imports point down).
         self.on_unlock: list[Callable[[Unlocked], None]] = []
-        # Called (without the service lock) when an unlock starts, before the KDF: a feature
-        # can warm what it will need (the KDF leaves the other core idle for ~0.5 s).
+        # Called (without the service lock) when an unlock starts, before the KDF, and once by
+        # the daemon shortly after it starts: a feature can warm what it will need (the KDF
+        # leaves the other core idle for ~0.5 s). Must return at once (start a thread).
         self.before_unlock: list[Callable[[], None]] = []
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
