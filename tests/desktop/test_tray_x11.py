@@ -78,7 +78,11 @@ class Tray:
                 return spot
             assert self.proc.poll() is None, self.output()
             time.sleep(0.1)
-        raise AssertionError(f"the tray icon never showed {state.value}: {self.output()}")
+        status = self.cli.run("status", "--json", timeout=10)
+        raise AssertionError(
+            f"the tray icon never showed {state.value}: {self.output()}\n"
+            f"engine pid {self.cli.daemon_pid()}; status: {status.stdout.strip() or status.stderr.strip()}"
+        )
 
     def stop(self) -> None:
         stop_process(self.proc)
