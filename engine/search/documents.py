@@ -157,6 +157,6 @@ def prepare(doc: Document, segmenter: Segmenter) -> Prepared:
     )
 
 
-def chunk_key(title: str, text: str) -> bytes:
-    """Identity of a chunk's embedded text (title + passage); not an asset ID and never shown as one."""
-    return hashlib.sha256(title.encode() + b"\x00" + text.encode()).digest()
+def chunk_key(title: bytes, text: bytes) -> bytes:
+    """Identity of a chunk's embedded text (UTF-8 title + passage); not an asset ID and never shown as one."""
+    return hashlib.sha256(title + b"\x00" + text).digest()

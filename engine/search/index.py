@@ -103,13 +103,15 @@ class VaultIndex:
         self.excluded.pop(doc.asset_id, None)
         rows: list[FtsRow] = []
         rowids: list[int] = []
-        size = len(doc.title.encode()) + len(doc.meta_text.encode())
+        title_bytes = doc.title.encode()
+        size = len(title_bytes) + len(doc.meta_text.encode())
         for ordinal, chunk in enumerate(prepared.chunks):
             text = doc.body[chunk.start : chunk.end]
-            size += len(text.encode())
+            text_bytes = text.encode()
+            size += len(text_bytes)
             rowid = self._next_rowid
             self._next_rowid += 1
-            key = chunk_key(doc.title, text)
+            key = chunk_key(title_bytes, text_bytes)
             self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, key)
             self.by_key.setdefault(key, []).append(rowid)
             rowids.append(rowid)
