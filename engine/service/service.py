@@ -236,12 +236,14 @@ class Service:
             listener(state)
         # The AEAD and the checkpoint chain authenticated every row above; the Ed25519
         # re-check is defence in depth and runs after unlock answers (integrity.py says why).
+        generation = self.session.generation
         self.verifier.start(
             identity,
             revisions,
             audits,
-            # Until the unlock handler publishes the state, self.state is None.
-            still_current=lambda: self.state is state or self.state is None,
+            # A lock bumps the generation: the check then stops and drops its references to the
+            # revisions (with their decrypted summary caches) instead of holding them (ST-10).
+            still_current=lambda: self.session.generation == generation,
             on_failure=lambda: self._integrity_failure(state),
             after=self.unlock_work,
         )
