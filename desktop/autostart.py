@@ -57,16 +57,30 @@ def entry_path(kind: str) -> Path:
     raise MemoriesError("invalid_input", f"Unknown autostart kind; use one of {', '.join(KINDS)}.")
 
 
-def _quote_exec(args: list[str]) -> str:
-    """Desktop Entry / systemd quoting: double quotes, with \\ " ` $ escaped."""
+def _desktop_exec(args: list[str]) -> str:
+    """An ``Exec=`` value by the Desktop Entry spec ("The Exec key").
+
+    An argument with a reserved character is double-quoted with ``"`` `` ` `` ``$`` ``\\``
+    backslash-escaped; the general string escaping (a backslash becomes ``\\\\``) applies on
+    top of that, and a literal ``%`` is written ``%%`` (field codes).
+    """
     out = []
     for arg in args:
-        if arg and not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`%"):
+        if arg and not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`%="):
             out.append(arg)
         else:
-            escaped = "".join("\\" + c if c in '"`$\\' else c for c in arg)
-            out.append(f'"{escaped}"')
-    return " ".join(out)
+            out.append('"' + "".join("\\" + c if c in '"`$\\' else c for c in arg) + '"')
+    # String escaping of the whole value: backslash first, then the control characters.
+    value = " ".join(out).replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return value.replace("%", "%%")
+
+
+def _systemd_exec(args: list[str]) -> str:
+    """An ``ExecStart=`` value (systemd.service "Command lines"): every argument double-quoted
+    with ``\\`` and ``"`` escaped; ``$`` would expand a variable and ``%`` a specifier, so both
+    are doubled."""
+    quoted = ('"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for arg in args)
+    return " ".join(quoted).replace("$", "$$").replace("%", "%%")
 
 
 def _icon_path() -> str:
@@ -86,9 +100,7 @@ def render_entry(kind: str, home: Path | None) -> str:
         return text
     if kind == "windows":
         return template.replace("{exec}", " ".join(f'"{a}"' for a in command)).replace("\n", "\r\n")
-    exec_line = _quote_exec(command)
-    if kind == "xdg":
-        exec_line = exec_line.replace("%", "%%")  # field codes
+    exec_line = _desktop_exec(command) if kind == "xdg" else _systemd_exec(command)
     return template.replace("{exec}", exec_line).replace("{icon}", _icon_path())
 
 
