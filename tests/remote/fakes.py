@@ -215,21 +215,7 @@ class MysqlFake:
         nonce = _os.urandom(20)
         caps = 0x1 | 0x8 | 0x200 | 0x8000 | 0x80000 | (0x800 if self.tls else 0)
         first_plugin = b"mysql_native_password" if self.mode == "switch" else b"caching_sha2_password"
-        greeting = (
-            b"\x0a8.0.36-fake\x00"
-            + b"\x01\x00\x00\x00"
-            + nonce[:8]
-            + b"\x00"
-            + (caps & 0xFFFF).to_bytes(2, "little")
-            + b"\x21\x02\x00"
-            + (caps >> 16).to_bytes(2, "little")
-            + bytes([21])
-            + bytes(10)
-            + nonce[8:]
-            + b"\x00"
-            + first_plugin
-            + b"\x00"
-        )
+        greeting = mysql_greeting(b"8.0.36-fake", nonce, caps, first_plugin)
         sock.sendall(self._packet(0, greeting))
         seq, body = self._read(sock, False)
         in_tls = False
@@ -352,3 +338,24 @@ def pg_tls_mitm(upstream_port: int, context: ssl.SSLContext, upstream: ssl.SSLCo
         up_writer.close()
 
     return handle
+
+
+def mysql_greeting(version: bytes, nonce: bytes, caps: int, plugin: bytes) -> bytes:
+    """A MySQL protocol-10 handshake packet body, written out by hand (independent of the engine's parser)."""
+    return (
+        b"\x0a"
+        + version
+        + b"\x00"
+        + b"\x01\x00\x00\x00"
+        + nonce[:8]
+        + b"\x00"
+        + (caps & 0xFFFF).to_bytes(2, "little")
+        + b"\x21\x02\x00"
+        + (caps >> 16).to_bytes(2, "little")
+        + bytes([21])
+        + bytes(10)
+        + nonce[8:]
+        + b"\x00"
+        + plugin
+        + b"\x00"
+    )

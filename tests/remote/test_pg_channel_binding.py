@@ -8,11 +8,13 @@ client trusts can relay plain SCRAM, but not PLUS: the real server rejects the b
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,20 +52,19 @@ def _server_context(tls: Tls) -> ssl.SSLContext:
     return context
 
 
-def _target(pg: Postgres, **changes: object) -> Target:
-    fields: dict[str, object] = {
-        "asset_id": b"t",
-        "name": "t",
-        "ctype": "postgres",
-        "host": "localhost",
-        "port": pg.port,
-        "user": "cbuser",
-        "database": "cbdb",
-        "password": PASSWORD,
-        "tls_ca_pem": pg.tls.ca.read_text(),
-    }
-    fields.update(changes)
-    return Target(**fields)  # type: ignore[arg-type]
+def _target(pg: Postgres, **changes: Any) -> Target:
+    base = Target(
+        asset_id=b"t",
+        name="t",
+        ctype="postgres",
+        host="localhost",
+        port=pg.port,
+        user="cbuser",
+        database="cbdb",
+        password=PASSWORD,
+        tls_ca_pem=pg.tls.ca.read_text(),
+    )
+    return dataclasses.replace(base, **changes)
 
 
 def test_real_server_negotiates_scram_plus(pg: Postgres, cb_db: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import Cli
@@ -55,7 +57,7 @@ def test_redis_proxy_injects_auth(rvault: Cli, cache: str, redis_tls: Redis) -> 
     rvault.ok("proxy", "stop", bad["proxy"])
 
 
-def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path, redis_tls: Redis) -> None:  # type: ignore[no-untyped-def]
+def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path: Path, redis_tls: Redis) -> None:
     """PX-4/RM-5/ST-10: proxy traffic does not extend the unlock; idle expiry closes sessions and proxies."""
     import socket
     import time

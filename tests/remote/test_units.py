@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from engine.errors import MemoriesError
 from engine.remote import targets
 from engine.remote.mysql_auth import caching_sha2_scramble, ed25519_signature, native_scramble
-from engine.remote.proxy.mysql import build_greeting, parse_client_response, parse_greeting
+from engine.remote.proxy.mysql import Greeting, build_greeting, parse_client_response, parse_greeting
 from engine.remote.proxy.postgres import parse_startup, startup_message
 from engine.remote.tickets import TicketBook, fingerprint, normalize
 from engine.service import handlers  # noqa: F401  (registers every op)
 from engine.service.registry import OPS
+from tests.remote.fakes import mysql_greeting
 
 
 def test_remote_ops_are_never_reachable_over_mcp() -> None:
@@ -66,24 +67,9 @@ def test_mysql_greeting_round_trip_strips_tls() -> None:
     assert not upstream.caps & 0x800 and upstream.plugin == "mysql_native_password" and len(upstream.scramble) == 20
 
 
-def _fake_greeting():  # type: ignore[no-untyped-def]
-    nonce = bytes(range(20))
+def _fake_greeting() -> Greeting:
     caps = 0x200 | 0x8000 | 0x80000 | 0x800
-    payload = (
-        b"\x0a11.0-Maria\x00"
-        + b"\x01\x00\x00\x00"
-        + nonce[:8]
-        + b"\x00"
-        + (caps & 0xFFFF).to_bytes(2, "little")
-        + b"\x21\x02\x00"
-        + (caps >> 16).to_bytes(2, "little")
-        + bytes([21])
-        + bytes(10)
-        + nonce[8:]
-        + b"\x00"
-        + b"caching_sha2_password\x00"
-    )
-    return parse_greeting(payload)
+    return parse_greeting(mysql_greeting(b"11.0-Maria", bytes(range(20)), caps, b"caching_sha2_password"))
 
 
 def test_scrambles_have_known_shapes() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -140,9 +142,9 @@ def test_flat_decoder_agrees_with_the_general_one(value: object) -> None:
 def test_flat_decoder_fails_like_the_general_one(data: bytes) -> None:
     from engine.crypto.canonical import decode_canonical_flat
 
-    def outcome(decode: object) -> object:
+    def outcome(decode: Callable[[bytes], object]) -> object:
         try:
-            return ("ok", decode(data))  # type: ignore[operator]
+            return ("ok", decode(data))
         except ValueError:  # JSONDecodeError, UnicodeDecodeError and binascii.Error included
             return ("error",)
 
