@@ -36,6 +36,7 @@ import stat
 import sys
 from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import Self
 
 import anyio
 import mcp_types as types
@@ -63,7 +64,23 @@ def _same_file(a: int, b: int) -> bool:
     return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
-class StdinStream:
+class _ClosedOnExit:
+    """``async with stream:`` closes it, as the SDK's anyio streams do."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class StdinStream(_ClosedOnExit):
     """The server's read stream: one JSON-RPC message per line of stdin."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
@@ -99,15 +116,6 @@ class StdinStream:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> StdinStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
 
 class _WriteProtocol(asyncio.BaseProtocol):
     """Flow control for the stdout pipe: ``send`` waits while the pipe is full."""
@@ -131,7 +139,7 @@ class _WriteProtocol(asyncio.BaseProtocol):
         await self._writable.wait()
 
 
-class StdoutStream:
+class StdoutStream(_ClosedOnExit):
     """The server's write stream: each message is one line on stdout."""
 
     def __init__(self, transport: asyncio.WriteTransport, protocol: _WriteProtocol) -> None:
@@ -155,15 +163,6 @@ class StdoutStream:
             self._transport.close()
         with anyio.move_on_after(5):
             await self._protocol.lost.wait()
-
-    async def __aenter__(self) -> StdoutStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 def _dup(fd: int) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from tests.helpers import Cli
+from tests.remote.servers import Ftp
 
 
 def add_tls_ca(cli: Cli, name: str, pem: Path | str) -> str:
@@ -68,6 +69,16 @@ def add_db(
     return _add(
         cli, ctype, name, host=host, port=port, user=user, database=database, password=password, tls_ca=tls_ca, extra=extra
     )
+
+
+def add_ftp(
+    cli: Cli, name: str, server: Ftp, *, password: str | None = None, host: str = "127.0.0.1", tls_ca: str | None = None
+) -> str:
+    """An `ftp` credential for the test server (its own password unless `password` says otherwise);
+    with `tls_ca` it requires explicit FTPS verified against that tls-ca credential."""
+    extra = () if tls_ca is None else ("--tls", "required")
+    secret = server.password if password is None else password
+    return _add(cli, "ftp", name, host=host, port=server.port, user=server.user, password=secret, tls_ca=tls_ca, extra=extra)
 
 
 def add_ssh(

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import Cli
 from tests.remote import fakes
-from tests.remote.credentials import add_tls_ca
+from tests.remote.credentials import add_ftp, add_tls_ca
 from tests.remote.servers import Ftp
 
 
@@ -28,21 +28,7 @@ def elevated(rvault: Cli) -> Cli:
 
 def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
     """RM-5: FTP carries file operations; a put's bytes are part of the fingerprinted ticket."""
-    elevated.ok(
-        "credential",
-        "new",
-        "ftp",
-        "--name",
-        "files",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(ftp.port),
-        "--user",
-        ftp.user,
-        "--password-stdin",
-        input=ftp.password + "\n",
-    )
+    add_ftp(elevated, "files", ftp)
     session = elevated.ok("remote", "open", "files")["session"]
     listing = _exec(elevated, session, "list")["result"]["output"]
     assert "hello.txt" in listing
@@ -75,21 +61,7 @@ def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
 
 def test_ftp_wrong_password(elevated: Cli, ftp: Ftp) -> None:
     """API-8: a rejected FTP login is typed."""
-    elevated.ok(
-        "credential",
-        "new",
-        "ftp",
-        "--name",
-        "files-bad",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(ftp.port),
-        "--user",
-        ftp.user,
-        "--password-stdin",
-        input="wrong\n",
-    )
+    add_ftp(elevated, "files-bad", ftp, password="wrong")
     assert elevated.err("remote", "open", "files-bad")["code"] == "remote_auth_failed"
 
 
@@ -130,25 +102,7 @@ def test_tcp_over_verified_tls(elevated: Cli) -> None:
 
 
 def _ftps_credential(cli: Cli, name: str, server: Ftp, ca: str) -> None:
-    cli.ok(
-        "credential",
-        "new",
-        "ftp",
-        "--name",
-        name,
-        "--host",
-        "localhost",
-        "--port",
-        str(server.port),
-        "--user",
-        server.user,
-        "--password-stdin",
-        "--tls",
-        "required",
-        "--tls-ca",
-        ca,
-        input=server.password + "\n",
-    )
+    add_ftp(cli, name, server, host="localhost", tls_ca=ca)
 
 
 def test_ftps_list_get_put_with_verified_certificate(elevated: Cli, ftps: Ftp, tmp_path: Path) -> None:
