@@ -32,7 +32,12 @@ PASSWORD = "bench password"
 def cli(home: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", "--home", str(home), *args],
-        input=stdin, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=ROOT, check=False,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        check=False,
     )
     if proc.returncode:
         raise SystemExit(f"{args}: {proc.stdout}{proc.stderr}")
@@ -95,8 +100,10 @@ def main() -> None:
             small_lat += put_latencies(small, 40)
             big_lat += put_latencies(big, 40)
         ratio = statistics.median(big_lat) / statistics.median(small_lat)
-        print(f"put p50: 1k vault {ms(statistics.median(small_lat))}, {large} vault {ms(statistics.median(big_lat))}"
-              f" -> ratio {ratio:.2f} (ST-6 target <= 2.0)")
+        print(
+            f"put p50: 1k vault {ms(statistics.median(small_lat))}, {large} vault {ms(statistics.median(big_lat))}"
+            f" -> ratio {ratio:.2f} (ST-6 target <= 2.0)"
+        )
 
         # IPC round trip of status.
         small.drop_if_stale()
@@ -130,8 +137,10 @@ def main() -> None:
             started = time.perf_counter()
             open_sealed(key, seal(key, raw, b""), b"")
             aead_t.append(time.perf_counter() - started)
-        print(f"get 1 MiB: {ms(statistics.median(get_t))} vs raw AEAD seal+open {ms(statistics.median(aead_t))}"
-              f" -> ratio {statistics.median(get_t) / statistics.median(aead_t):.1f}")
+        print(
+            f"get 1 MiB: {ms(statistics.median(get_t))} vs raw AEAD seal+open {ms(statistics.median(aead_t))}"
+            f" -> ratio {statistics.median(get_t) / statistics.median(aead_t):.1f}"
+        )
 
         # Import of 10k Markdown notes through the CLI.
         notes = root / "notes"
@@ -160,8 +169,7 @@ def main() -> None:
         started = time.perf_counter()
         real.request({"op": "unlock", "password": PASSWORD})
         unlock = time.perf_counter() - started
-        print(f"unlock 10k assets: {unlock:.2f} s total, KDF alone {kdf:.2f} s (target 0.5-1 s)"
-              f" -> opening {unlock - kdf:.2f} s")
+        print(f"unlock 10k assets: {unlock:.2f} s total, KDF alone {kdf:.2f} s (target 0.5-1 s) -> opening {unlock - kdf:.2f} s")
 
         for client, home in ((small, small_home), (big, large_home), (real, real_home)):
             client.close()

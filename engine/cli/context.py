@@ -40,9 +40,7 @@ class Context:
                 client.connect()
             except MemoriesError as exc:
                 if exc.code == "daemon_unavailable":
-                    raise MemoriesError(
-                        "daemon_unavailable", "The engine is not running; `memories unlock` starts it."
-                    ) from None
+                    raise MemoriesError("daemon_unavailable", "The engine is not running; `memories unlock` starts it.") from None
                 raise
             self._client = client
         return self._client

@@ -57,9 +57,7 @@ def canonical_bytes(value: Any) -> bytes:
     prepared = _prepare(value)
     # sort_keys sorts by code point, which for str equals UTF-8 byte order
     # except for surrogates, which cannot occur in valid UTF-8 text.
-    return json.dumps(
-        prepared, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return json.dumps(prepared, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def domain_bytes(tag: str, version: int, value: Any) -> bytes:

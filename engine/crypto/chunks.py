@@ -29,10 +29,7 @@ def seal_chunks(key: bytes, plaintext: bytes, context: bytes) -> list[bytes]:
     """Split ``plaintext`` into sealed chunks; empty content is one empty chunk."""
     total = max(1, -(-len(plaintext) // CHUNK_BYTES))
     view = memoryview(plaintext)
-    return [
-        seal(key, bytes(view[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]), _aad(context, i, total))
-        for i in range(total)
-    ]
+    return [seal(key, bytes(view[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]), _aad(context, i, total)) for i in range(total)]
 
 
 def open_chunks(key: bytes, chunks: list[bytes], context: bytes) -> bytes:

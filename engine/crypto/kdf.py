@@ -43,9 +43,7 @@ class KdfParams:
 
 
 def derive_key(password: str, params: KdfParams) -> bytes:
-    return bytes(
-        argon2id.kdf(32, password.encode("utf-8"), params.salt, params.opslimit, params.memlimit)
-    )
+    return bytes(argon2id.kdf(32, password.encode("utf-8"), params.salt, params.opslimit, params.memlimit))
 
 
 def calibrate(target_seconds: float | None = None) -> KdfParams:

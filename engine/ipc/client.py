@@ -91,9 +91,7 @@ class IpcClient:
         if self._sock is not None:
             return
         if not hasattr(socket, "AF_UNIX"):
-            raise MemoriesError(
-                "daemon_unavailable", "Unix sockets are unavailable; use the named pipe."
-            )
+            raise MemoriesError("daemon_unavailable", "Unix sockets are unavailable; use the named pipe.")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self._timeout)
         try:
@@ -103,9 +101,7 @@ class IpcClient:
             raise MemoriesError("timeout", "The engine did not accept the connection in time.") from None
         except PermissionError:
             sock.close()
-            raise MemoriesError(
-                "permission_denied", "The engine socket is not accessible to this user."
-            ) from None
+            raise MemoriesError("permission_denied", "The engine socket is not accessible to this user.") from None
         except OSError:
             # FileNotFoundError, ConnectionRefusedError, ENOTDIR, path too long, ...
             sock.close()
@@ -129,9 +125,7 @@ class IpcClient:
         except OSError:
             owner = -1
         if owner != uid:
-            raise MemoriesError(
-                "permission_denied", "The socket is not served by this user's engine."
-            )
+            raise MemoriesError("permission_denied", "The socket is not served by this user's engine.")
 
     def detach(self) -> socket.socket:
         """Connect (verified as by :meth:`connect`) and hand the socket over to the caller.
@@ -197,9 +191,7 @@ class IpcClient:
         except ConnectionError:
             # PeerClosed / TruncatedFrame / reset: no usable answer.
             self.close()
-            raise MemoriesError(
-                "daemon_unavailable", "The engine closed the connection without answering."
-            ) from None
+            raise MemoriesError("daemon_unavailable", "The engine closed the connection without answering.") from None
         except MemoriesError:
             self.close()  # a malformed answer leaves the stream in an unknown state
             raise

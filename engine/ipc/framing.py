@@ -118,9 +118,7 @@ def decode_body(body: bytes) -> dict[str, Any]:
     """
     try:
         text = body.decode("utf-8")
-        obj = json.loads(
-            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
-        )
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
         if _SURROGATE_ESCAPE.search(body) is not None:
             # Escaped lone surrogates decode fine but can never be re-encoded as UTF-8;
             # reject them here so they cannot poison later responses or storage.
@@ -198,9 +196,7 @@ def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | N
     return b"".join(chunks)
 
 
-def read_frame_sync(
-    sock: socket.socket, max_bytes: int, *, deadline: float | None = None
-) -> dict[str, Any]:
+def read_frame_sync(sock: socket.socket, max_bytes: int, *, deadline: float | None = None) -> dict[str, Any]:
     """Blocking counterpart of :func:`read_frame` for the CLI client.
 
     Raises :class:`PeerClosed` on a clean EOF before any byte, :class:`TruncatedFrame` on
@@ -259,9 +255,7 @@ def parse_request(obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         raise MemoriesError("invalid_request", "The request envelope has unknown fields.")
     req_id = obj.get("id")
     if not isinstance(req_id, int) or isinstance(req_id, bool) or not 0 <= req_id <= MAX_REQUEST_ID:
-        raise MemoriesError(
-            "invalid_request", "The request `id` must be an integer from 0 to 2^53-1."
-        )
+        raise MemoriesError("invalid_request", "The request `id` must be an integer from 0 to 2^53-1.")
     body = obj.get("body")
     if not isinstance(body, dict):
         raise MemoriesError("invalid_request", "The request `body` must be a JSON object.")

@@ -69,12 +69,8 @@ def peer_of(sock: _SocketLike) -> Peer:
         if sys.platform.startswith(_BSD_PLATFORMS):
             return _peer_bsd(sock)
     except OSError:
-        raise MemoriesError(
-            "permission_denied", "The caller's identity could not be verified."
-        ) from None
-    raise MemoriesError(
-        "permission_denied", "This platform cannot verify the caller's identity."
-    )
+        raise MemoriesError("permission_denied", "The caller's identity could not be verified.") from None
+    raise MemoriesError("permission_denied", "This platform cannot verify the caller's identity.")
 
 
 def _peer_linux(sock: _SocketLike) -> Peer:

@@ -68,9 +68,7 @@ def _encode_error(req_id: int | None, error: MemoriesError, max_bytes: int) -> b
             return encode_frame(make_error(req_id, fallback))
 
 
-async def dispatch(
-    req_id: int, body: dict[str, Any], peer: Peer, handler: Handler, max_bytes: int
-) -> bytes:
+async def dispatch(req_id: int, body: dict[str, Any], peer: Peer, handler: Handler, max_bytes: int) -> bytes:
     """Run ``handler`` for one parsed request and return the encoded response frame.
 
     Shared by the Unix-socket server and the Windows named-pipe server.
@@ -141,9 +139,7 @@ def _remove_stale_socket(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise MemoriesError(
-            "io_error", "Something that is not a socket occupies the socket path."
-        )
+        raise MemoriesError("io_error", "Something that is not a socket occupies the socket path.")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
@@ -268,9 +264,7 @@ class IpcServer:
 
     # ------------------------------------------------------------------ connections
 
-    async def _on_connect(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if self._closing:
             writer.transport.abort()
@@ -324,9 +318,7 @@ class IpcServer:
         async with asyncio.timeout(self._write_timeout):
             await writer.drain()
 
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer
-    ) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer) -> None:
         max_bytes = self._max_frame_bytes
         while True:
             try:

@@ -89,9 +89,7 @@ def pipe_name(home_digest: str) -> str:
 
 
 def _unsupported() -> MemoriesError:
-    return MemoriesError(
-        "daemon_unavailable", "Named pipes are only available on Windows; use the socket."
-    )
+    return MemoriesError("daemon_unavailable", "Named pipes are only available on Windows; use the socket.")
 
 
 async def serve_named_pipe(
@@ -126,9 +124,7 @@ async def serve_named_pipe(
         )
 
 
-def pipe_request(
-    name: str, body: dict[str, Any], timeout: float = 30.0, *, request_id: int = 1
-) -> dict[str, Any]:
+def pipe_request(name: str, body: dict[str, Any], timeout: float = 30.0, *, request_id: int = 1) -> dict[str, Any]:
     """Send one request over the named pipe and return its result (Windows only).
 
     Raises the typed error from the engine, or ``daemon_unavailable`` / ``busy`` /
@@ -218,9 +214,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             needed = wintypes.DWORD()
             _advapi32.GetTokenInformation(token, _TOKEN_USER_CLASS, None, 0, ctypes.byref(needed))
             buf = ctypes.create_string_buffer(needed.value)
-            if not _advapi32.GetTokenInformation(
-                token, _TOKEN_USER_CLASS, buf, needed, ctypes.byref(needed)
-            ):
+            if not _advapi32.GetTokenInformation(token, _TOKEN_USER_CLASS, buf, needed, ctypes.byref(needed)):
                 raise _winerror()
             # TOKEN_USER starts with SID_AND_ATTRIBUTES whose first member is PSID.
             psid = ctypes.c_void_p.from_buffer(buf).value
@@ -248,11 +242,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
     def _pipe_pid(handle: int, *, client: bool) -> int:
         pid = wintypes.ULONG()
-        func = (
-            _kernel32.GetNamedPipeClientProcessId
-            if client
-            else _kernel32.GetNamedPipeServerProcessId
-        )
+        func = _kernel32.GetNamedPipeClientProcessId if client else _kernel32.GetNamedPipeServerProcessId
         if not func(handle, ctypes.byref(pid)):
             raise _winerror()
         return int(pid.value)
@@ -266,9 +256,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
                 sddl, _SDDL_REVISION_1, ctypes.byref(self._sd), None
             ):
                 raise _winerror()
-            self.attributes = _SecurityAttributes(
-                ctypes.sizeof(_SecurityAttributes), self._sd, False
-            )
+            self.attributes = _SecurityAttributes(ctypes.sizeof(_SecurityAttributes), self._sd, False)
 
         @property
         def address(self) -> int:
@@ -389,10 +377,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             return _winapi.CreateNamedPipe(
                 self._name,
                 mode,
-                _PIPE_TYPE_BYTE
-                | _PIPE_READMODE_BYTE
-                | _winapi.PIPE_WAIT
-                | _PIPE_REJECT_REMOTE_CLIENTS,
+                _PIPE_TYPE_BYTE | _PIPE_READMODE_BYTE | _winapi.PIPE_WAIT | _PIPE_REJECT_REMOTE_CLIENTS,
                 self._max_instances,
                 _BUFFER,
                 _BUFFER,
@@ -428,9 +413,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
                     _winapi.CloseHandle(handle)
                     self._slots.release()
                     continue
-                worker = threading.Thread(
-                    target=self._serve_connection, args=(handle,), daemon=True
-                )
+                worker = threading.Thread(target=self._serve_connection, args=(handle,), daemon=True)
                 with self._lock:
                     self._threads.add(worker)
                 worker.start()
@@ -478,9 +461,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
                     except MemoriesError as exc:
                         _write_all(handle, encode_frame(make_error(None, exc)), 30.0)
                         continue
-                    future = asyncio.run_coroutine_threadsafe(
-                        dispatch(req_id, body, peer, self._handler, max_bytes), self._loop
-                    )
+                    future = asyncio.run_coroutine_threadsafe(dispatch(req_id, body, peer, self._handler, max_bytes), self._loop)
                     _write_all(handle, future.result(), 30.0)
             except Exception:  # one bad client never kills the server
                 return
@@ -504,9 +485,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             """Free the security descriptor once no more instances will be created."""
             self._descriptor.free()
 
-    def _client_request(
-        name: str, body: dict[str, Any], timeout: float, request_id: int
-    ) -> dict[str, Any]:
+    def _client_request(name: str, body: dict[str, Any], timeout: float, request_id: int) -> dict[str, Any]:
         from engine.errors import error_from_wire
 
         frame = encode_frame(make_request(request_id, body))
@@ -532,9 +511,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             except OSError:
                 server_sid = ""
             if server_sid != _current_user_sid():
-                raise MemoriesError(
-                    "permission_denied", "The pipe is not served by this user's engine."
-                )
+                raise MemoriesError("permission_denied", "The pipe is not served by this user's engine.")
             deadline = time.monotonic() + timeout
             try:
                 _write_all(handle, frame, timeout)

@@ -108,7 +108,10 @@ class Prepared:
                 return None
             chunks = tuple(PreparedChunk(*c) for c in record["chunks"])
             if not all(
-                type(c.start) is int and type(c.end) is int and type(c.words) is str and type(c.bigrams) is str
+                type(c.start) is int
+                and type(c.end) is int
+                and type(c.words) is str
+                and type(c.bigrams) is str
                 and 0 <= c.start <= c.end <= len(body)
                 for c in chunks
             ):

@@ -163,9 +163,7 @@ class VaultIndex:
         """Keep the most recently changed content; what is dropped is reported as truncation."""
         if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
             return
-        while self._age_heap and (
-            len(self.chunks) > self.limits.max_chunks or self.text_bytes > self.limits.max_text_bytes
-        ):
+        while self._age_heap and (len(self.chunks) > self.limits.max_chunks or self.text_bytes > self.limits.max_text_bytes):
             _, stamp, asset_id = heapq.heappop(self._age_heap)
             if self._age_stamp.get(asset_id) != stamp:
                 continue  # stale entry: removed or re-indexed since

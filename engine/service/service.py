@@ -346,4 +346,3 @@ class Service:
     def commit_intent(self, state: Unlocked, op: str, caller: Caller, assets: list[bytes]) -> None:
         """Read/execution intents are committed before delivery: a disk failure blocks it."""
         self.commit(state, [], [], [self.audit_record(state, op, caller, phase="intent", assets=assets)])
-

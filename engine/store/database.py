@@ -203,11 +203,7 @@ class StoreFile:
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
         last_seq = records[-1][0] if records else 0
-        if (
-            checkpoint.get("chain") != chain
-            or checkpoint.get("count") != len(records)
-            or checkpoint.get("last_seq") != last_seq
-        ):
+        if checkpoint.get("chain") != chain or checkpoint.get("count") != len(records) or checkpoint.get("last_seq") != last_seq:
             raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
         self._cursor = _Cursor(last_seq, len(records), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         return Loaded(records, last_seq, len(records), chain, self._cursor.last_content_seq)
@@ -304,9 +300,7 @@ def remove_stale_init_files(target: Path) -> None:
             os.unlink(name)
 
 
-def create_store(
-    target: Path, password: str, kdf: KdfParams, initial_records: Sequence[dict[str, Any]]
-) -> bytes:
+def create_store(target: Path, password: str, kdf: KdfParams, initial_records: Sequence[dict[str, Any]]) -> bytes:
     """Build a complete store beside ``target`` and publish it without overwriting (ST-8).
 
     Returns the new master key. Raises ``already_initialized`` if ``target`` exists

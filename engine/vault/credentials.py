@@ -169,7 +169,5 @@ def credential_summary(service: Service, state: Unlocked, entry: AssetEntry) -> 
 
 def list_credentials(service: Service, state: Unlocked) -> list[dict[str, Any]]:
     return [
-        credential_summary(service, state, entry)
-        for entry in state.index.assets.values()
-        if _current(state, entry) is not None
+        credential_summary(service, state, entry) for entry in state.index.assets.values() if _current(state, entry) is not None
     ]

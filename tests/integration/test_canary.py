@@ -19,13 +19,21 @@ def _files_to_scan(home: Path) -> list[Path]:
 
 def test_canaries_never_on_disk(vault: Cli, tmp_path: Path) -> None:
     """ST-1: canaries through every write path; after lock + stop, no canary bytes anywhere."""
-    canaries = {name: f"CANARY{name.upper()}{secrets.token_hex(8)}" for name in (
-        "title", "body", "tag", "meta", "edit", "mdtitle", "mdbody", "mdtag", "jsonl", "resolve", "cjk"
-    )}
+    canaries = {
+        name: f"CANARY{name.upper()}{secrets.token_hex(8)}"
+        for name in ("title", "body", "tag", "meta", "edit", "mdtitle", "mdbody", "mdtag", "jsonl", "resolve", "cjk")
+    }
     canaries["cjk"] = "金丝雀" + canaries["cjk"]
     put = vault.ok(
-        "put", "--title", canaries["title"], "--body", canaries["body"],
-        "--tag", canaries["tag"], "--meta", f"source={canaries['meta']}",
+        "put",
+        "--title",
+        canaries["title"],
+        "--body",
+        canaries["body"],
+        "--tag",
+        canaries["tag"],
+        "--meta",
+        f"source={canaries['meta']}",
     )
     vault.ok("edit", put["id"], "--body", canaries["edit"])
     stale = vault.ok("edit", put["id"], "--body", "fork " + canaries["cjk"], "--base", put["revision"])

@@ -52,7 +52,9 @@ def test_kill_9_during_writes_loses_no_acknowledged_write(vault: Cli, tmp_path: 
         assert pid is not None
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(socket_path), str(ack_path), f"r{round_no}"],
-            env=vault.environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=vault.environ(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         # Kill at a random moment after this round's first acknowledged write.
         before = _ack_count(ack_path)

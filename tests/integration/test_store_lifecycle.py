@@ -43,7 +43,11 @@ def test_interrupted_init_does_not_block_retry(cli: Cli) -> None:
     assert pid is not None
     init = subprocess.Popen(
         cli.command("init", "--password-stdin", "--json"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.environ(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli.environ(),
     )
     assert init.stdin is not None
     init.stdin.write(PASSWORD + "\n")
@@ -85,8 +89,13 @@ def test_lock_blocks_content_ops_but_status_answers(vault: Cli) -> None:
     put = vault.put("n", "b")
     vault.ok("lock")
     for args in (
-        ("list",), ("get", put["id"]), ("put", "--title", "x"), ("edit", put["id"], "--body", "y"),
-        ("delete", put["id"]), ("history", put["id"]), ("diff", put["id"]),
+        ("list",),
+        ("get", put["id"]),
+        ("put", "--title", "x"),
+        ("edit", put["id"], "--body", "y"),
+        ("delete", put["id"]),
+        ("history", put["id"]),
+        ("diff", put["id"]),
     ):
         assert vault.err(*args)["code"] == "locked", args
     assert vault.ok("status") == {"state": "locked"}  # DT-1: locked says only "locked"
@@ -116,9 +125,16 @@ def test_elevation_is_required_and_scoped(vault: Cli, tmp_path: Path) -> None:
     assert vault.ok("export", "--format", "jsonl", str(tmp_path / "out2"))["exported"] == 1
     # Another session (a different parent process) does not inherit the elevation.
     other = subprocess.run(
-        [sys.executable, "-c", "import subprocess,sys; sys.exit(subprocess.call(sys.argv[1:]))",
-         *vault.command("export", "--format", "jsonl", str(tmp_path / "out3"), "--json")],
-        capture_output=True, text=True, env=vault.environ(), timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys; sys.exit(subprocess.call(sys.argv[1:]))",
+            *vault.command("export", "--format", "jsonl", str(tmp_path / "out3"), "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=vault.environ(),
+        timeout=60,
     )
     assert other.returncode == 1 and "elevation_required" in other.stdout
     vault.ok("lock")

@@ -52,8 +52,13 @@ def test_jsonl_unknown_key_names_the_line_and_creates_nothing(vault: Cli, tmp_pa
 
 def test_jsonl_wrong_types_rejected(vault: Cli, tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
-    for bad in ('{"title": 1, "body": "b"}', '{"title": "t", "body": "b", "tags": "x"}',
-                '{"title": "t", "body": "b", "meta": {"k": 1}}', "[1, 2]", "{not json"):
+    for bad in (
+        '{"title": 1, "body": "b"}',
+        '{"title": "t", "body": "b", "tags": "x"}',
+        '{"title": "t", "body": "b", "meta": {"k": 1}}',
+        "[1, 2]",
+        "{not json",
+    ):
         path.write_text(bad + "\n", "utf-8")
         assert vault.err("import", str(path))["code"] == "invalid_input", bad
     assert vault.ok("list")["total"] == 0

@@ -180,11 +180,7 @@ def test_round_trip_arbitrary_json_objects(obj: dict[str, Any]) -> None:
 
 
 @settings(max_examples=200, deadline=None, database=None)
-@given(
-    st.binary(max_size=64)
-    | st.binary(max_size=64).map(frame)
-    | json_values.map(lambda v: frame(json.dumps(v).encode()))
-)
+@given(st.binary(max_size=64) | st.binary(max_size=64).map(frame) | json_values.map(lambda v: frame(json.dumps(v).encode())))
 def test_arbitrary_bytes_never_crash_the_parser(data: bytes) -> None:
     """API-8 (property): any byte string yields a dict, None, a typed error or TruncatedFrame."""
     try:

@@ -42,8 +42,15 @@ def compute_vectors() -> dict[str, str]:
     vectors["certificate_signature"] = USER.sign(cert_bytes).signature.hex()
 
     policy = {
-        "v": 1, "vault": VAULT, "seq": 1, "prev": None, "epoch": 1,
-        "members": [{"user": USER_PUB, "role": "owner"}], "devices": [DEVICE_PUB], "revoked": [], "signer": USER_PUB,
+        "v": 1,
+        "vault": VAULT,
+        "seq": 1,
+        "prev": None,
+        "epoch": 1,
+        "members": [{"user": USER_PUB, "role": "owner"}],
+        "devices": [DEVICE_PUB],
+        "revoked": [],
+        "signer": USER_PUB,
     }
     policy_bytes = domain_bytes(POLICY_TAG, 1, policy)
     policy_head = hashlib.sha256(policy_bytes).digest()
@@ -51,17 +58,36 @@ def compute_vectors() -> dict[str, str]:
     vectors["policy_signature"] = USER.sign(policy_bytes).signature.hex()
 
     revision = {
-        "v": 1, "vault": VAULT, "asset": ASSET, "kind": "memory", "parents": [], "policy": policy_head,
-        "tombstone": False, "epoch": 1, "wrapped_key": b"\x01" * 72, "summary": [b"\x02" * 60],
-        "body": [hashlib.sha256(b"\x03" * 50).digest()], "body_len": 10, "device": DEVICE_PUB,
-        "cert": hashlib.sha256(cert_bytes).digest(), "created_ms": 1700000000001,
+        "v": 1,
+        "vault": VAULT,
+        "asset": ASSET,
+        "kind": "memory",
+        "parents": [],
+        "policy": policy_head,
+        "tombstone": False,
+        "epoch": 1,
+        "wrapped_key": b"\x01" * 72,
+        "summary": [b"\x02" * 60],
+        "body": [hashlib.sha256(b"\x03" * 50).digest()],
+        "body_len": 10,
+        "device": DEVICE_PUB,
+        "cert": hashlib.sha256(cert_bytes).digest(),
+        "created_ms": 1700000000001,
     }
     revision_bytes = domain_bytes(REVISION_TAG, 1, revision)
     vectors["revision_id"] = hashlib.sha256(revision_bytes).hexdigest()
     vectors["revision_signature"] = DEVICE.sign(revision_bytes).signature.hex()
 
-    audit = {"v": 1, "op": "get", "caller": "cli:1", "surface": "ipc", "ts_ms": 1700000000002,
-             "nonce": b"\x00" * 8, "phase": "intent", "assets": [ASSET]}
+    audit = {
+        "v": 1,
+        "op": "get",
+        "caller": "cli:1",
+        "surface": "ipc",
+        "ts_ms": 1700000000002,
+        "nonce": b"\x00" * 8,
+        "phase": "intent",
+        "assets": [ASSET],
+    }
     vectors["audit_signature"] = DEVICE.sign(domain_bytes(AUDIT_TAG, 1, audit)).signature.hex()
 
     aad = chunk_aad(ASSET + b"body", 1, 3)

@@ -10,7 +10,7 @@ from engine.cli.importers import ImportFormatError, parse_jsonl_line, parse_mark
 
 
 def test_front_matter_forms() -> None:
-    text = "---\ntitle: \"Quoted: title\"\ntags:\n  - a\n  - b\nauthor: Ana\n---\nbody\n"
+    text = '---\ntitle: "Quoted: title"\ntags:\n  - a\n  - b\nauthor: Ana\n---\nbody\n'
     item = parse_markdown(text, "x.md", "fallback")
     assert item == {"title": "Quoted: title", "body": "body", "tags": ["a", "b"], "meta": {"author": "Ana"}}
 

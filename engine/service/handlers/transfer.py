@@ -45,9 +45,7 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
         revisions.append(rev)
         rows.extend(rev_rows)
     if revisions:
-        audit = service.audit_record(
-            state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions]
-        )
+        audit = service.audit_record(state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions])
         service.commit(state, revisions, rows, [audit])
     return {
         "created": len(revisions),
