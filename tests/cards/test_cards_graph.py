@@ -56,11 +56,11 @@ def test_bad_metadata_is_a_typed_error_and_changes_nothing(vault: Cli) -> None:
     err = vault.err("card", "new", "--type", "brain", "--title", "x", "--meta", "category=nonsense")
     assert err["code"] == "invalid_metadata"
     for meta in ({"colour": "red"}, {"confidence": "1.5"}, {"reviewed": "2026-13-01"}):
-        err = raw_error(vault, {"op": "card_write", "type": "knowledge", "title": "x", "meta": meta})
-        assert err.code == "invalid_metadata"
+        refused = raw_error(vault, {"op": "card_write", "type": "knowledge", "title": "x", "meta": meta})
+        assert refused.code == "invalid_metadata"
     assert vault.err("edit", card["id"], "--meta", "priority=urgent")["code"] == "invalid_metadata"
-    err = raw_error(vault, {"op": "card_write", "id": card["id"], "type": "persona", "title": "y"})
-    assert err.code == "invalid_input"
+    refused = raw_error(vault, {"op": "card_write", "id": card["id"], "type": "persona", "title": "y"})
+    assert refused.code == "invalid_input"
     assert raw_error(vault, {"op": "card_write", "type": "protected", "title": "y"}).code == "invalid_request"
     assert state_rows(vault) == before
     assert len(vault.ok("history", card["id"])["revisions"]) == 1

@@ -313,7 +313,7 @@ DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sun
 
 def fillers(count: int) -> list[dict[str, object]]:
     rng = random.Random(20261130)
-    out = []
+    out: list[dict[str, object]] = []
     for i in range(count):
         if i % 2 == 0:
             p, q = rng.sample(PEOPLE_EN, 2)
@@ -335,7 +335,7 @@ def fillers(count: int) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    memories = [{"title": t, "body": b, "tags": tags} for t, b, tags, _, _ in ANCHORS]
+    memories: list[dict[str, object]] = [{"title": t, "body": b, "tags": tags} for t, b, tags, _, _ in ANCHORS]
     memories += fillers(300 - len(memories))
     titles = [m["title"] for m in memories]
     assert len(set(titles)) == len(titles), "titles must be unique"

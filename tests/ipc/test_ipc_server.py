@@ -290,9 +290,7 @@ def test_bad_frames_get_typed_errors_and_connection_stays_usable(
 
 
 @pytest.mark.parametrize("code", ["not_found", "locked", "elevation_required", "unknown_field"])
-def test_handler_memories_error_reaches_client_with_same_code(
-    server: ServerThread, sock_path: Path, code: str
-) -> None:
+def test_handler_memories_error_reaches_client_with_same_code(server: ServerThread, sock_path: Path, code: str) -> None:
     """API-8: a typed handler error arrives as the same code; the connection stays open."""
     with IpcClient(sock_path, timeout=5) as client:
         with pytest.raises(MemoriesError) as err:
@@ -403,6 +401,7 @@ def test_client_verifies_server_uid() -> None:
     assert runuser is not None
     python = _interpreter_for_nobody(runuser)
     require(python is not None, "no Python interpreter is executable by `nobody`")
+    assert python is not None
     base = Path(tempfile.mkdtemp(prefix="mem-ipc-"))
     try:
         os.chown(base, 65534, 65534)
@@ -533,9 +532,7 @@ def _interpreter_for_nobody(runuser: str) -> str | None:
     for candidate in (sys.executable, "/usr/bin/python3", shutil.which("python3") or ""):
         if not candidate or not os.path.exists(candidate):
             continue
-        probe = subprocess.run(
-            [runuser, "-u", "nobody", "--", candidate, "-c", "pass"], cwd="/", capture_output=True, timeout=20
-        )
+        probe = subprocess.run([runuser, "-u", "nobody", "--", candidate, "-c", "pass"], cwd="/", capture_output=True, timeout=20)
         if probe.returncode == 0:
             return candidate
     return None
@@ -583,9 +580,9 @@ def test_arbitrary_bytes_never_crash_the_server(sock_path: Path) -> None:
     """API-8 (property): arbitrary bytes on a connection get typed error frames and/or a
     close, never a crash; the server keeps serving afterwards."""
     frames = st.binary(max_size=200).map(lambda b: struct.pack(">I", len(b)) + b)
-    near_json = st.sampled_from(
-        [b'{"v":1,"id":1,"body":{"op":"echo"}}', b'{"v":1,"id":', b"[]", b"{}", b'{"v":1.5}']
-    ).map(lambda b: struct.pack(">I", len(b)) + b)
+    near_json = st.sampled_from([b'{"v":1,"id":1,"body":{"op":"echo"}}', b'{"v":1,"id":', b"[]", b"{}", b'{"v":1.5}']).map(
+        lambda b: struct.pack(">I", len(b)) + b
+    )
     blobs = st.lists(st.binary(max_size=64) | frames | near_json, max_size=5).map(b"".join)
 
     with running(sock_path, frame_read_timeout=2.0, idle_timeout=5.0):

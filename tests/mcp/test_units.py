@@ -37,7 +37,7 @@ def test_tokens_hints_and_authentication() -> None:
     for bad in (two, one[:-1], one + "x", "", "mem_", one.upper()):
         with pytest.raises(MemoriesError) as caught:
             g.authenticate(grants, bad)
-        assert caught.value.code == "unauthorized" and caught.value.message == g.MemoriesError("unauthorized").message
+        assert caught.value.code == "unauthorized" and caught.value.message == MemoriesError("unauthorized").message
 
 
 def test_scopes_are_nested_and_unclassified_ops_need_allow_all() -> None:

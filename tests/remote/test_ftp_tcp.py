@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from tests.remote.credentials import add_ftp, add_tls_ca
 from tests.remote.servers import Ftp
 
 
-def _exec(cli: Cli, session: str, instruction: str, *extra: str) -> dict:
+def _exec(cli: Cli, session: str, instruction: str, *extra: str) -> dict[str, Any]:
     ticket = cli.ok("remote", "propose", session, instruction, *extra)
     cli.ok("remote", "approve", ticket["ticket"])
     return cli.ok("remote", "exec", ticket["ticket"])

@@ -136,9 +136,7 @@ class ServerThread:
         self.loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         self.loop.run_until_complete(site.start())
-        server = site._server
-        assert server is not None
-        self.fake.port = server.sockets[0].getsockname()[1]
+        self.fake.port = int(self._runner.addresses[0][1])
         self._started.set()
         self.loop.run_forever()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import regex
 from hypothesis import given, settings
@@ -75,7 +76,7 @@ def test_citations_keep_valid_and_report_invalid() -> None:
 
 
 def test_config_rejects_bad_values_without_echo() -> None:
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"rag": {"embedding": {"url": "ftp://x", "model": "m"}}},
         {"rag": {"embedding": {"url": "http://x", "model": ""}}},
         {"rag": {"generation": {"url": "http://x", "model": "m", "token": "sk-SECRET"}}},
