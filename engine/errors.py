@@ -45,6 +45,8 @@ CODES: dict[str, str] = {
     "remote_unreachable": "The remote server could not be reached.",
     "remote_auth_failed": "The remote server rejected the credential.",
     "remote_tls_failed": "The remote server's TLS certificate or hostname did not verify.",
+    "key_encrypted": "The private key is passphrase-protected; give its passphrase (prompted, or --key-passphrase-stdin).",
+    "wrong_key_passphrase": "The passphrase does not open that private key; nothing was stored.",
     "host_key_unknown": "The SSH server's host key is not the one pinned in the credential.",
     "remote_error": "The remote server reported an error for this instruction.",
     "protocol_error": "The remote server broke the protocol; the connection was closed.",

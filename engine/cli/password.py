@@ -9,17 +9,18 @@ from engine.cli.context import UsageError
 __all__ = ["read_password"]
 
 
-def read_password(from_stdin: bool, *, confirm: bool = False, prompt: str = "Password: ") -> str:
+def read_password(from_stdin: bool, *, confirm: bool = False, prompt: str = "Password: ", flag: str = "--password-stdin") -> str:
+    """``flag`` names the option that reads this secret from stdin, for the error sentences."""
     if from_stdin:
         line = sys.stdin.readline()
         password = line[:-1] if line.endswith("\n") else line
         if password.endswith("\r"):
             password = password[:-1]
         if not password:
-            raise UsageError("--password-stdin read an empty password")
+            raise UsageError(f"{flag} read an empty line")
         return password
     if not sys.stdin.isatty():
-        raise UsageError("no terminal to ask for the password; use --password-stdin")
+        raise UsageError(f"no terminal to ask at; use {flag}")
     import getpass
 
     password = getpass.getpass(prompt)

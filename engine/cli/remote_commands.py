@@ -6,10 +6,12 @@ import argparse
 import base64
 import json
 import os
+import sys
 from typing import Any
 
 from engine.cli.context import Context, UsageError
 from engine.cli.password import read_password
+from engine.errors import MemoriesError
 
 TYPES = {
     "postgres": "postgres",
@@ -64,7 +66,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--host-key", help="pinned server host key (OpenSSH public key line)")
     p.add_argument("--known-hosts-file", help="known_hosts entries for the server")
     p.add_argument("--pem-file", help="tls-ca: the CA certificate (PEM)")
-    p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM, unencrypted)")
+    p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM)")
+    p.add_argument(
+        "--key-passphrase-stdin",
+        action="store_true",
+        help="read the passphrase of an encrypted --identity-file/--key-file from standard input (else asked at the prompt)",
+    )
     p.set_defaults(func=cmd_new)
 
     p = csub.add_parser("generate", parents=[common], help="generate an SSH key or TLS certificate (needs sudo)")
@@ -144,8 +151,12 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
         body["allow_hosts"] = args.allow_host
     if args.allow_auth:
         body["allow_auth"] = args.allow_auth
+    if args.password_stdin and args.key_passphrase_stdin:
+        raise UsageError("standard input carries one secret: give --password-stdin or --key-passphrase-stdin")
     if args.password_stdin:
         body["password"] = read_password(True)
+    if args.key_passphrase_stdin:
+        body["key_passphrase"] = read_password(True, flag="--key-passphrase-stdin")
     if args.identity_file and args.key_file:
         raise UsageError("give --identity-file or --key-file, not both")
     if args.identity_file or args.key_file:
@@ -156,7 +167,14 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
         body["known_hosts"] = _read_file(args.known_hosts_file, 64 * 1024)
     if args.pem_file:
         body["pem"] = _read_file(args.pem_file, 64 * 1024)
-    result = ctx.request(body)
+    try:
+        result = ctx.request(body)
+    except MemoriesError as exc:
+        # An encrypted key file: ask for its passphrase at the terminal, as ssh-add does.
+        if exc.code != "key_encrypted" or "key_passphrase" in body or not sys.stdin.isatty():
+            raise
+        body["key_passphrase"] = read_password(False, prompt="Passphrase of the private key: ", flag="--key-passphrase-stdin")
+        result = ctx.request(body)
     ctx.emit(result, f"{result['short_id']}  {result['type']}  {result['name']}")
     return 0
 

@@ -6,6 +6,8 @@ Private keys go straight into a credential's secret body; only public halves
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import ipaddress
 
@@ -16,7 +18,86 @@ from cryptography.x509.oid import NameOID
 
 from engine.errors import MemoriesError
 
-__all__ = ["generate_ssh_key", "ssh_public_line", "generate_tls"]
+__all__ = [
+    "generate_ssh_key",
+    "ssh_public_line",
+    "generate_tls",
+    "private_key_is_encrypted",
+    "import_ssh_private_key",
+    "check_ssh_certificate",
+]
+
+# Legacy PEM (PKCS#1/SEC1 with a Proc-Type header) and PKCS#8 mark encryption in the armour.
+_ENCRYPTED_PEM_MARKERS = ("-----BEGIN ENCRYPTED PRIVATE KEY-----", "Proc-Type: 4,ENCRYPTED")
+_OPENSSH_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
+_OPENSSH_END = "-----END OPENSSH PRIVATE KEY-----"
+_OPENSSH_MAGIC = b"openssh-key-v1\x00"
+
+
+def private_key_is_encrypted(text: str) -> bool:
+    """Whether a private key file is passphrase-protected, read from its structure alone.
+
+    Asking the key library instead would mean telling "needs a passphrase" from "damaged"
+    by its error *texts*. OpenSSH's format names its cipher right after the magic
+    (``string ciphername``, ``none`` when unencrypted); PEM formats say so in the armour.
+    Anything unreadable counts as not encrypted, so the ordinary import reports it.
+    """
+    if any(marker in text for marker in _ENCRYPTED_PEM_MARKERS):
+        return True
+    start = text.find(_OPENSSH_BEGIN)
+    end = text.find(_OPENSSH_END, start + 1)
+    if start < 0 or end < 0:
+        return False
+    armoured = "".join(text[start + len(_OPENSSH_BEGIN) : end].split())
+    try:
+        body = base64.b64decode(armoured, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if not body.startswith(_OPENSSH_MAGIC):
+        return False
+    head = len(_OPENSSH_MAGIC)
+    if len(body) < head + 4:
+        return False
+    length = int.from_bytes(body[head : head + 4], "big")
+    cipher = body[head + 4 : head + 4 + length]
+    return len(cipher) == length and cipher != b"none"
+
+
+def import_ssh_private_key(private_key: str, passphrase: str | None = None) -> str:
+    """The SSH private key as the vault stores it: unencrypted inside the encrypted card.
+
+    An unencrypted key is kept byte for byte (after a check that it parses), so its
+    public line stays what ``ssh-keygen -y`` prints. A passphrase-protected one is opened
+    here, once, and kept in OpenSSH format with its comment: sessions and proxies then
+    never need the passphrase, and the vault's own encryption protects the key at rest.
+    """
+    if not private_key_is_encrypted(private_key):
+        ssh_public_line(private_key)
+        return private_key
+    if not passphrase:
+        raise MemoriesError("key_encrypted")
+    import asyncssh
+
+    try:
+        key = asyncssh.import_private_key(private_key, passphrase)
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError, ValueError, TypeError) as exc:
+        # The library's text is dropped: it may quote parts of the key.
+        raise MemoriesError("wrong_key_passphrase") from exc
+    return key.export_private_key("openssh").decode("ascii")
+
+
+def check_ssh_certificate(certificate: str, private_key: str) -> None:
+    """An OpenSSH certificate must certify this very key: a mismatch would only show up as a
+    refused login much later, with nothing saying why."""
+    import asyncssh
+
+    try:
+        cert = asyncssh.import_certificate(certificate)
+        key = asyncssh.import_private_key(private_key)
+    except (asyncssh.KeyImportError, ValueError, TypeError) as exc:
+        raise MemoriesError("invalid_input", "The SSH certificate is not an OpenSSH certificate.") from exc
+    if cert.key.public_data != key.public_data:
+        raise MemoriesError("invalid_input", "The SSH certificate does not certify that private key.")
 
 
 def generate_ssh_key(comment: str) -> tuple[str, str]:

@@ -124,23 +124,33 @@ def _blob_path(blob: bytes) -> Iterator[str]:
             os.unlink(path)
 
 
-def check_client_pair(cert_pem: str, key_pem: str) -> tuple[str, str]:
+def check_client_pair(cert_pem: str, key_pem: str, passphrase: str | None = None) -> tuple[str, str]:
     """Validate an imported client certificate (chain) and key; returns (certificate PEM, PKCS#8 key PEM).
 
     The certificate's public key must be the key's: a mismatch would only show up as a
-    failed handshake much later.
+    failed handshake much later. A passphrase-protected key is opened once, here, and
+    stored unencrypted inside the encrypted card (like an SSH key, keygen.import_ssh_private_key).
     """
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
+
+    from engine.remote.keygen import private_key_is_encrypted
 
     try:
         chain = x509.load_pem_x509_certificates(cert_pem.encode("ascii"))
     except (ValueError, UnicodeEncodeError) as exc:
         raise MemoriesError("invalid_input", "The certificate file is not a PEM certificate.") from exc
+    encrypted = private_key_is_encrypted(key_pem)
+    if encrypted and not passphrase:
+        raise MemoriesError("key_encrypted")
     try:
-        key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
+        key = serialization.load_pem_private_key(
+            key_pem.encode("ascii"), password=passphrase.encode("utf-8") if encrypted and passphrase else None
+        )
     except (ValueError, TypeError, UnicodeEncodeError) as exc:
-        raise MemoriesError("invalid_input", "The key file is not an unencrypted PEM private key.") from exc
+        if encrypted:
+            raise MemoriesError("wrong_key_passphrase") from exc
+        raise MemoriesError("invalid_input", "The key file is not a PEM private key.") from exc
     spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if chain[0].public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
         raise MemoriesError("invalid_input", "The certificate does not belong to that private key.")

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,15 +15,17 @@ from tests.remote import fakes
 from tests.remote.conftest import other_namespace
 from tests.remote.credentials import add_ssh
 from tests.remote.servers import Sshd
+from tests.terminal import run_in_terminal
 
 
-def _run(cli: Cli, cred: str, command: str) -> dict:
+def _run(cli: Cli, cred: str, command: str) -> dict[str, Any]:
     session = cli.ok("remote", "open", cred)["session"]
     ticket = cli.ok("remote", "propose", session, command)
     cli.ok("remote", "approve", ticket["ticket"])
     result = cli.ok("remote", "exec", ticket["ticket"])
     cli.ok("remote", "close", session)
-    return result["result"]
+    outcome: dict[str, Any] = result["result"]
+    return outcome
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +181,59 @@ def test_public_key_needs_sudo_and_a_key(elevated: Cli, tmp_path: Path) -> None:
     line = elevated.ok("credential", "public", "pub-by-ref")["public_key"]
     assert line == elevated.ok("credential", "public", "pub-imported-key")["public_key"]
     assert line.split()[:2] == Path(f"{key}.pub").read_text().split()[:2]
+
+
+def test_passphrase_protected_identity_file_logs_in(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-2 against real sshd: a passphrase-protected copy of the authorized key is imported with its
+    passphrase (stdin, or typed at the terminal prompt like ssh-add) and logs in; without it the typed
+    error says so, a wrong one is refused, neither stores anything nor echoes the passphrase."""
+    key = tmp_path / "protected"
+    shutil.copy(sshd.client_key, key)
+    key.chmod(0o600)
+    subprocess.run(["ssh-keygen", "-q", "-p", "-N", "open sesame 7", "-f", str(key)], check=True, capture_output=True)
+    base = ["credential", "new", "ssh", "--host", "127.0.0.1", "--port", str(sshd.port), "--user", "root"]
+    base += ["--host-key", sshd.host_pub, "--identity-file", str(key)]
+
+    missing = elevated.err(*base, "--name", "box-locked-key")
+    assert missing["code"] == "key_encrypted"
+    wrong = elevated.err(*base, "--name", "box-locked-key", "--key-passphrase-stdin", input="open sesame 8\n")
+    assert wrong["code"] == "wrong_key_passphrase" and "sesame" not in json.dumps(wrong)
+    listed = elevated.ok("credential", "list")["items"]
+    assert "box-locked-key" not in [c["name"] for c in listed]
+
+    elevated.ok(*base, "--name", "box-locked-key", "--key-passphrase-stdin", input="open sesame 7\n")
+    assert _run(elevated, "box-locked-key", "echo unlocked")["output"] == "unlocked\n"
+    expected = subprocess.run(["ssh-keygen", "-y", "-f", str(sshd.client_key)], capture_output=True, text=True, check=True)
+    assert elevated.ok("credential", "public", "box-locked-key")["public_key"].split()[:2] == expected.stdout.split()[:2]
+
+    # At a terminal the CLI asks for the passphrase instead of failing, and nothing echoes it.
+    code, screen = run_in_terminal(
+        elevated.command(*base, "--name", "box-typed-key"),
+        [("Passphrase of the private key: ", "open sesame 7")],
+        elevated.environ(),
+    )
+    assert code == 0, screen
+    assert "sesame" not in screen
+    assert _run(elevated, "box-typed-key", "echo typed")["output"] == "typed\n"
+
+
+def test_certificate_of_another_key_is_refused_at_import(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    """RM-2: an OpenSSH certificate must certify the credential's own key (file or --key reference);
+    a mismatch is invalid_input at import instead of a refused login later."""
+    mine = _keygen(tmp_path / "mine", "-t", "ed25519")
+    other = _keygen(tmp_path / "other", "-t", "ed25519")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-s", str(sshd.user_ca), "-I", "t", "-n", "root", "-V", "-5m:+1h", f"{mine}.pub"], check=True
+    )
+    certificate = ("--certificate-file", f"{mine}-cert.pub")
+    base = ["credential", "new", "ssh", "--host", "127.0.0.1", "--port", str(sshd.port), "--user", "root"]
+    base += ["--host-key", sshd.host_pub]
+    err = elevated.err(*base, "--name", "cert-mismatch", "--identity-file", str(other), *certificate)
+    assert err["code"] == "invalid_input" and "certif" in err["message"]
+    elevated.ok("credential", "new", "ssh-key", "--name", "other-key", "--identity-file", str(other))
+    err = elevated.err(*base, "--name", "cert-mismatch", "--key", "other-key", *certificate)
+    assert err["code"] == "invalid_input"
+    assert elevated.err(*base, "--name", "cert-alone", *certificate, "--password-stdin", input="pw\n")["code"] == "invalid_input"
+    elevated.ok("credential", "new", "ssh-key", "--name", "mine-key", "--identity-file", str(mine))
+    elevated.ok(*base, "--name", "cert-by-ref", "--key", "mine-key", *certificate)
+    assert _run(elevated, "cert-by-ref", "echo certified")["output"] == "certified\n"

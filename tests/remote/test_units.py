@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import shutil
 import struct
+import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +20,7 @@ from engine.remote.proxy.postgres import parse_startup, startup_message
 from engine.remote.tickets import TicketBook, fingerprint, normalize
 from engine.service import handlers  # noqa: F401  (registers every op)
 from engine.service.registry import OPS
+from tests.helpers import require
 from tests.remote.fakes import mysql_greeting
 
 
@@ -177,3 +182,108 @@ def test_ssh_public_line_reads_every_login_format_and_refuses_the_rest() -> None
         with pytest.raises(MemoriesError) as caught:
             ssh_public_line(text)
         assert caught.value.code == "invalid_input" and "not-base64" not in caught.value.message
+
+
+def _ssh_keygen(path: Path, *args: str) -> Path:
+    require(shutil.which("ssh-keygen") is not None, "ssh-keygen (apt: openssh-client)")
+    subprocess.run(["ssh-keygen", "-q", "-f", str(path), *args], check=True)
+    return path
+
+
+def test_encrypted_private_keys_are_recognised_by_their_structure(tmp_path: Path) -> None:
+    """RM-2: every passphrase-protected format ssh-keygen and PKCS#8 write is seen as encrypted, every
+    unencrypted one is not; the check reads structure only (no key library error texts)."""
+    from engine.remote.keygen import private_key_is_encrypted
+
+    encrypted = {
+        "openssh": _ssh_keygen(tmp_path / "e1", "-t", "ed25519", "-N", "pass phrase"),
+        "pkcs1": _ssh_keygen(tmp_path / "e2", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "pass phrase"),
+        "pkcs8": _ssh_keygen(tmp_path / "e3", "-t", "ecdsa", "-m", "PKCS8", "-N", "pass phrase"),
+    }
+    plain = {
+        "openssh": _ssh_keygen(tmp_path / "p1", "-t", "ed25519", "-N", ""),
+        "pkcs1": _ssh_keygen(tmp_path / "p2", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", ""),
+        "pkcs8": _ssh_keygen(tmp_path / "p3", "-t", "ecdsa", "-m", "PKCS8", "-N", ""),
+    }
+    for fmt, path in encrypted.items():
+        assert private_key_is_encrypted(path.read_text()), fmt
+    for fmt, path in plain.items():
+        assert not private_key_is_encrypted(path.read_text()), fmt
+    for text in ("", "ssh-ed25519 AAAA", "-----BEGIN OPENSSH PRIVATE KEY-----\n!!\n-----END OPENSSH PRIVATE KEY-----"):
+        assert not private_key_is_encrypted(text)
+
+
+@given(st.binary(max_size=200))
+def test_encrypted_key_check_never_crashes_on_an_armoured_body(body: bytes) -> None:
+    """Parser of outside bytes: any OpenSSH-armoured payload (magic or not) gives a bool, never an exception."""
+    from engine.remote.keygen import private_key_is_encrypted
+
+    for payload in (body, b"openssh-key-v1\x00" + body):
+        armoured = base64.b64encode(payload).decode()
+        text = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{armoured}\n-----END OPENSSH PRIVATE KEY-----\n"
+        assert private_key_is_encrypted(text) in (True, False)
+
+
+def test_passphrase_protected_ssh_key_is_opened_once_and_stored_unencrypted(tmp_path: Path) -> None:
+    """RM-2: no passphrase → key_encrypted; a wrong one → wrong_key_passphrase, quoting neither key nor
+    passphrase; the right one → an unencrypted OpenSSH key with the same public half and comment."""
+    import asyncssh
+
+    from engine.remote.keygen import import_ssh_private_key, private_key_is_encrypted, ssh_public_line
+
+    for keytype in (("-t", "ed25519"), ("-t", "rsa", "-b", "2048", "-m", "PEM"), ("-t", "ecdsa", "-m", "PKCS8")):
+        path = _ssh_keygen(tmp_path / f"k{keytype[1]}", *keytype, "-N", "correct horse", "-C", "ana@laptop")
+        text = path.read_text()
+        for passphrase, code in ((None, "key_encrypted"), ("wrong horse", "wrong_key_passphrase")):
+            with pytest.raises(MemoriesError) as caught:
+                import_ssh_private_key(text, passphrase)
+            assert caught.value.code == code
+            assert "horse" not in caught.value.message and text.splitlines()[1][:20] not in caught.value.message
+        opened = import_ssh_private_key(text, "correct horse")
+        assert not private_key_is_encrypted(opened)
+        expected = subprocess.run(
+            ["ssh-keygen", "-y", "-P", "correct horse", "-f", str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert ssh_public_line(opened).split()[:2] == expected[:2]
+        assert asyncssh.import_private_key(opened).public_data == asyncssh.import_private_key(text, "correct horse").public_data
+    plain = _ssh_keygen(tmp_path / "plain", "-t", "ed25519", "-N", "").read_text()
+    assert import_ssh_private_key(plain, "ignored") == plain  # unencrypted keys are kept byte for byte
+
+
+def test_ssh_certificate_must_certify_its_key(tmp_path: Path) -> None:
+    """RM-2: a certificate of another key is refused at import (it would only fail at login)."""
+    from engine.remote.keygen import check_ssh_certificate
+
+    ca = _ssh_keygen(tmp_path / "ca", "-t", "ed25519", "-N", "")
+    mine = _ssh_keygen(tmp_path / "mine", "-t", "ed25519", "-N", "")
+    other = _ssh_keygen(tmp_path / "other", "-t", "ed25519", "-N", "")
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "t", "-n", "ana", f"{mine}.pub"], check=True)
+    certificate = Path(f"{mine}-cert.pub").read_text()
+    check_ssh_certificate(certificate, mine.read_text())
+    for key, cert in ((other.read_text(), certificate), (mine.read_text(), Path(f"{mine}.pub").read_text())):
+        with pytest.raises(MemoriesError) as caught:
+            check_ssh_certificate(cert, key)
+        assert caught.value.code == "invalid_input"
+
+
+def test_encrypted_tls_client_key_is_opened_with_its_passphrase() -> None:
+    """RM-4 (mTLS import): an encrypted PKCS#8 key needs its passphrase, a wrong one is typed, and the
+    stored key is unencrypted PKCS#8 of the same key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from engine.remote.keygen import generate_tls, private_key_is_encrypted
+    from engine.remote.tls import check_client_pair
+
+    key_pem, cert_pem, _ = generate_tls("ana", 30, [], False)
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"tls pass")
+    ).decode()
+    for passphrase, code in ((None, "key_encrypted"), ("nope", "wrong_key_passphrase")):
+        with pytest.raises(MemoriesError) as caught:
+            check_client_pair(cert_pem, encrypted, passphrase)
+        assert caught.value.code == code and "pass" not in caught.value.message.replace("passphrase", "")
+    _, stored = check_client_pair(cert_pem, encrypted, "tls pass")
+    assert not private_key_is_encrypted(stored) and stored == key_pem

@@ -53,6 +53,7 @@ class CredentialNew(Request, tag="credential_new"):
     allow_auth: Annotated[list[Literal["md5", "cleartext"]], msgspec.Meta(max_length=2)] = []
     password: Secret | None = None
     private_key: Pem | None = None
+    key_passphrase: Secret | None = None  # opens a passphrase-protected private_key once, at import
     key: Ref | None = None  # an ssh_key credential to authenticate with
     certificate: Pem | None = None
     host_key: Short | None = None
@@ -100,11 +101,13 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
     if request.type == "ssh_key":
         if not request.private_key:
             raise MemoriesError("invalid_input", "An ssh_key credential needs an OpenSSH private key.")
-        line = keygen.ssh_public_line(request.private_key)
-        return {"public_key": line}, {"private_key": request.private_key}
+        private = keygen.import_ssh_private_key(request.private_key, request.key_passphrase)
+        return {"public_key": keygen.ssh_public_line(private)}, {"private_key": private}
     if request.type == "tls_cert":
         return _import_tls_cert(service, request)
-    fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type"}}
+    fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type", "key_passphrase"}}
+    if request.type == "ssh" and request.private_key:
+        fields["private_key"] = keygen.import_ssh_private_key(request.private_key, request.key_passphrase)
     public, secret = targets.build(request.type, fields)
     state = service.require_unlocked()
     # References are checked now (typos fail early) but resolved at open time, so rotating a CA or key needs no edit.
@@ -119,13 +122,19 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
             raise MemoriesError("invalid_input", "--tls-cert must name a tls_cert credential (`credential generate tls`).")
         public["tls_cert"] = client.asset_id.hex()
     if request.type == "ssh":
+        key_pem = str(secret.get("private_key", ""))
         if request.key:
+            if key_pem:
+                raise MemoriesError("invalid_input", "Give the private key either as a file or as --key, not both.")
             key = read_credential(service, state, request.key)
             if key.ctype != "ssh_key":
                 raise MemoriesError("invalid_input", "--key must name an ssh_key credential.")
             public["key_ref"] = key.asset_id.hex()
-        if request.private_key:
-            keygen.ssh_public_line(request.private_key)  # validate now
+            key_pem = str(key.secret.get("private_key", ""))
+        if request.certificate:
+            if not key_pem:
+                raise MemoriesError("invalid_input", "An SSH certificate needs the private key it certifies.")
+            keygen.check_ssh_certificate(request.certificate, key_pem)
     elif request.key or request.private_key or request.certificate:
         raise MemoriesError("invalid_input", "Keys and certificates belong to ssh credentials.")
     return public, secret
@@ -148,7 +157,7 @@ def _import_tls_cert(service: Service, request: CredentialNew) -> tuple[dict[str
         key_pem = str(source.secret.get("private_key", ""))
     if not key_pem:
         raise MemoriesError("invalid_input", "A tls_cert credential needs its private key (--key-file, or --key CRED).")
-    certificate, private = check_client_pair(request.certificate, key_pem)
+    certificate, private = check_client_pair(request.certificate, key_pem, request.key_passphrase)
     return {"certificate": certificate}, {"private_key": private}
 
 
