@@ -2,9 +2,9 @@
 
 Prints, measured side by side in one run on throw-away servers (needs root, PostgreSQL 15
 server binaries, pgbench, redis-server and redis-benchmark):
-- pgbench select-only, 4 clients, 30 s: TPS through the proxy ÷ TPS direct (both with TLS
-  upstream; the proxy's local leg is loopback plaintext), and the p50 latency added per query
-  (from pgbench's per-transaction log);
+- pgbench select-only, 4 clients, 30 s per path in interleaved rounds: TPS through the proxy
+  ÷ TPS direct (both with TLS upstream; the proxy's local leg is loopback plaintext), and the
+  p50 latency added per query (from pgbench's per-transaction log);
 - as a reference for what any TLS-terminating relay costs on this machine, the same run
   through stunnel (a C relay, `protocol = pgsql`) when it is installed: our ratio ÷ its ratio
   separates "a relay hop on 2 shared cores" from "our relay";
@@ -34,6 +34,26 @@ from tests.remote.credentials import add_db, add_tls_ca  # noqa: E402
 from tests.remote.servers import postgres_server, redis_server  # noqa: E402
 
 PG_PASSWORD = "bench-pg-password"
+
+
+class PgbenchRuns:
+    """One path's rounds: throughput over all of them, and the median of the rounds' p50s."""
+
+    def __init__(self) -> None:
+        self.rounds: list[float] = []
+        self.p50s: list[float] = []
+
+    def add(self, tps: float, p50: float) -> None:
+        self.rounds.append(tps)
+        self.p50s.append(p50)
+
+    @property
+    def tps(self) -> float:
+        return statistics.fmean(self.rounds)
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.p50s)
 
 
 def pgbench(conninfo: str, seconds: int, env: dict[str, str]) -> tuple[float, float]:
@@ -96,7 +116,8 @@ def redis_bench(args: list[str]) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=int, default=30, help="pgbench duration per side (issue: 30 s)")
+    parser.add_argument("--seconds", type=int, default=30, help="pgbench time per path, all rounds together (issue: 30 s)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the time is split into")
     args = parser.parse_args()
     cli = Cli(home=Path(tempfile.mkdtemp(prefix="memories-bench-")) / "home")
     cli.init()
@@ -114,34 +135,45 @@ def main() -> int:
             )
             add_tls_ca(cli, "pg-ca", pg.tls.ca)
             add_db(cli, "postgres", pg.port, name="bench", user="bench", database="bench", password=PG_PASSWORD, tls_ca="pg-ca")
-            proxy = cli.ok("proxy", "start", "bench")
-            via = f"host=127.0.0.1 port={proxy['port']} user=x dbname=x sslmode=disable"
-            d_tps, d_lat = pgbench(direct, args.seconds, {**env, "PGPASSWORD": PG_PASSWORD})
-            p_tps, p_lat = pgbench(via, args.seconds, env)
-            cli.ok("proxy", "stop", proxy["proxy"])
-            print(
-                f"pgbench -S -c4 {args.seconds}s: direct {d_tps:.0f} tps, proxy {p_tps:.0f} tps, "
-                f"ratio {p_tps / d_tps:.2f} (target >= 0.8); p50 latency {d_lat:.3f} -> {p_lat:.3f} ms "
-                f"(+{(p_lat - d_lat) * 1000:.0f} us per query); load average {os.getloadavg()[0]:.1f}"
-            )
             # stunnel speaks plaintext to pgbench, so the server's SCRAM-SHA-256-PLUS offer
-            # (it sees TLS) would be refused by libpq: the reference run uses an md5 role
-            # (pg_hba allows md5 for `md5user` over TLS only).
+            # (it sees TLS) would be refused by libpq: the reference path uses an md5 role
+            # (pg_hba allows md5 for `md5user` over TLS only). The login method only affects the
+            # connect, which pgbench does once per client.
             pg.psql("set password_encryption = 'md5'; create role md5user login password 'bench-md5'")
             pg.psql("grant select on all tables in schema public to md5user", db="bench")
-            with stunnel(pg.port, pg.tls.ca) as port:
-                if port is None:
-                    print("stunnel reference: not installed (apt-get install stunnel4)")
-                else:
-                    md5_env = {**env, "PGPASSWORD": "bench-md5"}
-                    d2_tps, _ = pgbench(direct.replace("user=bench", "user=md5user"), args.seconds, md5_env)
-                    via_stunnel = f"host=127.0.0.1 port={port} user=md5user dbname=bench sslmode=disable"
-                    s_tps, s_lat = pgbench(via_stunnel, args.seconds, md5_env)
-                    print(
-                        f"stunnel reference (C relay, same path): direct {d2_tps:.0f} tps, stunnel {s_tps:.0f} tps, "
-                        f"ratio {s_tps / d2_tps:.2f}, p50 {s_lat:.3f} ms; "
-                        f"our ratio / stunnel's {(p_tps / d_tps) / (s_tps / d2_tps):.2f}"
-                    )
+            proxy = cli.ok("proxy", "start", "bench")
+            with stunnel(pg.port, pg.tls.ca) as stunnel_port:
+                paths = {
+                    "direct": (direct, {**env, "PGPASSWORD": PG_PASSWORD}),
+                    "proxy": (f"host=127.0.0.1 port={proxy['port']} user=x dbname=x sslmode=disable", env),
+                }
+                if stunnel_port is not None:
+                    via_stunnel = f"host=127.0.0.1 port={stunnel_port} user=md5user dbname=bench sslmode=disable"
+                    paths["stunnel"] = (via_stunnel, {**env, "PGPASSWORD": "bench-md5"})
+                # Interleaved rounds: on a shared machine the load drifts over a minute, and a
+                # ratio of two runs far apart in time measures the drift as much as the relay.
+                runs = {name: PgbenchRuns() for name in paths}
+                for _ in range(args.rounds):
+                    for name, (conninfo, run_env) in paths.items():
+                        runs[name].add(*pgbench(conninfo, args.seconds // args.rounds, run_env))
+            cli.ok("proxy", "stop", proxy["proxy"])
+            d, p = runs["direct"], runs["proxy"]
+            print(
+                f"pgbench -S -c4, {args.rounds} interleaved rounds of {args.seconds // args.rounds} s per path: "
+                f"direct {d.tps:.0f} tps, proxy {p.tps:.0f} tps, ratio {p.tps / d.tps:.2f} (target >= 0.8; "
+                f"per round {', '.join(f'{x / y:.2f}' for x, y in zip(p.rounds, d.rounds, strict=True))}); "
+                f"p50 latency {d.p50:.3f} -> {p.p50:.3f} ms (+{(p.p50 - d.p50) * 1000:.0f} us per query); "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
+            if "stunnel" not in runs:
+                print("stunnel reference: not installed (apt-get install stunnel4)")
+            else:
+                st = runs["stunnel"]
+                print(
+                    f"stunnel reference (C relay, same path, same rounds): {st.tps:.0f} tps, ratio {st.tps / d.tps:.2f} "
+                    f"(per round {', '.join(f'{x / y:.2f}' for x, y in zip(st.rounds, d.rounds, strict=True))}), "
+                    f"p50 {st.p50:.3f} ms; our ratio / stunnel's {p.tps / st.tps:.2f}"
+                )
         with redis_server(tls_on=True) as rs:
             add_tls_ca(cli, "redis-ca", rs.tls.ca)
             add_db(cli, "redis", rs.port, name="cache", password=rs.password, tls_ca="redis-ca")

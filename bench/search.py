@@ -151,31 +151,40 @@ def main() -> None:
             service.dispatch({"op": "import_batch", "items": items}, caller)
         print(f"import {args.notes} notes (incl. write-time segmentation): {time.perf_counter() - started:.1f} s")
 
-        # Build after unlock from stored token streams (SR-6). Twice: in a running engine
-        # (Jieba's dictionary already loaded, the usual unlock), and as the first unlock of a
-        # freshly started engine (the dictionary loads during the KDF).
+        # Build after unlock from stored token streams (SR-6): in a running engine (Jieba's
+        # dictionary already loaded, the usual unlock), and as the first unlock of a freshly
+        # started engine (the dictionary loads during the KDF).
         service.lock_now("bench")
         t_kdf = time.perf_counter()
         service.require_store().check_password(PASSWORD)
         kdf = time.perf_counter() - t_kdf
-        for label in ("running engine", "fresh engine"):  # fresh: unlocked within 3 s of daemon start
+        # The running-engine unlock is repeated: one figure on a shared machine is one sample.
+        beyond: dict[str, list[float]] = {}
+        for label in ("running engine",) * 3 + ("fresh engine",):  # fresh: unlocked within 3 s of daemon start
+            service.lock_now("bench")
             if label == "fresh engine":
-                service.lock_now("bench")
                 runtime.segmenter = Segmenter()
                 jieba.dt.initialized = False
+            reused_before, segmented_before = runtime.stats.reused_tokens, runtime.stats.segmented
             t0 = time.perf_counter()
             service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
             t_unlocked = time.perf_counter()
             assert runtime.wait_ready(600)
             warm_build = time.perf_counter() - t_unlocked
+            complete = t_unlocked - t0 - kdf + warm_build
+            reused = runtime.stats.reused_tokens - reused_before
+            segmented_now = runtime.stats.segmented - segmented_before
+            beyond.setdefault(label, []).append(complete)
             print(
                 f"[{label}] unlock (KDF + decrypt/authenticate state): {t_unlocked - t0:.2f} s, searches answer "
                 f"(partial) {t_unlocked - t0 - kdf:.2f} s beyond the KDF; index build from tokens: {warm_build:.2f} s "
-                f"(reused {runtime.stats.reused_tokens}, segmented {runtime.stats.segmented})"
+                f"(reused {reused}, segmented {segmented_now}); "
+                f"complete index {complete:.2f} s beyond the KDF"
             )
+        for label, figures in beyond.items():
             print(
-                f"[{label}] complete index after unlock: {t_unlocked - t0 - kdf + warm_build:.2f} s beyond the KDF "
-                f"({kdf:.2f} s here) (target <= 2 s)"
+                f"[{label}] complete index after unlock: median {statistics.median(figures):.2f} s beyond the KDF "
+                f"over {len(figures)} unlock(s) ({kdf:.2f} s KDF here) (target <= 2 s)"
             )
 
         # Cold build: decrypt + segment + insert (what SR-6 avoids).
