@@ -7,6 +7,7 @@ server never contains an identity-changing command other than the credential's o
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import MemoriesError
-from engine.remote.proxy.redis import REFUSED, RequestFilter, resp_array, split_inline, strip_hello_auth
+from engine.remote.proxy.redis import REFUSED, RequestFilter, _QuitReplyDropper, resp_array, split_inline, strip_hello_auth
 from engine.remote.sessions.postgres import decode_cell, parse_data_row, parse_row_description
 
 CREDENTIAL_AUTH = [b"AUTH", b"reader", b"reader-pw"]
@@ -250,3 +251,35 @@ def test_pg_cells_decode_by_type() -> None:
     assert decode_cell(b"1.50", 1700) == "1.50" and decode_cell(b"caf\xc3\xa9", 25) == "café"
     row = b"\x00\x03" + b"\x00\x00\x00\x02hi" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x00"
     assert parse_data_row(row) == [b"hi", None, b""]
+
+
+class _Collect(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.data = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+
+@given(
+    st.lists(st.sampled_from([b"+OK\r\n", b"+PONG\r\n", b"$2\r\nOK\r\n", b":1\r\n"]), max_size=6),
+    st.lists(st.integers(min_value=1, max_value=8), max_size=12),
+    st.booleans(),
+)
+def test_quit_reply_is_dropped_however_the_replies_are_split(earlier: list[bytes], cuts: list[int], failed: bool) -> None:
+    """PX-2: after a protocol error, the server's last +OK (the proxy's own QUIT) never reaches the client and
+    every earlier reply does, whatever the chunking; without an error every byte passes unchanged."""
+    request_filter = RequestFilter(lambda args: args)
+    if failed:
+        request_filter.feed(b'"unbalanced\r\n')
+        assert request_filter.error is not None
+    error = b"-ERR unknown command 'MEMORIES-PROXY-REFUSED'\r\n"
+    stream = b"".join(earlier) + (error + b"+OK\r\n" if failed else b"")
+    sink = _Collect()
+    dropper = _QuitReplyDropper(sink, request_filter)
+    pos = 0
+    for cut in cuts:
+        dropper.data_received(stream[pos : pos + cut])
+        pos += cut
+    dropper.data_received(stream[pos:])
+    assert sink.data == (stream[: -len(b"+OK\r\n")] if failed else stream)

@@ -160,4 +160,15 @@ def test_malformed_request_closes_only_that_connection(proxy_port: int) -> None:
             data += chunk
     assert data.startswith(b"+PONG\r\n-ERR unknown command 'MEMORIES-PROXY-REFUSED'"), data
     assert b"Protocol error" in data and b"AUTH" not in data
+    # Like Redis: the error is the last reply. The proxy's own QUIT (which carries the close through
+    # the server, after earlier replies) answers +OK; that reply never reaches the client.
+    assert data.split(b"\r\n")[2:] == [b""], data
+    # A client's own +OK replies just before the error still arrive, each exactly once.
+    with socket.create_connection(("127.0.0.1", proxy_port), timeout=10) as sock:
+        sock.sendall(_cmd("SET", "k", "v") + _cmd("SET", "k", "w") + b'"unbalanced\r\n')
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    lines = data.split(b"\r\n")
+    assert lines[:2] == [b"+OK", b"+OK"] and b"unbalanced quotes" in lines[2] and lines[3:] == [b""], data
     assert run_redis_cli(proxy_port, "ACL", "WHOAMI").stdout.strip() == "reader"

@@ -429,6 +429,8 @@ class _FilteringTransport(asyncio.Transport):
         return self._inner.get_extra_info(name, default)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        if isinstance(protocol, asyncio.Protocol):
+            protocol = _QuitReplyDropper(protocol, self._filter)
         self._inner.set_protocol(protocol)
 
     def get_protocol(self) -> asyncio.BaseProtocol:
@@ -451,6 +453,53 @@ class _FilteringTransport(asyncio.Transport):
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._inner.get_write_buffer_limits()
+
+
+class _QuitReplyDropper(asyncio.Protocol):
+    """Server→client replies, minus the ``+OK`` of the QUIT the filter appends after a protocol error.
+
+    That QUIT is the proxy's, not the client's: Redis itself answers a protocol error with the
+    error and a close, nothing after. The QUIT's reply is the very last thing the server sends
+    before it closes, so once the filter has failed, a trailing ``+OK\\r\\n`` (or a start of it) is held back until
+    more bytes show it was not the last (then it is passed on) or the connection ends (then it
+    is dropped). Before an error the only cost is one attribute check per chunk.
+    """
+
+    QUIT_REPLY = b"+OK\r\n"
+
+    def __init__(self, inner: asyncio.Protocol, request_filter: RequestFilter) -> None:
+        self._inner = inner
+        self._filter = request_filter
+        self._held = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self._filter.error is None and not self._held:
+            self._inner.data_received(data)
+            return
+        data = self._held + data
+        self._held = b""
+        # Hold the tail that is (the start of) the QUIT reply: TLS records may split it anywhere.
+        for size in range(len(self.QUIT_REPLY), 0, -1):
+            if data.endswith(self.QUIT_REPLY[:size]):
+                data, self._held = data[:-size], data[-size:]
+                break
+        if data:
+            self._inner.data_received(data)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
 
 
 async def read_simple_reply(reader: asyncio.StreamReader) -> bytes:
