@@ -76,6 +76,9 @@ class EngineConfig:
     # clamps a configured value so it can only make a limit *shorter* (tests use this), never longer.
     proxy_handshake_seconds: float | None = None
     proxy_lifetime_seconds: float | None = None
+    # A remote session's per-instruction deadline (RM-5); like the proxy limits, shorten-only
+    # (engine/remote/sessions/base.py clamps it to the 60 s default).
+    remote_exec_seconds: float | None = None
 
 
 def load_config(paths: Paths) -> EngineConfig:
@@ -109,4 +112,5 @@ def load_config(paths: Paths) -> EngineConfig:
         ),
         proxy_handshake_seconds=optional("proxy_handshake_seconds"),
         proxy_lifetime_seconds=lifetime_minutes * 60 if lifetime_minutes is not None else None,
+        remote_exec_seconds=optional("remote_exec_seconds"),
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.remote.proxy.listener import ProxyLimits
 from engine.remote.runtime import Runtime
-from engine.remote.sessions.base import RemoteSession
+from engine.remote.sessions.base import EXEC_TIMEOUT, RemoteSession, exec_deadline
 from engine.remote.tickets import TicketBook
 
 if TYPE_CHECKING:
@@ -62,13 +62,14 @@ class SessionEntry:
 
 
 class RemoteManager:
-    def __init__(self, proxy_limits: ProxyLimits | None = None) -> None:
+    def __init__(self, proxy_limits: ProxyLimits | None = None, exec_seconds: float = EXEC_TIMEOUT) -> None:
         self.runtime = Runtime()
         self.sessions: dict[str, SessionEntry] = {}
         self.tickets = TicketBook()
         self.proxies: dict[str, ProxyHandle] = {}
         # Every proxy this daemon starts gets these (config may only shorten them).
         self.proxy_limits = proxy_limits or ProxyLimits()
+        self.exec_seconds = exec_seconds  # each session's per-instruction deadline
 
     @staticmethod
     def new_id() -> str:
@@ -110,7 +111,10 @@ def manager_of(service: Service) -> RemoteManager:
 def install(service: Service) -> None:
     """EXTENSIONS hook: one manager per Service, wiped on every lock (incl. idle and shutdown)."""
     config = service.config
-    manager = RemoteManager(ProxyLimits.shortened(config.proxy_handshake_seconds, config.proxy_lifetime_seconds))
+    manager = RemoteManager(
+        ProxyLimits.shortened(config.proxy_handshake_seconds, config.proxy_lifetime_seconds),
+        exec_deadline(config.remote_exec_seconds),
+    )
     setattr(service, _ATTR, manager)
     service.on_lock.append(manager.drop_all)
 

@@ -33,12 +33,14 @@ from engine.remote.proxy.listener import (
     Streams,
 )
 from engine.remote.runtime import _new_loop
+from engine.remote.sessions.base import EXEC_TIMEOUT, exec_deadline
 from engine.remote.targets import Target
 from tests.helpers import Cli
 from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Postgres, Redis
 
 HANDSHAKE = 3.0  # the shortened handshake deadline of the `limited` daemon
+EXEC = 2.0  # the shortened per-instruction deadline of the `limited` daemon's remote sessions
 LIFETIME = 12.0  # the shortened lifetime of the `short_lived` daemon
 APP_PASSWORD = "limits-app-pw-7Qz"
 
@@ -58,7 +60,10 @@ def _cache_vault(tmp_path_factory: pytest.TempPathFactory, name: str, config: st
 def limited(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Iterator[Cli]:
     """A daemon with a 3 s handshake deadline; its lifetime key asks for 10 hours and must be capped at 30 min."""
     cli = _cache_vault(
-        tmp_path_factory, "limited", f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\n", redis_tls
+        tmp_path_factory,
+        "limited",
+        f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\nremote_exec_seconds = {EXEC}\n",
+        redis_tls,
     )
     yield cli
     cli.stop()
@@ -159,6 +164,11 @@ def test_config_can_only_shorten_the_proxy_limits(tmp_path: Path) -> None:
         paths.config_file.write_text(f"[engine]\nproxy_handshake_seconds = {bad}\nproxy_lifetime_minutes = {bad}\n")
         config = load_config(paths)
         assert (config.proxy_handshake_seconds, config.proxy_lifetime_seconds) == (None, None)
+    # RM-5: the remote sessions' per-instruction deadline follows the same shorten-only rule.
+    assert exec_deadline(None) == exec_deadline(0) == exec_deadline(math.nan) == exec_deadline(3600) == EXEC_TIMEOUT
+    assert exec_deadline(2.5) == 2.5
+    paths.config_file.write_text("[engine]\nremote_exec_seconds = 4\n")
+    assert exec_deadline(load_config(paths).remote_exec_seconds) == 4.0
 
 
 class _SlowToWindDown(ProxyListener):
@@ -350,3 +360,36 @@ def test_lifetime_ends_the_proxy_and_its_relayed_connection(short_lived: Cli) ->
     with pytest.raises(OSError):
         _connect(port).close()
     assert short_lived.ok("status")["connections"] == 0
+
+
+def test_a_query_past_the_deadline_is_cancelled_on_the_server_and_the_session_closed(
+    limited: Cli, pg_db: str, pg: Postgres
+) -> None:
+    """RM-5: a PostgreSQL query running past the session deadline (60 s; 2 s in this daemon's config) answers
+    a typed `timeout`; the server really stops it (a CancelRequest, as psql sends on Ctrl-C); the session is
+    closed, so a later exec on it is `session_closed`; the audit records the outcome."""
+    limited.sudo()
+    session = limited.ok("remote", "open", pg_db)["session"]
+    ticket = limited.ok("remote", "propose", session, "select pg_sleep(45)")["ticket"]
+    limited.ok("remote", "approve", ticket)
+    started = time.monotonic()
+    err = limited.err("remote", "exec", ticket)
+    waited = time.monotonic() - started
+    assert err["code"] == "timeout" and "cancelled" in err["message"]
+    assert waited < 30, f"the deadline is {EXEC} s, the answer took {waited:.1f} s"
+    deadline = time.monotonic() + 10
+    running = "?"
+    while time.monotonic() < deadline:
+        running = pg.psql("select count(*) from pg_stat_activity where query like 'select pg_sleep(45)%' and state = 'active'")
+        if running.strip() == "0":
+            break
+        time.sleep(0.2)
+    assert running.strip() == "0", "the server is still running the timed-out query"
+    assert session not in [s["session"] for s in limited.ok("remote", "list")["sessions"]]
+    assert limited.err("remote", "propose", session, "select 1")["code"] == "session_closed"
+    # A fresh session works: the timeout closed one connection, not the credential.
+    fresh = limited.ok("remote", "open", pg_db)["session"]
+    again = limited.ok("remote", "propose", fresh, "select 41 + 1 as answer")["ticket"]
+    limited.ok("remote", "approve", again)
+    assert limited.ok("remote", "exec", again)["result"]["rows"] == [[42]]
+    limited.ok("remote", "close", fresh)

@@ -9,7 +9,15 @@ from typing import Any
 from engine.errors import MemoriesError
 from engine.remote.targets import Target
 
-__all__ = ["RemoteSession", "MAX_ROWS", "MAX_RESULT_BYTES", "bounded_rows", "bounded_bytes", "connect_error"]
+__all__ = [
+    "RemoteSession",
+    "MAX_ROWS",
+    "MAX_RESULT_BYTES",
+    "bounded_rows",
+    "bounded_bytes",
+    "connect_error",
+    "exec_deadline",
+]
 
 MAX_ROWS = 1000
 MAX_RESULT_BYTES = 256 * 1024
@@ -17,12 +25,20 @@ CONNECT_TIMEOUT = 15.0
 EXEC_TIMEOUT = 60.0
 
 
+def exec_deadline(configured: float | None) -> float:
+    """The per-instruction deadline: the configured value may shorten the 60 s default, never extend it."""
+    if configured is None or not configured > 0:  # also NaN
+        return EXEC_TIMEOUT
+    return min(float(configured), EXEC_TIMEOUT)
+
+
 class RemoteSession(ABC):
     """A live connection owned by the daemon. Methods run on the remote runtime loop."""
 
-    def __init__(self, target: Target, host: str) -> None:
+    def __init__(self, target: Target, host: str, exec_timeout: float = EXEC_TIMEOUT) -> None:
         self.target = target
         self.host = host
+        self.exec_timeout = exec_timeout  # an instruction past it is cancelled and the session closed
 
     @abstractmethod
     async def connect(self) -> None: ...
@@ -32,6 +48,11 @@ class RemoteSession(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """True once the connection is gone: closed by us, or by a timeout or a broken stream."""
 
 
 def _cell(value: Any) -> Any:

@@ -118,6 +118,10 @@ class FtpSession(RemoteSession):
             except (ftplib.Error, EOFError, OSError) as exc:
                 raise MemoriesError("session_closed", "The FTP connection was lost.") from exc
 
+    @property
+    def closed(self) -> bool:
+        return self._ftp is None
+
     async def close(self) -> None:
         if self._ftp is not None:
             ftp, self._ftp = self._ftp, None

@@ -17,7 +17,6 @@ from engine.errors import MemoriesError
 from engine.remote.mysql_auth import access_denied
 from engine.remote.sessions.base import (
     CONNECT_TIMEOUT,
-    EXEC_TIMEOUT,
     RemoteSession,
     bounded_rows,
     connect_error,
@@ -45,8 +44,8 @@ class MysqlSession(RemoteSession):
             ssl=context,
             ssl_disabled=context is None,
             connect_timeout=int(CONNECT_TIMEOUT),
-            read_timeout=int(EXEC_TIMEOUT),
-            write_timeout=int(EXEC_TIMEOUT),
+            read_timeout=max(1, int(self.exec_timeout)),
+            write_timeout=max(1, int(self.exec_timeout)),
             autocommit=True,
         )
 
@@ -92,6 +91,10 @@ class MysqlSession(RemoteSession):
         except pymysql.err.MySQLError as exc:
             args = exc.args
             raise MemoriesError("remote_error", server_message(" ".join(str(a) for a in args))) from exc
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
 
     async def close(self) -> None:
         if self._conn is not None:

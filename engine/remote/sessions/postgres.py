@@ -22,7 +22,6 @@ from engine.errors import MemoriesError
 from engine.remote import pg_wire
 from engine.remote.sessions.base import (
     CONNECT_TIMEOUT,
-    EXEC_TIMEOUT,
     MAX_RESULT_BYTES,
     MAX_ROWS,
     RemoteSession,
@@ -170,7 +169,7 @@ class PostgresSession(RemoteSession):
         if "\x00" in text:
             raise MemoriesError("invalid_input", "A query cannot contain a NUL character.")
         try:
-            async with asyncio.timeout(EXEC_TIMEOUT):
+            async with asyncio.timeout(self.exec_timeout):
                 return await self._query(text)
         except TimeoutError:
             await self._cancel()
@@ -232,6 +231,10 @@ class PostgresSession(RemoteSession):
                 writer.write(struct.pack("!II", 16, CANCEL_REQUEST) + self._cancel_key)
                 await writer.drain()
                 writer.transport.abort()
+
+    @property
+    def closed(self) -> bool:
+        return self._streams is None
 
     async def close(self) -> None:
         if self._streams is not None:

@@ -17,7 +17,6 @@ import redis.exceptions as rexc
 from engine.errors import MemoriesError
 from engine.remote.sessions.base import (
     CONNECT_TIMEOUT,
-    EXEC_TIMEOUT,
     MAX_RESULT_BYTES,
     RemoteSession,
     connect_error,
@@ -60,7 +59,7 @@ class RedisSession(RemoteSession):
             "password": self.target.password or None,
             "db": int(self.target.database) if self.target.database.isdigit() else 0,
             "socket_connect_timeout": CONNECT_TIMEOUT,
-            "socket_timeout": EXEC_TIMEOUT,
+            "socket_timeout": self.exec_timeout,
             "retry_on_timeout": False,
             "decode_responses": False,
         }
@@ -99,6 +98,10 @@ class RedisSession(RemoteSession):
         budget = [MAX_RESULT_BYTES]
         value = _plain(reply, budget)
         return {"reply": value, "truncated": budget[0] < 0}
+
+    @property
+    def closed(self) -> bool:
+        return self._client is None
 
     async def close(self) -> None:
         if self._client is not None:

@@ -7,7 +7,7 @@ from typing import Any
 import asyncssh
 
 from engine.errors import MemoriesError
-from engine.remote.sessions.base import CONNECT_TIMEOUT, EXEC_TIMEOUT, RemoteSession, bounded_bytes, connect_error
+from engine.remote.sessions.base import CONNECT_TIMEOUT, RemoteSession, bounded_bytes, connect_error
 from engine.remote.targets import Target
 
 __all__ = ["SshSession", "known_hosts_of", "client_keys_of"]
@@ -81,7 +81,7 @@ class SshSession(RemoteSession):
     async def execute(self, instruction: dict[str, Any]) -> dict[str, Any]:
         conn = self.connection
         try:
-            done = await conn.run(str(instruction["command"]), check=False, timeout=EXEC_TIMEOUT, encoding=None)
+            done = await conn.run(str(instruction["command"]), check=False, timeout=self.exec_timeout, encoding=None)
         except asyncssh.TimeoutError as exc:
             raise MemoriesError("timeout", "The remote command did not finish in time.") from exc
         except (asyncssh.Error, OSError) as exc:
@@ -91,6 +91,10 @@ class SshSession(RemoteSession):
         out = bounded_bytes(stdout)
         err = bounded_bytes(stderr, limit=16 * 1024)
         return {**out, "stderr": err["output"], "exit_status": done.exit_status}
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
 
     async def close(self) -> None:
         if self._conn is not None:

@@ -58,6 +58,10 @@ class TcpSession(RemoteSession):
             "eof": eof,
         }
 
+    @property
+    def closed(self) -> bool:
+        return self._writer is None
+
     async def close(self) -> None:
         if self._writer is not None:
             writer, self._writer, self._reader = self._writer, None, None

@@ -17,7 +17,7 @@ from engine.errors import MemoriesError
 from engine.remote import targets
 from engine.remote.manager import SessionEntry, install, manager_of
 from engine.remote.sessions import session_for
-from engine.remote.sessions.base import CONNECT_TIMEOUT, EXEC_TIMEOUT
+from engine.remote.sessions.base import CONNECT_TIMEOUT
 from engine.remote.tickets import normalize
 from engine.service.caller import Caller
 from engine.service.registry import op
@@ -123,6 +123,7 @@ def remote_open(service: Service, request: RemoteOpen, caller: Caller) -> dict[s
         _audit(service, "remote.open", caller, phase="intent", assets=[target.asset_id], type=target.ctype)
         generation = service.session.generation
     session = session_for(target, host)
+    session.exec_timeout = manager.exec_seconds
     try:
         manager.runtime.call(session.connect(), CONNECT_TIMEOUT + 5)
     except MemoriesError as exc:
@@ -203,10 +204,15 @@ def remote_exec(service: Service, request: RemoteExec, caller: Caller) -> dict[s
             return await entry.session.execute(ticket.instruction)
 
     try:
-        result = manager.runtime.call(run(), EXEC_TIMEOUT + 10)
+        result = manager.runtime.call(run(), entry.session.exec_timeout + 10)
     except MemoriesError as exc:
         with service.lock:
             ticket.state = "done"
+            if entry.session.closed and manager.sessions.get(entry.session_id) is entry:
+                # A timeout or a broken stream ended the connection: the session is gone, and so are
+                # its pending tickets (as after `remote close`), so `remote list` never shows a dead one.
+                del manager.sessions[entry.session_id]
+                manager.tickets.drop_session(entry.session_id)
             if service.session.generation == generation:
                 _audit(service, "remote.exec", caller, phase="result", outcome=exc.code, ticket=ticket.ticket_id)
         raise
