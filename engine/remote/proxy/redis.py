@@ -406,6 +406,10 @@ class _FilteringTransport(asyncio.Transport):
         if self._filter.error is not None and not self._client.is_closing():
             # The server answers and closes (QUIT); meanwhile nothing more is read from this client.
             self._client.pause_reading()
+            replies = self._inner.get_protocol()
+            if isinstance(replies, asyncio.Protocol) and not isinstance(replies, _QuitReplyDropper):
+                # Installed only now, so replies before any error pass without the extra layer.
+                self._inner.set_protocol(_QuitReplyDropper(replies, self._filter))
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview[Any]]) -> None:
         self.write(b"".join(bytes(d) for d in list_of_data))
@@ -429,8 +433,6 @@ class _FilteringTransport(asyncio.Transport):
         return self._inner.get_extra_info(name, default)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        if isinstance(protocol, asyncio.Protocol):
-            protocol = _QuitReplyDropper(protocol, self._filter)
         self._inner.set_protocol(protocol)
 
     def get_protocol(self) -> asyncio.BaseProtocol:
@@ -462,7 +464,7 @@ class _QuitReplyDropper(asyncio.Protocol):
     error and a close, nothing after. The QUIT's reply is the very last thing the server sends
     before it closes, so once the filter has failed, a trailing ``+OK\\r\\n`` (or a start of it) is held back until
     more bytes show it was not the last (then it is passed on) or the connection ends (then it
-    is dropped). Before an error the only cost is one attribute check per chunk.
+    is dropped). It is put in front of the relay's reply protocol only once the filter failed.
     """
 
     QUIT_REPLY = b"+OK\r\n"
