@@ -7,7 +7,8 @@ server binaries, pgbench, redis-server and redis-benchmark):
   p50 latency added per query (from pgbench's per-transaction log);
 - as a reference for what any TLS-terminating relay costs on this machine, the same run
   through stunnel (a C relay, `protocol = pgsql`) when it is installed: our ratio ÷ its ratio
-  separates "a relay hop on 2 shared cores" from "our relay";
+  separates "a relay hop on 2 shared cores" from "our relay", and each relay process's CPU
+  time per transaction (from /proc) says how much of the hop is the relay's own work;
 - redis-benchmark GET and SET, 8 clients: requests/s through the proxy ÷ direct (TLS).
 Issue target for pgbench: ≥ 0.8.
 """
@@ -42,10 +43,15 @@ class PgbenchRuns:
     def __init__(self) -> None:
         self.rounds: list[float] = []
         self.p50s: list[float] = []
+        self.cpu_per_tx: list[float] = []  # the relay process's CPU µs per transaction (relayed paths)
 
     def add(self, tps: float, p50: float) -> None:
         self.rounds.append(tps)
         self.p50s.append(p50)
+
+    @property
+    def relay_us(self) -> str:
+        return f"{statistics.median(self.cpu_per_tx):.0f} us" if self.cpu_per_tx else "n/a"
 
     @property
     def tps(self) -> float:
@@ -76,9 +82,15 @@ def pgbench(conninfo: str, seconds: int, env: dict[str, str]) -> tuple[float, fl
     return float(tps_match.group(1)), statistics.median(latencies) / 1000
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a whole process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def stunnel(pg_port: int, ca: Path) -> Iterator[int | None]:
-    """A C TLS relay in front of the same server (reference only); None when not installed."""
+def stunnel(pg_port: int, ca: Path) -> Iterator[tuple[int, int] | None]:
+    """A C TLS relay in front of the same server (reference only): (port, pid); None when not installed."""
     binary = shutil.which("stunnel4") or shutil.which("stunnel")
     if binary is None:
         yield None
@@ -96,7 +108,7 @@ def stunnel(pg_port: int, ca: Path) -> Iterator[int | None]:
         proc = subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_port(port)
-            yield port
+            yield port, proc.pid
         finally:
             proc.terminate()
             proc.wait(10)
@@ -142,20 +154,29 @@ def main() -> int:
             pg.psql("set password_encryption = 'md5'; create role md5user login password 'bench-md5'")
             pg.psql("grant select on all tables in schema public to md5user", db="bench")
             proxy = cli.ok("proxy", "start", "bench")
-            with stunnel(pg.port, pg.tls.ca) as stunnel_port:
+            with stunnel(pg.port, pg.tls.ca) as stunnel_ref:
                 paths = {
                     "direct": (direct, {**env, "PGPASSWORD": PG_PASSWORD}),
                     "proxy": (f"host=127.0.0.1 port={proxy['port']} user=x dbname=x sslmode=disable", env),
                 }
-                if stunnel_port is not None:
-                    via_stunnel = f"host=127.0.0.1 port={stunnel_port} user=md5user dbname=bench sslmode=disable"
+                relays = {"proxy": cli.daemon_pid()}
+                if stunnel_ref is not None:
+                    via_stunnel = f"host=127.0.0.1 port={stunnel_ref[0]} user=md5user dbname=bench sslmode=disable"
                     paths["stunnel"] = (via_stunnel, {**env, "PGPASSWORD": "bench-md5"})
+                    relays["stunnel"] = stunnel_ref[1]
                 # Interleaved rounds: on a shared machine the load drifts over a minute, and a
                 # ratio of two runs far apart in time measures the drift as much as the relay.
                 runs = {name: PgbenchRuns() for name in paths}
+                seconds = args.seconds // args.rounds
                 for _ in range(args.rounds):
                     for name, (conninfo, run_env) in paths.items():
-                        runs[name].add(*pgbench(conninfo, args.seconds // args.rounds, run_env))
+                        relay_pid = relays.get(name)
+                        cpu_before = cpu_seconds(relay_pid) if relay_pid else 0.0
+                        tps, p50 = pgbench(conninfo, seconds, run_env)
+                        runs[name].add(tps, p50)
+                        if relay_pid:
+                            # The daemon's figure includes its other (idle) threads: an upper bound.
+                            runs[name].cpu_per_tx.append((cpu_seconds(relay_pid) - cpu_before) / (tps * seconds) * 1e6)
             cli.ok("proxy", "stop", proxy["proxy"])
             d, p = runs["direct"], runs["proxy"]
             print(
@@ -163,6 +184,7 @@ def main() -> int:
                 f"direct {d.tps:.0f} tps, proxy {p.tps:.0f} tps, ratio {p.tps / d.tps:.2f} (target >= 0.8; "
                 f"per round {', '.join(f'{x / y:.2f}' for x, y in zip(p.rounds, d.rounds, strict=True))}); "
                 f"p50 latency {d.p50:.3f} -> {p.p50:.3f} ms (+{(p.p50 - d.p50) * 1000:.0f} us per query); "
+                f"relay CPU per transaction {p.relay_us}; "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
             if "stunnel" not in runs:
@@ -172,7 +194,7 @@ def main() -> int:
                 print(
                     f"stunnel reference (C relay, same path, same rounds): {st.tps:.0f} tps, ratio {st.tps / d.tps:.2f} "
                     f"(per round {', '.join(f'{x / y:.2f}' for x, y in zip(st.rounds, d.rounds, strict=True))}), "
-                    f"p50 {st.p50:.3f} ms; our ratio / stunnel's {p.tps / st.tps:.2f}"
+                    f"p50 {st.p50:.3f} ms, relay CPU per transaction {st.relay_us}; our ratio / stunnel's {p.tps / st.tps:.2f}"
                 )
         with redis_server(tls_on=True) as rs:
             add_tls_ca(cli, "redis-ca", rs.tls.ca)
