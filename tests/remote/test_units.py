@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from engine.errors import MemoriesError
 from engine.remote import targets
 from engine.remote.mysql_auth import caching_sha2_scramble, ed25519_signature, native_scramble
-from engine.remote.proxy.mysql import Greeting, build_greeting, parse_client_response, parse_greeting
+from engine.remote.proxy.mysql import Greeting, build_greeting, parse_client_response, parse_greeting, switch_nonce
 from engine.remote.proxy.postgres import parse_startup, startup_message
 from engine.remote.tickets import TicketBook, fingerprint, normalize
 from engine.service import handlers  # noqa: F401  (registers every op)
@@ -70,6 +70,23 @@ def test_mysql_parsers_never_crash(data: bytes) -> None:
 def test_mysql_greeting_round_trip_strips_tls() -> None:
     upstream = parse_greeting(build_greeting(parse_greeting(build_greeting(_fake_greeting()))))
     assert not upstream.caps & 0x800 and upstream.plugin == "mysql_native_password" and len(upstream.scramble) == 20
+
+
+@given(st.binary(min_size=20, max_size=20))
+def test_mysql_greeting_keeps_every_scramble_byte_including_nul(nonce: bytes) -> None:
+    """PX-2: the scramble is read by length, not up to a NUL: a server nonce with 0x00 bytes anywhere
+    (also last) survives the parse exactly, or caching_sha2/native logins would fail now and then."""
+    caps = 0x200 | 0x8000 | 0x80000
+    assert parse_greeting(mysql_greeting(b"8.0.36", nonce, caps, b"caching_sha2_password")).scramble == nonce
+
+
+@given(st.binary(min_size=20, max_size=20), st.binary(min_size=32, max_size=32))
+def test_auth_switch_nonce_is_taken_by_the_methods_size(nonce20: bytes, nonce32: bytes) -> None:
+    """PX-2: AuthSwitchRequest data is the scramble (+ NUL for the MySQL methods); NUL bytes inside it stay."""
+    assert switch_nonce("caching_sha2_password", nonce20 + b"\x00") == nonce20
+    assert switch_nonce("mysql_native_password", nonce20 + b"\x00") == nonce20
+    assert switch_nonce("client_ed25519", nonce32) == nonce32
+    assert switch_nonce("some_other_plugin", b"data\x00") == b"data"
 
 
 def _fake_greeting() -> Greeting:

@@ -25,7 +25,7 @@ from engine.remote.mysql_auth import access_denied, caching_sha2_scramble, ed255
 from engine.remote.proxy.listener import MAX_PACKET, ProxyListener, Streams
 from engine.remote.tls import client_context, tls_error
 
-__all__ = ["MysqlProxy", "Greeting", "parse_greeting", "build_greeting", "read_packet", "packet"]
+__all__ = ["MysqlProxy", "Greeting", "parse_greeting", "build_greeting", "read_packet", "packet", "switch_nonce"]
 
 CLIENT_LONG_PASSWORD = 0x1
 CLIENT_CONNECT_WITH_DB = 0x8
@@ -75,6 +75,20 @@ class Greeting:
         self.charset, self.status, self.reserved, self.plugin = charset, status, reserved, plugin
 
 
+# Scramble sizes of the methods the proxy answers: an AuthSwitchRequest carries the scramble,
+# followed (for the MySQL methods) by a NUL terminator that is not part of it.
+NONCE_SIZES = {NATIVE: 20, CACHING_SHA2: 20, ED25519: 32}
+
+
+def switch_nonce(plugin: str, data: bytes) -> bytes:
+    """The scramble in an AuthSwitchRequest's plugin data: its known size where the method has
+    one (its bytes may include 0x00), else the data minus one NUL terminator."""
+    size = NONCE_SIZES.get(plugin)
+    if size is not None and len(data) >= size:
+        return data[:size]
+    return data[:-1] if data.endswith(b"\x00") else data
+
+
 def parse_greeting(p: bytes) -> Greeting:
     """Parse a protocol-10 greeting; anything malformed is ``protocol_error`` (an ERR packet is ``remote_error``)."""
     if p[:1] == b"\xff":
@@ -98,7 +112,11 @@ def parse_greeting(p: bytes) -> Greeting:
         part2 = b""
         if caps & CLIENT_SECURE_CONNECTION:
             n = max(13, auth_len - 8)
-            part2 = p[i : i + n].rstrip(b"\x00")
+            # The field is the rest of the scramble plus one NUL terminator. Only that terminator
+            # goes: a scramble byte may itself be 0x00 (stripping all NULs broke 1 login in ~200).
+            part2 = p[i : i + n]
+            if part2.endswith(b"\x00"):
+                part2 = part2[:-1]
             i += n
         plugin = NATIVE
         if caps & CLIENT_PLUGIN_AUTH:
@@ -250,7 +268,7 @@ class MysqlProxy(ProxyListener):
             if head == b"\xfe" and len(reply) > 1:  # AuthSwitchRequest
                 name, _, data = reply[1:].partition(b"\x00")
                 plugin = name.decode("ascii", "replace")
-                response = self.scramble_for(plugin, data.rstrip(b"\x00"), tls)
+                response = self.scramble_for(plugin, switch_nonce(plugin, data), tls)
             elif head == b"\x01" and plugin == CACHING_SHA2 and reply[1:] == b"\x03":
                 continue  # fast-auth success: the OK packet follows
             elif head == b"\x01" and plugin == CACHING_SHA2 and reply[1:] == b"\x04":
