@@ -69,7 +69,10 @@ async def _serve(paths: Paths) -> int:
     server = IpcServer(paths.socket, handle)
     await server.start()
     stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP: the terminal or login session that started the engine ended (logout). Like
+    # SIGTERM, it locks and drops remote sessions and proxies before exiting (RM-5, PX-4),
+    # instead of the default abrupt death.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
     log.info("engine started pid=%d", os.getpid())
     # Warm what the first unlock will need (Jieba's dictionary: ~1 s of one core holding the

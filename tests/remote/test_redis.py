@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,42 @@ def test_redis_acl_user(rvault: Cli, cache: str, redis_tls: Redis) -> None:
     assert run_redis_cli(proxy["port"], "acl", "whoami").stdout.strip() == "reader"
     assert "NOPERM" in run_redis_cli(proxy["port"], "set", "k", "v").stdout
     rvault.ok("proxy", "stop", proxy["proxy"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_logout_signal_locks_and_drops_sessions_and_proxies_before_exit(
+    tmp_path: Path, redis_tls: Redis, signum: signal.Signals
+) -> None:
+    """RM-5/PX-4: when the login session ends (SIGHUP) or the engine is asked to stop (SIGTERM), it locks,
+    closes remote sessions and proxies (a relayed connection sees its close) and exits cleanly, instead of
+    dying with the default action."""
+    import socket
+    import time
+
+    cli = Cli(home=tmp_path / "logout-home")
+    cli.init()
+    try:
+        add_tls_ca(cli, "ca", redis_tls.tls.ca)
+        add_db(cli, "redis", redis_tls.port, name="c", password=redis_tls.password, tls_ca="ca")
+        cli.ok("remote", "open", "c")
+        proxy = cli.ok("proxy", "start", "c")
+        relayed = socket.create_connection(("127.0.0.1", proxy["port"]), timeout=10)
+        relayed.sendall(b"PING\r\n")
+        assert relayed.recv(100) == b"+PONG\r\n"
+        pid = cli.daemon_pid()
+        assert pid is not None
+        os.kill(pid, signum)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                break  # exited; its parent has not reaped it yet
+            time.sleep(0.1)
+        relayed.settimeout(5)
+        assert relayed.recv(100) == b"", "the relayed connection is still open after the engine stopped"
+        relayed.close()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", proxy["port"]), timeout=2).close()
+        log = (cli.home / "logs" / "engine.log").read_text()
+        assert "locked (shutdown)" in log and "engine stopped" in log, log[-2000:]
+    finally:
+        cli.stop()
