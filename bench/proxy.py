@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import Cli  # noqa: E402
-from tests.remote.credentials import add_db, add_tls_ca  # noqa: E402
+from tests.remote.credentials import add_db, add_pg_database, add_tls_ca  # noqa: E402
 from tests.remote.servers import postgres_server, redis_server  # noqa: E402
 
 PG_PASSWORD = "bench-pg-password"
@@ -135,8 +135,7 @@ def main() -> int:
     cli.init()
     try:
         with postgres_server() as pg:
-            pg.psql(f"create role bench login password '{PG_PASSWORD}'")
-            pg.psql("create database bench owner bench")
+            add_pg_database(cli, pg, name="bench", role="bench", database="bench", password=PG_PASSWORD, ca="pg-ca")
             env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
             direct = f"host=localhost port={pg.port} user=bench dbname=bench sslmode=verify-full sslrootcert={pg.tls.ca}"
             subprocess.run(
@@ -145,8 +144,6 @@ def main() -> int:
                 check=True,
                 capture_output=True,
             )
-            add_tls_ca(cli, "pg-ca", pg.tls.ca)
-            add_db(cli, "postgres", pg.port, name="bench", user="bench", database="bench", password=PG_PASSWORD, tls_ca="pg-ca")
             # stunnel speaks plaintext to pgbench, so the server's SCRAM-SHA-256-PLUS offer
             # (it sees TLS) would be refused by libpq: the reference path uses an md5 role
             # (pg_hba allows md5 for `md5user` over TLS only). The login method only affects the

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from tests.helpers import Cli
-from tests.remote.servers import Ftp
+from tests.remote.servers import Ftp, Postgres, Redis
 
 
 def add_tls_ca(cli: Cli, name: str, pem: Path | str) -> str:
@@ -69,6 +69,29 @@ def add_db(
     return _add(
         cli, ctype, name, host=host, port=port, user=user, database=database, password=password, tls_ca=tls_ca, extra=extra
     )
+
+
+def add_pg_database(
+    cli: Cli, pg: Postgres, *, name: str, role: str, database: str, password: str, ca: str, extra: Sequence[str] = ()
+) -> str:
+    """A login `role` with its own `database` on the throw-away server `pg`, then the `tls-ca` credential `ca`
+    for that server's certificate and the `postgres` credential `name` logging in as `role`."""
+    pg.psql(f"create role {role} login password '{password}'")
+    pg.psql(f"create database {database} owner {role}")
+    add_tls_ca(cli, ca, pg.tls.ca)
+    return add_db(cli, "postgres", pg.port, name=name, user=role, database=database, password=password, tls_ca=ca, extra=extra)
+
+
+def redis_vault(home: Path, redis: Redis, config: str = "", name: str = "cache") -> Cli:
+    """A new initialized vault in `home` whose config.toml's `[engine]` table says `config`, holding the
+    `tls-ca` credential `redis-ca` for the test Redis and the `redis` credential `name` for it."""
+    cli = Cli(home=home)
+    cli.home.mkdir(parents=True, mode=0o700)
+    (cli.home / "config.toml").write_text("[engine]\n" + config)
+    cli.init()
+    add_tls_ca(cli, "redis-ca", redis.tls.ca)
+    add_db(cli, "redis", redis.port, name=name, password=redis.password, tls_ca="redis-ca")
+    return cli
 
 
 def add_ftp(

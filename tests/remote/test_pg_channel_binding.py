@@ -25,7 +25,7 @@ from engine.remote.tls import client_context
 from tests.helpers import Cli
 from tests.remote import fakes
 from tests.remote.clients import run_psql
-from tests.remote.credentials import add_db, add_tls_ca
+from tests.remote.credentials import add_db, add_pg_database, add_tls_ca
 from tests.remote.servers import Postgres, Tls, issue_cert, make_tls, shared_dir
 
 PASSWORD = "cb-canary-7Hq2-password"
@@ -33,10 +33,7 @@ PASSWORD = "cb-canary-7Hq2-password"
 
 @pytest.fixture(scope="module")
 def cb_db(rvault: Cli, pg: Postgres) -> str:
-    pg.psql(f"create role cbuser login password '{PASSWORD}'")
-    pg.psql("create database cbdb owner cbuser")
-    add_tls_ca(rvault, "cb-ca", pg.tls.ca)
-    return add_db(rvault, "postgres", pg.port, name="cb-db", user="cbuser", database="cbdb", password=PASSWORD, tls_ca="cb-ca")
+    return add_pg_database(rvault, pg, name="cb-db", role="cbuser", database="cbdb", password=PASSWORD, ca="cb-ca")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from tests.helpers import Cli, require
 from tests.remote import fakes
 from tests.remote.clients import run_psql
 from tests.remote.conftest import other_namespace
-from tests.remote.credentials import add_db, add_tls_ca
+from tests.remote.credentials import add_db, add_pg_database
 from tests.remote.servers import Postgres
 
 APP_PASSWORD = "pg-canary-Qx81-upstream-secret"
@@ -24,18 +24,14 @@ APP_PASSWORD = "pg-canary-Qx81-upstream-secret"
 
 @pytest.fixture(scope="module")
 def db(rvault: Cli, pg: Postgres) -> str:
-    pg.psql(f"create role app login password '{APP_PASSWORD}'")
-    pg.psql("create database appdb owner app")
-    add_tls_ca(rvault, "pg-ca", pg.tls.ca)
-    return add_db(
+    return add_pg_database(
         rvault,
-        "postgres",
-        pg.port,
+        pg,
         name="prod-db",
-        user="app",
+        role="app",
         database="appdb",
         password=APP_PASSWORD,
-        tls_ca="pg-ca",
+        ca="pg-ca",
         extra=("--allow-host", "localhost", "--allow-host", "127.0.0.1"),
     )
 

@@ -36,7 +36,7 @@ from engine.remote.runtime import _new_loop
 from engine.remote.sessions.base import EXEC_TIMEOUT, exec_deadline
 from engine.remote.targets import Target
 from tests.helpers import Cli
-from tests.remote.credentials import add_db, add_tls_ca
+from tests.remote.credentials import add_pg_database, redis_vault
 from tests.remote.servers import Postgres, Redis
 
 HANDSHAKE = 3.0  # the shortened handshake deadline of the `limited` daemon
@@ -45,25 +45,13 @@ LIFETIME = 12.0  # the shortened lifetime of the `short_lived` daemon
 APP_PASSWORD = "limits-app-pw-7Qz"
 
 
-def _cache_vault(tmp_path_factory: pytest.TempPathFactory, name: str, config: str, redis: Redis) -> Cli:
-    """An initialized vault whose config.toml says `config`, holding the Redis credential `cache`."""
-    cli = Cli(home=tmp_path_factory.mktemp(name) / "home")
-    cli.home.mkdir(parents=True, mode=0o700)
-    (cli.home / "config.toml").write_text("[engine]\n" + config)
-    cli.init()
-    add_tls_ca(cli, "redis-ca", redis.tls.ca)
-    add_db(cli, "redis", redis.port, name="cache", password=redis.password, tls_ca="redis-ca")
-    return cli
-
-
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Iterator[Cli]:
     """A daemon with a 3 s handshake deadline; its lifetime key asks for 10 hours and must be capped at 30 min."""
-    cli = _cache_vault(
-        tmp_path_factory,
-        "limited",
-        f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\nremote_exec_seconds = {EXEC}\n",
+    cli = redis_vault(
+        tmp_path_factory.mktemp("limited") / "home",
         redis_tls,
+        f"proxy_handshake_seconds = {HANDSHAKE}\nproxy_lifetime_minutes = 600\nremote_exec_seconds = {EXEC}\n",
     )
     yield cli
     cli.stop()
@@ -71,17 +59,14 @@ def limited(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Itera
 
 @pytest.fixture(scope="module")
 def short_lived(tmp_path_factory: pytest.TempPathFactory, redis_tls: Redis) -> Iterator[Cli]:
-    cli = _cache_vault(tmp_path_factory, "short", f"proxy_lifetime_minutes = {LIFETIME / 60}\n", redis_tls)
+    cli = redis_vault(tmp_path_factory.mktemp("short") / "home", redis_tls, f"proxy_lifetime_minutes = {LIFETIME / 60}\n")
     yield cli
     cli.stop()
 
 
 @pytest.fixture(scope="module")
 def pg_db(limited: Cli, pg: Postgres) -> str:
-    pg.psql(f"create role app login password '{APP_PASSWORD}'")
-    pg.psql("create database appdb owner app")
-    add_tls_ca(limited, "pg-ca", pg.tls.ca)
-    return add_db(limited, "postgres", pg.port, name="db", user="app", database="appdb", password=APP_PASSWORD, tls_ca="pg-ca")
+    return add_pg_database(limited, pg, name="db", role="app", database="appdb", password=APP_PASSWORD, ca="pg-ca")
 
 
 # -- small clients ------------------------------------------------------------------------

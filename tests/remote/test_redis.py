@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import Cli
 from tests.remote.clients import run_redis_cli
-from tests.remote.credentials import add_db, add_tls_ca
+from tests.remote.credentials import add_db, add_tls_ca, redis_vault
 from tests.remote.servers import Redis
 
 
@@ -64,15 +64,10 @@ def test_idle_expiry_drops_sessions_and_proxies_despite_traffic(tmp_path: Path, 
     import socket
     import time
 
-    cli = Cli(home=tmp_path / "idle-home")
-    cli.home.mkdir(parents=True, mode=0o700)
-    (cli.home / "config.toml").write_text("[engine]\nidle_lock_minutes = 0.05\n")  # 3 seconds
-    cli.init()
+    cli = redis_vault(tmp_path / "idle-home", redis_tls, "idle_lock_minutes = 0.05\n")  # 3 seconds
     try:
-        add_tls_ca(cli, "ca", redis_tls.tls.ca)
-        add_db(cli, "redis", redis_tls.port, name="c", password=redis_tls.password, tls_ca="ca")
-        cli.ok("remote", "open", "c")
-        proxy = cli.ok("proxy", "start", "c")
+        cli.ok("remote", "open", "cache")
+        proxy = cli.ok("proxy", "start", "cache")
         deadline = time.monotonic() + 120
         locked = False
         while time.monotonic() < deadline:
@@ -116,13 +111,10 @@ def test_logout_signal_locks_and_drops_sessions_and_proxies_before_exit(
     import socket
     import time
 
-    cli = Cli(home=tmp_path / "logout-home")
-    cli.init()
+    cli = redis_vault(tmp_path / "logout-home", redis_tls)
     try:
-        add_tls_ca(cli, "ca", redis_tls.tls.ca)
-        add_db(cli, "redis", redis_tls.port, name="c", password=redis_tls.password, tls_ca="ca")
-        cli.ok("remote", "open", "c")
-        proxy = cli.ok("proxy", "start", "c")
+        cli.ok("remote", "open", "cache")
+        proxy = cli.ok("proxy", "start", "cache")
         relayed = socket.create_connection(("127.0.0.1", proxy["port"]), timeout=10)
         relayed.sendall(b"PING\r\n")
         assert relayed.recv(100) == b"+PONG\r\n"
