@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,12 +12,7 @@ from tests.helpers import Cli
 from tests.remote import fakes
 from tests.remote.credentials import add_ftp, add_tls_ca
 from tests.remote.servers import Ftp
-
-
-def _exec(cli: Cli, session: str, instruction: str, *extra: str) -> dict[str, Any]:
-    ticket = cli.ok("remote", "propose", session, instruction, *extra)
-    cli.ok("remote", "approve", ticket["ticket"])
-    return cli.ok("remote", "exec", ticket["ticket"])
+from tests.remote.tickets import run_ticket
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +25,10 @@ def test_ftp_list_get_put(elevated: Cli, ftp: Ftp, tmp_path: Path) -> None:
     """RM-5: FTP carries file operations; a put's bytes are part of the fingerprinted ticket."""
     add_ftp(elevated, "files", ftp)
     session = elevated.ok("remote", "open", "files")["session"]
-    listing = _exec(elevated, session, "list")["result"]["output"]
+    listing = run_ticket(elevated, session, "list")["result"]["output"]
     assert "hello.txt" in listing
     out = tmp_path / "got.txt"
-    got = _exec(
+    got = run_ticket(
         elevated,
         session,
         "get hello.txt",
@@ -77,7 +71,7 @@ def test_tcp_send_receive(elevated: Cli) -> None:
     with fakes.serve(_echo) as port:
         elevated.ok("credential", "new", "tcp", "--name", "echo", "--host", "127.0.0.1", "--port", str(port))
         session = elevated.ok("remote", "open", "echo")["session"]
-        result = _exec(elevated, session, "ping")["result"]
+        result = run_ticket(elevated, session, "ping")["result"]
         assert result["output"] == "echo:ping"
         elevated.ok("remote", "close", session)
     assert elevated.err("remote", "open", "echo")["code"] == "remote_unreachable"
@@ -97,7 +91,7 @@ def test_tcp_over_verified_tls(elevated: Cli) -> None:
         for name, host, ca in (("echo-tls", "localhost", ["--tls-ca", "echo-ca"]), ("echo-tls-noca", "localhost", [])):
             elevated.ok("credential", "new", "tcp", "--name", name, "--host", host, "--port", str(port), "--tls", "required", *ca)
         session = elevated.ok("remote", "open", "echo-tls")["session"]
-        assert _exec(elevated, session, "over tls")["result"]["output"] == "echo:over tls"
+        assert run_ticket(elevated, session, "over tls")["result"]["output"] == "echo:over tls"
         elevated.ok("remote", "close", session)
         assert elevated.err("remote", "open", "echo-tls-noca")["code"] == "remote_tls_failed"
 
@@ -114,7 +108,7 @@ def test_ftps_list_get_put_with_verified_certificate(elevated: Cli, ftps: Ftp, t
     _ftps_credential(elevated, "ftps-files", ftps, "ftps-ca")
     assert elevated.ok("credential", "show", "ftps-files")["public"]["tls"] == "required"
     session = elevated.ok("remote", "open", "ftps-files")["session"]
-    assert "hello.txt" in _exec(elevated, session, "list")["result"]["output"]
+    assert "hello.txt" in run_ticket(elevated, session, "list")["result"]["output"]
     out = tmp_path / "got.txt"
     ticket = elevated.ok("remote", "propose", session, "get hello.txt")
     elevated.ok("remote", "approve", ticket["ticket"])
@@ -123,7 +117,7 @@ def test_ftps_list_get_put_with_verified_certificate(elevated: Cli, ftps: Ftp, t
     upload = tmp_path / "secure.bin"
     payload = b"\x00over ftps\xff"
     upload.write_bytes(payload)
-    assert _exec(elevated, session, "put secure.bin", "--data-file", str(upload))["result"]["stored"] == len(payload)
+    assert run_ticket(elevated, session, "put secure.bin", "--data-file", str(upload))["result"]["stored"] == len(payload)
     assert (ftps.root / "secure.bin").read_bytes() == payload
     elevated.ok("remote", "close", session)
     received = ftps.received()

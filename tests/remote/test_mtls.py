@@ -15,6 +15,7 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from tests.remote import servers
 from tests.remote.clients import run_mariadb, run_psql, run_redis_cli
 from tests.remote.credentials import add_db, add_tls_ca
 from tests.remote.servers import Issued, Mariadb, Postgres, Redis, issue_cert, make_tls, shared_dir, sign_csr
+from tests.remote.tickets import run_once
 
 PG_HBA = (
     "hostssl all ana 127.0.0.1/32 cert\n"  # certificate only (implies clientcert=verify-full: CN = user)
@@ -84,14 +86,10 @@ def _tls_cert_from_files(cli: Cli, name: str, issued: Issued) -> str:
     return name
 
 
-def _exec(cli: Cli, credential: str, instruction: str) -> dict[str, object]:
+def _exec(cli: Cli, credential: str, instruction: str) -> dict[str, Any]:
+    """One approved instruction on a session of its own, elevating first (sudo lasts minutes; tests run longer)."""
     cli.sudo()
-    session = cli.ok("remote", "open", credential)["session"]
-    ticket = cli.ok("remote", "propose", session, instruction)
-    cli.ok("remote", "approve", ticket["ticket"])
-    result: dict[str, object] = cli.ok("remote", "exec", ticket["ticket"])["result"]
-    cli.ok("remote", "close", session)
-    return result
+    return run_once(cli, credential, instruction)
 
 
 # -- credentials ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from tests.remote import fakes
 from tests.remote.clients import run_psql
 from tests.remote.credentials import add_db, add_pg_database, add_tls_ca
 from tests.remote.servers import Postgres, Tls, issue_cert, make_tls, shared_dir
+from tests.remote.tickets import run_ticket
 
 PASSWORD = "cb-canary-7Hq2-password"
 
@@ -83,11 +84,8 @@ def test_session_and_proxy_log_in_with_plus(rvault: Cli, cb_db: str) -> None:
     """PX-2/RM-4: `remote open` and the proxy (psql) both complete the PLUS login against the real server."""
     rvault.sudo()
     session = rvault.ok("remote", "open", cb_db)["session"]
-    ticket = rvault.ok(
-        "remote", "propose", session, "select current_user, (select ssl from pg_stat_ssl where pid = pg_backend_pid())"
-    )
-    rvault.ok("remote", "approve", ticket["ticket"])
-    assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["rows"] == [["cbuser", True]]
+    sql = "select current_user, (select ssl from pg_stat_ssl where pid = pg_backend_pid())"
+    assert run_ticket(rvault, session, sql)["result"]["rows"] == [["cbuser", True]]
     rvault.ok("remote", "close", session)
     proxy = rvault.ok("proxy", "start", cb_db)
     proc = run_psql(proxy["port"], "select current_user")

@@ -18,6 +18,7 @@ from tests.remote.clients import run_psql
 from tests.remote.conftest import other_namespace
 from tests.remote.credentials import add_db, add_pg_database
 from tests.remote.servers import Postgres
+from tests.remote.tickets import run_ticket
 
 APP_PASSWORD = "pg-canary-Qx81-upstream-secret"
 
@@ -154,9 +155,7 @@ def test_remote_errors_are_typed_and_bounded(rvault: Cli, db: str) -> None:
     rvault.ok("remote", "approve", bad["ticket"])
     err = rvault.err("remote", "exec", bad["ticket"])
     assert err["code"] == "remote_error" and "42P01" in err["message"]
-    big = rvault.ok("remote", "propose", session, "select g from generate_series(1, 5000) g")
-    rvault.ok("remote", "approve", big["ticket"])
-    result = rvault.ok("remote", "exec", big["ticket"])["result"]
+    result = run_ticket(rvault, session, "select g from generate_series(1, 5000) g")["result"]
     assert result["truncated"] is True and len(result["rows"]) == 1000 and result["row_count"] == 5000
     rvault.ok("remote", "close", session)
 

@@ -38,6 +38,7 @@ from engine.remote.targets import Target
 from tests.helpers import Cli
 from tests.remote.credentials import add_pg_database, redis_vault
 from tests.remote.servers import Postgres, Redis
+from tests.remote.tickets import run_ticket
 
 HANDSHAKE = 3.0  # the shortened handshake deadline of the `limited` daemon
 EXEC = 2.0  # the shortened per-instruction deadline of the `limited` daemon's remote sessions
@@ -374,7 +375,5 @@ def test_a_query_past_the_deadline_is_cancelled_on_the_server_and_the_session_cl
     assert limited.err("remote", "propose", session, "select 1")["code"] == "session_closed"
     # A fresh session works: the timeout closed one connection, not the credential.
     fresh = limited.ok("remote", "open", pg_db)["session"]
-    again = limited.ok("remote", "propose", fresh, "select 41 + 1 as answer")["ticket"]
-    limited.ok("remote", "approve", again)
-    assert limited.ok("remote", "exec", again)["result"]["rows"] == [[42]]
+    assert run_ticket(limited, fresh, "select 41 + 1 as answer")["result"]["rows"] == [[42]]
     limited.ok("remote", "close", fresh)

@@ -12,6 +12,7 @@ from tests.helpers import Cli
 from tests.remote.clients import run_redis_cli
 from tests.remote.credentials import add_db, add_tls_ca, redis_vault
 from tests.remote.servers import Redis
+from tests.remote.tickets import run_ticket
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +26,7 @@ def test_redis_session_runs_approved_commands(rvault: Cli, cache: str) -> None:
     rvault.sudo()
     session = rvault.ok("remote", "open", cache)["session"]
     for command, expected in (("set greeting 'hello world'", "OK"), ("get greeting", "hello world")):
-        ticket = rvault.ok("remote", "propose", session, command)
-        rvault.ok("remote", "approve", ticket["ticket"])
-        assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == expected
+        assert run_ticket(rvault, session, command)["result"]["reply"] == expected
     bad = rvault.ok("remote", "propose", session, "nosuchcommand")
     # DT-1/DT-4: a waiting ticket turns the status to "attention"; counts only, no IDs.
     status = rvault.ok("status")
@@ -90,9 +89,8 @@ def test_redis_acl_user(rvault: Cli, cache: str, redis_tls: Redis) -> None:
     """RM-1: a Redis credential with an ACL user name authenticates as that user (AUTH user pass)."""
     rvault.sudo()
     session = rvault.ok("remote", "open", cache)["session"]
-    ticket = rvault.ok("remote", "propose", session, "ACL SETUSER reader on >reader-pw-1 ~* +get +ping +acl|whoami")
-    rvault.ok("remote", "approve", ticket["ticket"])
-    assert rvault.ok("remote", "exec", ticket["ticket"])["result"]["reply"] == "OK"
+    acl = "ACL SETUSER reader on >reader-pw-1 ~* +get +ping +acl|whoami"
+    assert run_ticket(rvault, session, acl)["result"]["reply"] == "OK"
     rvault.ok("remote", "close", session)
     add_db(rvault, "redis", redis_tls.port, name="cache-reader", user="reader", password="reader-pw-1", tls_ca="redis-ca")
     proxy = rvault.ok("proxy", "start", "cache-reader")

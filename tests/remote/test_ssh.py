@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,17 +14,8 @@ from tests.remote import fakes
 from tests.remote.conftest import other_namespace
 from tests.remote.credentials import add_ssh
 from tests.remote.servers import Sshd
+from tests.remote.tickets import run_once
 from tests.terminal import run_in_terminal
-
-
-def _run(cli: Cli, cred: str, command: str) -> dict[str, Any]:
-    session = cli.ok("remote", "open", cred)["session"]
-    ticket = cli.ok("remote", "propose", session, command)
-    cli.ok("remote", "approve", ticket["ticket"])
-    result = cli.ok("remote", "exec", ticket["ticket"])
-    cli.ok("remote", "close", session)
-    outcome: dict[str, Any] = result["result"]
-    return outcome
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def test_generated_key_logs_in_and_private_key_is_never_returned(elevated: Cli, 
     with open(sshd.root / "authorized_keys", "a") as handle:
         handle.write(public + "\n")
     add_ssh(elevated, "box", port=sshd.port, user="root", host_key=sshd.host_pub, extra=("--key", "deploy-key"))
-    result = _run(elevated, "box", "echo hello; id -un")
+    result = run_once(elevated, "box", "echo hello; id -un")
     assert result["output"] == "hello\nroot\n" and result["exit_status"] == 0
     shown = elevated.ok("credential", "show", "deploy-key")
     assert "PRIVATE" not in str(shown) and "private_key" not in shown["public"]
@@ -55,7 +45,7 @@ def test_imported_key_and_known_hosts_entry(elevated: Cli, sshd: Sshd, tmp_path:
     known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}\n")
     identity = ("--identity-file", str(sshd.client_key), "--known-hosts-file", str(known))
     add_ssh(elevated, "box-imported", port=sshd.port, user="root", host_key=None, extra=identity)
-    result = _run(elevated, "box-imported", "echo out; echo err >&2")
+    result = run_once(elevated, "box-imported", "echo out; echo err >&2")
     assert (result["output"], result["stderr"], result["exit_status"]) == ("out\n", "err\n", 0)
 
 
@@ -71,7 +61,7 @@ def test_certificate_auth(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
     assert elevated.err("remote", "open", "box-nocert")["code"] == "remote_auth_failed"
     certificate = (*identity, "--certificate-file", f"{key}-cert.pub")
     add_ssh(elevated, "box-cert", port=sshd.port, user="root", host_key=sshd.host_pub, extra=certificate)
-    assert _run(elevated, "box-cert", "echo cert")["output"] == "cert\n"
+    assert run_once(elevated, "box-cert", "echo cert")["output"] == "cert\n"
 
 
 def test_unknown_or_changed_host_key_is_refused(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
@@ -106,7 +96,7 @@ def test_password_auth(elevated: Cli) -> None:
     with fakes.asyncssh_password_server("ana", "ssh-pw-1") as (port, host_key):
         for name, pw in (("pw-box", "ssh-pw-1"), ("pw-box-bad", "nope")):
             add_ssh(elevated, name, port=port, user="ana", password=pw, host_key=host_key)
-        assert _run(elevated, "pw-box", "uptime")["output"] == "ran: uptime\n"
+        assert run_once(elevated, "pw-box", "uptime")["output"] == "ran: uptime\n"
         assert elevated.err("remote", "open", "pw-box-bad")["code"] == "remote_auth_failed"
 
 
@@ -202,7 +192,7 @@ def test_passphrase_protected_identity_file_logs_in(elevated: Cli, sshd: Sshd, t
     assert "box-locked-key" not in [c["name"] for c in listed]
 
     elevated.ok(*base, "--name", "box-locked-key", "--key-passphrase-stdin", input="open sesame 7\n")
-    assert _run(elevated, "box-locked-key", "echo unlocked")["output"] == "unlocked\n"
+    assert run_once(elevated, "box-locked-key", "echo unlocked")["output"] == "unlocked\n"
     expected = subprocess.run(["ssh-keygen", "-y", "-f", str(sshd.client_key)], capture_output=True, text=True, check=True)
     assert elevated.ok("credential", "public", "box-locked-key")["public_key"].split()[:2] == expected.stdout.split()[:2]
 
@@ -214,7 +204,7 @@ def test_passphrase_protected_identity_file_logs_in(elevated: Cli, sshd: Sshd, t
     )
     assert code == 0, screen
     assert "sesame" not in screen
-    assert _run(elevated, "box-typed-key", "echo typed")["output"] == "typed\n"
+    assert run_once(elevated, "box-typed-key", "echo typed")["output"] == "typed\n"
 
 
 def test_certificate_of_another_key_is_refused_at_import(elevated: Cli, sshd: Sshd, tmp_path: Path) -> None:
@@ -236,4 +226,4 @@ def test_certificate_of_another_key_is_refused_at_import(elevated: Cli, sshd: Ss
     assert elevated.err(*base, "--name", "cert-alone", *certificate, "--password-stdin", input="pw\n")["code"] == "invalid_input"
     elevated.ok("credential", "new", "ssh-key", "--name", "mine-key", "--identity-file", str(mine))
     elevated.ok(*base, "--name", "cert-by-ref", "--key", "mine-key", *certificate)
-    assert _run(elevated, "cert-by-ref", "echo certified")["output"] == "certified\n"
+    assert run_once(elevated, "cert-by-ref", "echo certified")["output"] == "certified\n"
