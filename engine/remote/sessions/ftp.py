@@ -9,7 +9,14 @@ import io
 from typing import Any
 
 from engine.errors import MemoriesError
-from engine.remote.sessions.base import CONNECT_TIMEOUT, MAX_RESULT_BYTES, RemoteSession, connect_error, server_message
+from engine.remote.sessions.base import (
+    CONNECT_TIMEOUT,
+    EXEC_TIMEOUT,
+    MAX_RESULT_BYTES,
+    RemoteSession,
+    connect_error,
+    server_message,
+)
 from engine.remote.targets import Target
 from engine.remote.tls import client_context
 
@@ -23,8 +30,8 @@ class _TooLarge(Exception):
 
 
 class FtpSession(RemoteSession):
-    def __init__(self, target: Target, host: str) -> None:
-        super().__init__(target, host)
+    def __init__(self, target: Target, host: str, exec_timeout: float = EXEC_TIMEOUT) -> None:
+        super().__init__(target, host, exec_timeout)
         self._ftp: ftplib.FTP | None = None
         # ftplib is blocking and not thread-safe: one operation at a time per session.
         self._guard = asyncio.Lock()

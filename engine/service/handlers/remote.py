@@ -122,8 +122,7 @@ def remote_open(service: Service, request: RemoteOpen, caller: Caller) -> dict[s
         # RM-1: the connection intent is durable before any packet leaves.
         _audit(service, "remote.open", caller, phase="intent", assets=[target.asset_id], type=target.ctype)
         generation = service.session.generation
-    session = session_for(target, host)
-    session.exec_timeout = manager.exec_seconds
+    session = session_for(target, host, manager.exec_seconds)
     try:
         manager.runtime.call(session.connect(), CONNECT_TIMEOUT + 5)
     except MemoriesError as exc:
