@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import jieba
 import regex
 
+from engine.search.dictcache import default_cache_dir, load_dictionary
 from engine.search.normalize import fold, is_cjk
 
 __all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN"]
@@ -163,10 +165,16 @@ class Segmented:
 
 
 class Segmenter:
-    """Wraps Jieba's default tokenizer; initialized once, lazily, off the request path when possible."""
+    """Wraps Jieba's default tokenizer; initialized once, lazily, off the request path when possible.
 
-    def __init__(self) -> None:
+    Its dictionary comes from a private per-user cache (engine/search/dictcache.py), never
+    from Jieba's own cache in the shared temporary directory. ``cache_dir`` defaults to
+    ``$MEMORIES_CACHE_DIR`` or the platform's user cache directory.
+    """
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
         self._ready = False
+        self._cache_dir = cache_dir
 
     @property
     def ready(self) -> bool:
@@ -178,7 +186,8 @@ class Segmenter:
         with _init_lock:
             if not self._ready:
                 jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" chatter is not our log
-                jieba.initialize()
+                if not jieba.dt.initialized:
+                    load_dictionary(jieba.dt, self._cache_dir or default_cache_dir())
                 self._ready = True
 
     def words(self, folded: str) -> list[str]:
