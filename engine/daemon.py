@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import errno
 import logging
 import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from logging.handlers import RotatingFileHandler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import Paths, load_config
 from engine.errors import MemoriesError
@@ -22,6 +24,10 @@ from engine.ipc.peer import Peer, caller_namespace
 from engine.ipc.server import IpcServer
 from engine.service.caller import Caller
 from engine.store.writer_lock import WriterLock
+
+if TYPE_CHECKING:
+    from engine.service.service import Service, Unlocked
+    from engine.vault.revision import Revision
 
 __all__ = ["run_daemon"]
 
@@ -42,12 +48,44 @@ def _setup_logging(paths: Paths) -> None:
 
 WARM_AFTER_SECONDS = 3.0
 
+# TEST-ONLY fault injection, read once when the daemon starts; inert unless set. A
+# comma-separated list; ``on_commit`` adds a feature hook that fails after every durable
+# commit of a revision, ``put_after_commit`` makes ``put`` fail after its commit, so tests
+# can check the caller is told the write happened (tests/integration/test_honest_results.py).
+TEST_FAULTS_ENV = "MEMORIES_TEST_FAULTS"
+
+
+def _inject_test_faults(service: Service) -> None:
+    faults = {f.strip() for f in os.environ.get(TEST_FAULTS_ENV, "").split(",") if f.strip()}
+    if not faults:
+        return
+    log.warning("test fault injection active: %s", ",".join(sorted(faults)))
+    if "on_commit" in faults:
+
+        def failing_hook(state: Unlocked, revisions: list[Revision], extra: list[dict[str, Any]]) -> None:
+            if revisions:
+                raise RuntimeError("injected on_commit fault")
+
+        service.on_commit.append(failing_hook)
+    if "put_after_commit" in faults:
+        # ``put`` saves, then fails: the caller must hear committed_with_errors with the ID.
+        from engine.service.registry import OPS
+
+        spec = OPS["put"]
+
+        def failing_put(service: Service, request: Any, caller: Caller) -> dict[str, Any]:
+            spec.handler(service, request, caller)
+            raise RuntimeError("injected fault after commit")
+
+        OPS["put"] = dataclasses.replace(spec, handler=failing_put)
+
 
 async def _serve(paths: Paths) -> int:
     from engine.service import handlers  # noqa: F401  (registers every op)
     from engine.service.service import Service
 
     service = Service(paths, load_config(paths))
+    _inject_test_faults(service)
     executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memories-op")
     loop = asyncio.get_running_loop()
 
@@ -95,6 +133,13 @@ async def _serve(paths: Paths) -> int:
     return 0
 
 
+def _start_failed(exc: MemoriesError) -> int:
+    """Say why in the log and on stderr (the CLI that started us shows its last line)."""
+    log.error("engine could not start: error=%s", exc.code)
+    print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr, flush=True)
+    return 1
+
+
 def run_daemon(paths: Paths) -> int:
     os.umask(0o077)
     paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -108,7 +153,10 @@ def run_daemon(paths: Paths) -> int:
         _setup_logging(paths)
         return asyncio.run(_serve(paths))
     except MemoriesError as exc:
-        print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr)
-        return 1
+        return _start_failed(exc)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return _start_failed(MemoriesError("disk_full", "The disk is full, so the engine could not start; free some space."))
     finally:
         lock.release()

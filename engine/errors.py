@@ -40,6 +40,9 @@ CODES: dict[str, str] = {
     "permission_denied": "The caller is not allowed to do this.",
     "io_error": "A file could not be read or written.",
     "internal": "The engine hit an unexpected error; nothing was changed.",
+    "disk_full": "The disk is full; nothing was changed. Free some space and try again.",
+    "committed_with_errors": "The change was saved, but a follow-up step failed; do not repeat it.",
+    "index_update_failed": "The change was saved, but updating an in-memory index failed; it is rebuilt at the next unlock.",
     # -- remote sessions, tickets and proxies (SPEC §9) --
     "host_not_allowed": "That host is not on the credential's allowlist; nothing was opened.",
     "remote_unreachable": "The remote server could not be reached.",

@@ -33,9 +33,17 @@ from engine.vault.index import AssetEntry, AssetIndex
 from engine.vault.policy import Policy
 from engine.vault.revision import Revision
 
-__all__ = ["Service", "Unlocked", "VaultKeys", "AUDIT_TAG", "EXTENSIONS"]
+__all__ = ["Service", "Unlocked", "VaultKeys", "AUDIT_TAG", "EXTENSIONS", "UNLOCK_ATTEMPTS_FILE"]
 
 log = logging.getLogger("memories.engine")
+
+# Spent password-attempt slots (timestamps only), so a restart does not reset the budget.
+UNLOCK_ATTEMPTS_FILE = "password-attempts.json"
+INDEX_WARNING = (
+    "The change was saved, but updating an in-memory index failed; "
+    "search or links may miss it until the next unlock. Do not repeat the change."
+)
+SAVED_PARTLY = "The engine hit an unexpected error after saving part of this request; check before repeating it."
 
 # Setup functions of feature packages, called once per Service (register with
 # ``EXTENSIONS.append(setup)`` at import time of the feature's handler module).
@@ -70,6 +78,16 @@ class Unlocked:
         return self.vaults[self.default_vault]
 
 
+@dataclass
+class _Dispatch:
+    """What one request committed and which follow-up steps failed (an honest answer)."""
+
+    op: str
+    revisions: list[Revision] = field(default_factory=list)
+    other_records: int = 0  # non-audit records committed (grants, links, sessions …)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+
 class Service:
     def __init__(self, paths: Paths, config: EngineConfig) -> None:
         self.paths = paths
@@ -78,6 +96,7 @@ class Service:
             idle_seconds=config.idle_lock_seconds,
             sudo_seconds=config.sudo_seconds,
             max_failures_per_minute=config.max_password_failures_per_minute,
+            failures_file=paths.home / UNLOCK_ATTEMPTS_FILE,
         )
         self.lock = threading.RLock()
         self.store: StoreFile | None = None
@@ -85,6 +104,8 @@ class Service:
         self.started = time.time()
         self.shutdown_event = threading.Event()
         self._decoder_cache: tuple[int, Any] | None = None
+        # The request each worker thread is running (None outside dispatch, e.g. timers).
+        self._current = threading.local()
         # Feature packages (search, cards, mcp, remote …) subscribe here instead of the
         # core calling them: the core stays ignorant of features (imports point down).
         self.on_unlock: list[Callable[[Unlocked], None]] = []
@@ -133,6 +154,56 @@ class Service:
         spec, request = self.decode(body)
         if caller.surface == "mcp" and not spec.mcp_allowed:
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
+        current = _Dispatch(op=str(body["op"]))
+        outer = getattr(self._current, "dispatch", None)
+        self._current.dispatch = current
+        try:
+            result = self._run(spec, request, caller)
+        except Exception as exc:
+            raise self._after_commit_error(current, exc) from None
+        finally:
+            self._current.dispatch = outer
+            if outer is not None:  # a nested dispatch (MCP's call_op): the outer request saved it too
+                outer.revisions.extend(current.revisions)
+                outer.other_records += current.other_records
+                outer.warnings.extend(w for w in current.warnings if w not in outer.warnings)
+            else:
+                self.session.settle_thread_attempt()  # refund a password slot the handler did not spend
+        if current.warnings:
+            shown = result.get("warnings", [])
+            result = {**result, "warnings": [*shown, *(w for w in current.warnings if w not in shown)]}
+        return result
+
+    def _after_commit_error(self, current: _Dispatch, exc: Exception) -> Exception:
+        """The error a caller gets: it never says "nothing was changed" after a commit."""
+        if current.revisions:
+            code = exc.code if isinstance(exc, MemoriesError) else "internal"
+            log.error("op=%s failed after commit error=%s type=%s", current.op, code, type(exc).__name__)
+            state = self.state
+            committed = [{"id": rev.asset_id.hex(), "revision": rev.rev_id.hex()} for rev in current.revisions]
+            shown = ", ".join(
+                f"{self._short_id(state, rev.asset_id)} revision {rev.rev_id.hex()[:12]}" for rev in current.revisions[:3]
+            )
+            more = f" and {len(current.revisions) - 3} more" if len(current.revisions) > 3 else ""
+            return MemoriesError(
+                "committed_with_errors",
+                f"The change was saved ({shown}{more}), but a follow-up step failed ({code}); do not repeat it.",
+                committed=committed,
+                cause=code,
+            )
+        if isinstance(exc, MemoriesError):
+            return exc
+        # Only the type: an exception's text could carry request data.
+        log.error("op=%s internal error type=%s", current.op, type(exc).__name__)
+        return MemoriesError("internal", SAVED_PARTLY if current.other_records else None)
+
+    @staticmethod
+    def _short_id(state: Unlocked | None, asset_id: bytes) -> str:
+        if state is not None and asset_id in state.index.assets:
+            return state.index.short_id(asset_id)
+        return asset_id.hex()[:12]
+
+    def _run(self, spec: OpSpec, request: Request, caller: Caller) -> dict[str, Any]:
         if spec.lock_free:
             return spec.handler(self, request, caller)
         with self.lock:
@@ -331,6 +402,11 @@ class Service:
         store = self.require_store()
         records = [rev.to_record() for rev in revisions] + extra_records
         seqs = store.commit(records, content_rows)
+        # Durable from here on: the request's answer must say so, whatever fails next.
+        current: _Dispatch | None = getattr(self._current, "dispatch", None)
+        if current is not None:
+            current.revisions.extend(revisions)
+            current.other_records += sum(1 for r in extra_records if r.get("t") != "audit")
         for rev, seq in zip(revisions, seqs, strict=False):
             rev.seq = seq
             state.index.apply(rev)
@@ -341,7 +417,12 @@ class Service:
             if kind != "audit":
                 state.extra_records.setdefault(kind, []).append((seq, record))
         for listener in self.on_commit:
-            listener(state, revisions, extra_records)
+            try:
+                listener(state, revisions, extra_records)
+            except Exception as exc:  # a feature hook must not turn a saved change into an error
+                log.error("on_commit hook failed type=%s", type(exc).__name__)
+                if current is not None and not any(w["code"] == "index_update_failed" for w in current.warnings):
+                    current.warnings.append({"code": "index_update_failed", "message": INDEX_WARNING})
 
     def commit_intent(self, state: Unlocked, op: str, caller: Caller, assets: list[bytes]) -> None:
         """Read/execution intents are committed before delivery: a disk failure blocks it."""

@@ -97,14 +97,14 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
 
 
 def _check_password(service: Service, password: str) -> bytes:
-    """Run the KDF outside the service lock, throttled (bounded tries per minute)."""
+    """Run the KDF outside the service lock, throttled (bounded tries per minute).
+
+    The budget slot is taken before the KDF starts (concurrent attempts cannot overrun it)
+    and refunded when the password is right.
+    """
     store = service.require_store()
-    service.session.check_password_budget()
-    try:
+    with service.session.password_attempt():
         return store.check_password(password)
-    except MemoriesError:
-        service.session.record_password_failure()
-        raise
 
 
 @op(rq.Unlock, needs_unlock=False, lock_free=True)
