@@ -9,9 +9,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["VectorStore", "normalize"]
+__all__ = ["VectorStore", "normalize", "MIN_SIMILARITY"]
 
 Vector = npt.NDArray[np.float32]
+
+# The vector-evidence floor (issue 12): a passage whose cosine similarity to the query is
+# below this is no evidence at all, so vector and hybrid search never return it on that
+# basis (without a floor, "nearest" ranks every passage and hybrid returned every note).
+# Unrelated texts score about 0-0.15 with common embedding models; models with a high
+# baseline similarity pass more through, but never fewer relevant passages.
+MIN_SIMILARITY = 0.2
 
 
 def normalize(values: list[float] | Vector) -> Vector:
@@ -65,7 +72,10 @@ class VectorStore:
         if self._vectors.pop(key, None) is not None:
             self._matrix = None
 
-    def nearest(self, query: Vector, allowed: set[bytes] | None, limit: int) -> list[tuple[bytes, float]]:
+    def nearest(
+        self, query: Vector, allowed: set[bytes] | None, limit: int, min_score: float = MIN_SIMILARITY
+    ) -> list[tuple[bytes, float]]:
+        """Up to ``limit`` (key, cosine) pairs, best first, none scoring below ``min_score``."""
         if not self._vectors or query.shape[0] != self.dims:
             return []
         if self._matrix is None:
@@ -76,6 +86,8 @@ class VectorStore:
         order = np.argsort(-scores)
         out: list[tuple[bytes, float]] = []
         for i in order:
+            if scores[int(i)] < min_score:
+                break  # best first: everything after is below the floor too
             key = keys[int(i)]
             if allowed is None or key in allowed:
                 out.append((key, float(scores[int(i)])))

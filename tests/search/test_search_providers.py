@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.search.vectors import MIN_SIMILARITY
 from tests.helpers import Cli
 from tests.search.conftest import Engine
-from tests.search.fake_openai import FakeOpenAI, ServerThread
+from tests.search.fake_openai import FakeOpenAI, ServerThread, embed_text
 
 API_KEY = "sk-test-canary-4f1d9e0b7c"  # a canary: must never appear in results, errors or logs
 
@@ -112,6 +113,46 @@ def test_vector_and_hybrid_modes(rag: Engine, fake: FakeOpenAI) -> None:
     rag("put", title="Private", body="zebracanary private body", meta={"private": "true"})
     rag("search", query="anything", mode="vector", wait_ms=60_000)
     assert not any("zebracanary" in json.dumps(b) for b in fake.paths("/v1/embeddings"))
+
+
+def test_hybrid_needs_lexical_or_vector_evidence(cli: Cli, fake: FakeOpenAI) -> None:
+    """Issue 12, SR-4: a note with no lexical hit and a cosine below the floor (MIN_SIMILARITY) is no
+    result: a query sharing nothing with the notes finds nothing; a matching one finds its note."""
+    notes = {
+        "Ana's coffee order": "Ana takes her coffee black with no sugar.",
+        "Bo's tea": "Bo drinks green tea with honey in the morning.",
+        "Kite festival": "kites on the beach all weekend",
+    }
+
+    def cosine(query: str, title: str) -> float:
+        q, d = embed_text(query), embed_text(f"{title}\n\n{notes[title]}")  # what the engine embeds
+        return sum(a * b for a, b in zip(q, d, strict=True))
+
+    unrelated, matching = "zeppelin xylophone", "coffee black sugar"
+    # Preconditions on the fake's embeddings, so the assertions below test the floor.
+    assert all(cosine(unrelated, t) < MIN_SIMILARITY for t in notes)
+    assert cosine(matching, "Ana's coffee order") > MIN_SIMILARITY
+    assert all(cosine(matching, t) < MIN_SIMILARITY for t in notes if t != "Ana's coffee order")
+    cli.env["MEMORIES_TEST_KEY"] = API_KEY
+    write_config(cli.home, fake.port, generation=False)
+    cli.init()
+    engine = Engine(cli)
+    try:
+        for title, body in notes.items():
+            engine("put", title=title, body=body)
+        engine.wait_ready()
+        assert engine("rag_index")["status"]["index"]["vectors"] == len(notes)  # every note has its vector
+        for mode in ("hybrid", "vector"):
+            assert engine.search_titles(unrelated, mode=mode) == [], mode
+            assert engine.search_titles(matching, mode=mode) == ["Ana's coffee order"], mode
+        # Lexical evidence alone still counts in hybrid mode.
+        lexical_only = "weekend zeppelin xylophone quantum"
+        assert all(cosine(lexical_only, t) < MIN_SIMILARITY for t in notes)
+        assert engine.search_titles(lexical_only, mode="hybrid") == ["Kite festival"]
+        assert engine.search_titles(lexical_only, mode="vector") == []
+        assert engine("retrieve", query=unrelated, mode="hybrid", wait_ms=60_000)["passages"] == []
+    finally:
+        engine.close()
 
 
 def test_retries_on_429_and_5xx(rag: Engine, fake: FakeOpenAI) -> None:
@@ -296,7 +337,8 @@ model = "rerank-test"
         engine.wait_ready()
         lexical = engine.search_titles("kites", mode="lexical")
         assert lexical[0] == "Kite festival"
-        result = engine("search", query="kites", mode="hybrid", wait_ms=60_000)
+        # Both notes have evidence for "kites kite" (a note with none is never a result, issue 12).
+        result = engine("search", query="kites kite", mode="hybrid", wait_ms=60_000)
         assert result["results"][0]["title"] == "Kite repair"  # the model reranker decided
         gemini = [h for p, _, h in fake.requests if p.endswith(":batchEmbedContents")]
         assert gemini and all(h.get("x-goog-api-key") == API_KEY for h in gemini)
