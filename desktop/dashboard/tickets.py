@@ -23,6 +23,14 @@ TICKET = re.compile(r"^[0-9a-f]{16}$")
 FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 LIST_TIMEOUT = 5.0
 APPROVE_TIMEOUT = 30.0  # the engine runs the password KDF (≈1 s on the reference machine)
+# Engine answers that are the client's doing, not a dashboard fault: 4xx with the typed error.
+_CLIENT_ERRORS = {
+    "wrong_password": 403,
+    "rate_limited": 429,
+    "ticket_used": 409,
+    "ticket_not_approved": 409,
+    "session_closed": 409,
+}
 
 
 class TicketGateway:
@@ -54,6 +62,10 @@ def _ticket_id(request: web.Request) -> str:
     return ticket
 
 
+def _client_error(exc: MemoriesError) -> web.Response:
+    return web.json_response({"error": {"code": exc.code, "message": exc.message}}, status=_CLIENT_ERRORS[exc.code])
+
+
 def _project(ticket: dict[str, Any]) -> dict[str, Any]:
     keys = ("ticket", "session", "seq", "target", "instruction", "fingerprint", "state")
     return {k: ticket.get(k) for k in keys}
@@ -83,12 +95,22 @@ def register(app: web.Application, ctx: Any) -> None:
             raise MemoriesError("invalid_input", "The fingerprint is 64 hex digits.")
         if not isinstance(password, str) or not 1 <= len(password) <= 1024:
             raise MemoriesError("invalid_input", "Enter the vault password.")
-        result = await ctx.engine(lambda: gateway.approve(ticket, fingerprint, password))
+        try:
+            result = await ctx.engine(lambda: gateway.approve(ticket, fingerprint, password))
+        except MemoriesError as exc:
+            if exc.code in _CLIENT_ERRORS:  # a wrong password is the user's typo, not a server error
+                return _client_error(exc)
+            raise
         return web.json_response(_project(result))
 
     async def reject(request: web.Request) -> web.Response:
         ticket = _ticket_id(request)
-        result = await ctx.engine(lambda: gateway.reject(ticket))
+        try:
+            result = await ctx.engine(lambda: gateway.reject(ticket))
+        except MemoriesError as exc:
+            if exc.code in _CLIENT_ERRORS:
+                return _client_error(exc)
+            raise
         return web.json_response({"ticket": result.get("ticket"), "state": result.get("state")})
 
     app.router.add_get("/static/tickets.js", serve_script)
