@@ -20,11 +20,15 @@ import regex
 from engine.search.dictcache import default_cache_dir, load_dictionary
 from engine.search.normalize import fold, is_cjk
 
-__all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN"]
+__all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN", "HANGUL_RUN"]
 
 # Bump when tokenization changes: stored token streams of an older version are re-segmented lazily (SR-6).
-SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1"
+SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1/hangul-1"
 CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
+# Korean separates words with spaces; Jieba, which knows no Hangul, cut every syllable apart,
+# so a query matched any note sharing one syllable with it. A Hangul run is one word; its
+# bigrams (cjk_bigrams) still find a word inside a longer one (저장소 in 저장소에).
+HANGUL_RUN = regex.compile(r"\p{Hangul}+")
 _init_lock = threading.Lock()
 
 STOPWORDS = frozenset(
@@ -192,7 +196,16 @@ class Segmenter:
 
     def words(self, folded: str) -> list[str]:
         self.warm()
-        return [t for t in jieba.lcut(folded, HMM=True) if _is_word(t)]
+        if HANGUL_RUN.search(folded) is None:
+            return [t for t in jieba.lcut(folded, HMM=True) if _is_word(t)]
+        out: list[str] = []
+        start = 0
+        for match in HANGUL_RUN.finditer(folded):
+            out.extend(t for t in jieba.lcut(folded[start : match.start()], HMM=True) if _is_word(t))
+            out.append(match.group())
+            start = match.end()
+        out.extend(t for t in jieba.lcut(folded[start:], HMM=True) if _is_word(t))
+        return out
 
     def segment(self, text: str) -> Segmented:
         folded = fold(text)

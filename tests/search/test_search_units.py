@@ -39,14 +39,23 @@ def test_chunks_never_split_a_grapheme(pieces: list[str], size: int, overlap: in
         assert all(b.start <= a.end and b.start > a.start for a, b in itertools.pairwise(chunks))
 
 
+SAFE_INDEX = VaultIndex(b"v", b"p")
+SAFE_DOC = Document(b"a" * 16, b"r" * 32, "memory", "title", "body with words", (), (), 1)
+SAFE_INDEX.upsert(SAFE_DOC, prepare(SAFE_DOC, SEGMENTER))
+FTS_SYNTAX = st.sampled_from(['"', "'", "*", "^", ":", "(", ")", "-", "+", " ", "NEAR", "AND", "OR", "NOT", "{", "}"])
+DOC_WORDS = st.sampled_from(["title", "body", "words", "other", "记忆"])
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=80))
+@given(st.lists(st.one_of(st.text(max_size=8), FTS_SYNTAX, DOC_WORDS), max_size=12).map("".join))
 def test_any_query_text_is_safe(text: str) -> None:
-    """API-8: FTS5 syntax in a query (quotes, NEAR, *, ^, columns) is data, never an error."""
-    index = VaultIndex(b"v", b"p")
-    doc = Document(b"a" * 16, b"r" * 32, "memory", "title", "body with words", (), (), 1)
-    index.upsert(doc, prepare(doc, SEGMENTER))
-    index.search(parse_query(text, SEGMENTER), mode="lexical")
+    """API-8: FTS5 syntax in a query (quotes, NEAR, *, ^, columns) is data, never an error: the
+    document is found exactly when a query term is one of its words, whatever surrounds it."""
+    parsed = parse_query(text, SEGMENTER)
+    hits = SAFE_INDEX.search(parsed, mode="lexical")
+    assert len(hits) <= 1 and all(h.asset_id == SAFE_DOC.asset_id for h in hits)
+    shares_a_word = any(t in {"title", "body", "with", "words"} for t in parsed.terms)
+    assert bool(hits) == shares_a_word, (text, parsed.terms, parsed.phrases)
 
 
 def test_fts_operators_are_literal() -> None:
