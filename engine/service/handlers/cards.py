@@ -24,7 +24,7 @@ from engine.cards.device_vaults import (
 )
 from engine.cards.graph import full_projection, neighbourhood, spread_activation
 from engine.cards.links import LINK_RECORD, PPM, Link, LinkIndex, add_record, now_ms, remove_record
-from engine.cards.otp import hotp, totp
+from engine.cards.otp import MAX_COUNTER, hotp, totp
 from engine.cards.protected import CREDENTIAL_TYPE, build_protected, otp_from_secret
 from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
 from engine.cards.secret_map import check_label, redact, replace_exact
@@ -526,6 +526,8 @@ def _deliver_otp(
     # Concurrent heads may carry different counters: continue after the highest, so
     # no value is ever used twice; the new revision also resolves that conflict.
     counter = max(_hotp_counter(service.summary_of(state, h)) for h in heads)
+    if counter > MAX_COUNTER:  # checked before the advance commits: nothing is burnt
+        raise MemoriesError("invalid_input", "This HOTP counter is used up; import the secret again with a new counter.")
     public = dict(cred.public)
     public["otp"] = {**public["otp"], "counter": counter + 1}
     rev, rows = prepare_credential(
