@@ -33,6 +33,8 @@ __all__ = ["run_daemon"]
 
 log = logging.getLogger("memories.engine")
 EXIT_STORE_IN_USE = 3
+EXIT_DISK_FULL = 4  # the CLI's auto-start maps this exit status to disk_full
+_DISK_FULL_START = "The disk is full, so the engine could not start; free some space."
 
 
 def _setup_logging(paths: Paths) -> None:
@@ -136,8 +138,9 @@ async def _serve(paths: Paths) -> int:
 def _start_failed(exc: MemoriesError) -> int:
     """Say why in the log and on stderr (the CLI that started us shows its last line)."""
     log.error("engine could not start: error=%s", exc.code)
-    print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr, flush=True)
-    return 1
+    with contextlib.suppress(OSError):  # stderr may be a file on the very disk that is full
+        print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr, flush=True)
+    return EXIT_DISK_FULL if exc.code == "disk_full" else 1
 
 
 def run_daemon(paths: Paths) -> int:
@@ -149,6 +152,10 @@ def run_daemon(paths: Paths) -> int:
     except MemoriesError as exc:
         print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return EXIT_STORE_IN_USE
+    except OSError as exc:  # writing the holder's PID into engine.lock
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return _start_failed(MemoriesError("disk_full", _DISK_FULL_START))
     try:
         _setup_logging(paths)
         return asyncio.run(_serve(paths))
@@ -157,6 +164,6 @@ def run_daemon(paths: Paths) -> int:
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        return _start_failed(MemoriesError("disk_full", "The disk is full, so the engine could not start; free some space."))
+        return _start_failed(MemoriesError("disk_full", _DISK_FULL_START))
     finally:
         lock.release()

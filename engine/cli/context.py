@@ -80,6 +80,8 @@ class Context:
             if code is not None:
                 if code == 3 and self.engine_running():
                     return False  # another starter won the race: same outcome
+                if code == 4:  # engine/daemon.py EXIT_DISK_FULL: its stderr log may be unwritable too
+                    raise MemoriesError("disk_full", "The disk is full, so the engine could not start; free some space.")
                 raise MemoriesError(
                     "store_in_use" if code == 3 else "daemon_unavailable",
                     _last_line(stderr_path) or "The engine exited while starting.",

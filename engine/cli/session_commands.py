@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from engine.cli.context import Context
@@ -79,6 +81,8 @@ def cmd_lock(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     if not ctx.engine_running():
         result: dict[str, Any] = {"state": "not_running"}
+        if _disk_full(ctx.paths.home):  # why the engine may not be able to start (issue 12)
+            result["reason"] = {"code": "disk_full", "message": DISK_FULL_STATUS}
     else:
         result = ctx.request({"op": "desktop_status"}, timeout=5)
     if result["state"] == "unlocked":
@@ -89,8 +93,23 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         text = {"not_running": "engine not running (vault locked)", "uninitialized": "no vault yet: run `memories init`"}.get(
             result["state"], result["state"]
         )
+    if "reason" in result:
+        text += f": {result['reason']['message']}"
     ctx.emit(result, text)
     return 0
+
+
+DISK_FULL_STATUS = "The disk holding the data directory is full; the engine cannot start until some space is freed."
+
+
+def _disk_full(home: Path) -> bool:
+    """No room left for the engine's lock file, log and database journal (a read-only check)."""
+    probe = home if home.exists() else home.parent
+    try:
+        st = os.statvfs(probe)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on Windows
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 def cmd_daemon_start(ctx: Context, args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ state rows, content rows and the checkpoint: it costs the same in a 1k and a
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import os
@@ -37,7 +38,7 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import KdfParams, derive_key
 from engine.errors import MemoriesError
 
-__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded"]
+__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "is_disk_full"]
 
 FORMAT_NAME = "memories-store"
 FORMAT_VERSION = 1
@@ -142,6 +143,8 @@ class StoreFile:
             kdf = KdfParams.from_dict(decode_canonical(row[2]))
         except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
             conn.close()
+            if is_disk_full(exc, path):
+                raise MemoriesError("disk_full", "The disk is full, so the store could not be opened; free some space.") from exc
             raise MemoriesError("store_corrupt", "The store header could not be read.") from exc
         except MemoriesError:
             conn.close()
@@ -264,7 +267,13 @@ class StoreFile:
                 self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
                 self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
         except sqlite3.Error as exc:
+            if is_disk_full(exc, self.path):
+                raise MemoriesError("disk_full") from exc
             raise MemoriesError("io_error", "The change could not be written; nothing was changed.") from exc
+        except OSError as exc:
+            if is_disk_full(exc, self.path):
+                raise MemoriesError("disk_full") from exc
+            raise
         self._cursor = _Cursor(seq, cursor.count + len(rows), chain, last_content)
         return [s for s, _ in rows]
 
@@ -273,10 +282,38 @@ class StoreFile:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLITE_FULL may already have rolled back (then ROLLBACK itself fails and would hide
+            # the cause), or may leave the transaction open (a failed COMMIT): end it either way.
+            if self.conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
+
+
+def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:
+    """SQLITE_FULL (``database or disk is full``), an OS ``ENOSPC``/``EDQUOT``, or an SQLite
+    I/O error while ``path``'s filesystem has no free space left (SQLite reports a failed
+    shared-memory or journal allocation as ``disk I/O error``, e.g. SQLITE_IOERR_SHMSIZE)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc):
+            return True
+        if path is not None and isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_IOERR:
+            return no_free_space(path.parent)
+    return False
+
+
+def no_free_space(directory: Path) -> bool:
+    """Whether the filesystem holding ``directory`` has (next to) no space for an unprivileged write."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 def _fsync_dir(path: Path) -> None:
@@ -350,6 +387,10 @@ def create_store(target: Path, password: str, kdf: KdfParams, initial_records: S
         except FileExistsError as exc:
             raise MemoriesError("already_initialized") from exc
         _fsync_dir(target.parent)
+    except (sqlite3.Error, OSError) as exc:
+        if is_disk_full(exc, target):
+            raise MemoriesError("disk_full") from exc
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staging)

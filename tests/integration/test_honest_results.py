@@ -3,17 +3,21 @@ concurrency and across a restart; a full disk says so."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
 import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from engine.config import Paths
 from engine.errors import CODES
-from tests.helpers import PASSWORD, Cli
+from tests.helpers import PASSWORD, Cli, require
 
 
 def test_write_whose_hook_fails_after_commit_says_it_was_saved(cli: Cli) -> None:
@@ -165,3 +169,75 @@ def test_handler_failing_after_commit_answers_committed_with_errors(cli: Cli) ->
     listed = [item for item in cli.ok("list")["items"] if item["title"] == "saved despite the error"]
     assert len(listed) == 1
     assert f"({listed[0]['short_id']} revision {listed[0]['revision'][:12]})" in error["message"]
+
+
+# -- a full disk ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB tmpfs that tests fill up (mounting needs root, or CAP_SYS_ADMIN)."""
+    mount_point = tmp_path / "fs"
+    mount_point.mkdir()
+    require(os.geteuid() == 0 and shutil.which("mount") is not None, "mounting a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount_point)], capture_output=True)
+    require(proc.returncode == 0, f"mount -t tmpfs failed: {proc.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _fill(directory: Path) -> None:
+    """Write until ENOSPC: big blocks, then small ones for the last pages."""
+    for name, block in (("filler-big", 1 << 20), ("filler-small", 512)):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * block)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+
+
+def _free(directory: Path) -> None:
+    for name in ("filler-big", "filler-small"):
+        (directory / name).unlink()
+
+
+def test_full_disk_answers_disk_full_and_changes_nothing(small_fs: Path) -> None:
+    """API-8 / ST-5: on a really full filesystem a write answers disk_full with its sentence and changes
+    nothing; the engine that cannot start says why (CLI, status, log); after space is freed the vault
+    opens with its earlier content."""
+    cli = Cli(home=small_fs / "home")
+    try:
+        cli.init()
+        before = cli.put("before", "kept body")
+        cli.stop()  # a clean stop: the next start must create SQLite's shared-memory file
+
+        _fill(small_fs)
+        status = cli.ok("status")
+        assert status["state"] == "not_running" and status["reason"]["code"] == "disk_full"
+        assert "disk holding the data directory is full" in cli.run("status").stdout
+        error = cli.err("unlock", "--password-stdin", input=PASSWORD + "\n")
+        assert error["code"] == "disk_full" and "could not start" in error["message"]
+        assert "engine could not start: error=disk_full" in (cli.home / "logs" / "engine.log").read_text("utf-8")
+        _free(small_fs)
+
+        cli.unlock()
+        _fill(small_fs)
+        for args in (("put", "--title", "during", "--body", "x" * 5000), ("edit", before["id"], "--body", "changed")):
+            error = cli.err(*args)
+            assert error == {"code": "disk_full", "message": CODES["disk_full"]}, args
+        assert [item["title"] for item in cli.ok("list")["items"]] == ["before"]
+
+        _free(small_fs)
+        assert "reason" not in cli.ok("status")
+        cli.put("after", "room again")
+        cli.stop()
+        cli.unlock()
+        assert cli.ok("get", before["id"])["body"] == "kept body"
+        assert sorted(item["title"] for item in cli.ok("list")["items"]) == ["after", "before"]
+    finally:
+        cli.stop()
