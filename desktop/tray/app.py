@@ -24,7 +24,7 @@ from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
-from desktop.tray.state import TrayState, tray_state
+from desktop.tray.state import TrayState, tooltip_text, tray_state
 from engine.config import Paths
 
 __all__ = ["TrayOptions", "TrayApp"]
@@ -75,7 +75,7 @@ class TrayApp:
             lambda: self.state,
             {"open": self.open_dashboard, "lock": self.lock_now, "start": self.start_engine, "quit": self.quit},
         )
-        self.icon = icon_class("memories", render(self.state), self.state.tooltip, menu)
+        self.icon = icon_class("memories", render(self.state), tooltip_text(self.state), menu)
         self.prober.subscribe(self._on_probe)
         try:
             self.icon.run(setup=self._setup)
@@ -134,7 +134,7 @@ class TrayApp:
             return
         with self._icon_lock:
             icon.icon = render(new)
-            icon.title = new.tooltip
+            icon.title = tooltip_text(new, probe)
             if getattr(icon, "HAS_MENU", False):
                 icon.update_menu()
 

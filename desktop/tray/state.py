@@ -5,8 +5,12 @@ from __future__ import annotations
 from enum import StrEnum
 
 from desktop.tray.prober import Probe
+from engine.terminal_text import one_line
 
-__all__ = ["TrayState", "tray_state"]
+__all__ = ["TrayState", "tray_state", "tooltip_text", "TOOLTIP_CHARS"]
+
+# Windows cuts notification-area tooltips at 127 characters; stay inside everywhere.
+TOOLTIP_CHARS = 120
 
 
 class TrayState(StrEnum):
@@ -50,3 +54,17 @@ def tray_state(probe: Probe) -> TrayState:
     if status.get("busy") or queued:
         return TrayState.BUSY
     return TrayState.UNLOCKED
+
+
+def tooltip_text(state: TrayState, probe: Probe | None = None) -> str:
+    """The icon's tooltip: the state's title, plus the error code when a probe failed.
+
+    Everything that came from outside (the probe's error code) goes through the same
+    escaper as the CLI's text output, so the desktop shell never receives control
+    characters or a second line, whatever a (foreign or future) engine reported.
+    """
+    text = state.tooltip
+    if probe is not None and probe.error and state in (TrayState.ATTENTION, TrayState.NOT_RESPONDING):
+        text += f" ({probe.error})"
+    text = one_line(text)
+    return text if len(text) <= TOOLTIP_CHARS else text[: TOOLTIP_CHARS - 1] + "…"

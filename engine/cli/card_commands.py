@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.cli.content_options import add_content_options, body_from, meta_pairs
 from engine.cli.context import Context, UsageError
+from engine.terminal_text import one_line
 
 CARD_TYPES = ("knowledge", "brain", "persona")
 
@@ -142,14 +143,14 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "card_read", "id": args.id})
     lines = [f"id:       {result['short_id']}  ({result['kind']})", f"revision: {result['short_revision']}"]
-    lines.append(f"title:    {result['title']}")
+    lines.append(f"title:    {one_line(result['title'])}")
     if result["tags"]:
-        lines.append(f"tags:     {', '.join(result['tags'])}")
-    lines.extend(f"{k}: {v}" for k, v in sorted(result["meta"].items()))
+        lines.append(f"tags:     {', '.join(one_line(t) for t in result['tags'])}")
+    lines.extend(f"{one_line(k)}: {one_line(v)}" for k, v in sorted(result["meta"].items()))
     if result.get("protected"):
         prot = result["protected"]
-        lines.append(f"protected: {', '.join(prot['features'])}  credential {prot['credential']}")
-    lines.extend(f"secret {label}: {ref}" for label, ref in result["secrets"].items())
+        lines.append(f"protected: {one_line(', '.join(prot['features']))}  credential {one_line(prot['credential'])}")
+    lines.extend(f"secret {one_line(label)}: {one_line(ref)}" for label, ref in result["secrets"].items())
     lines.append(f"links:    {result['links']['out']} out, {result['links']['in']} in")
     if result["conflict"]:
         lines.insert(0, f"CONFLICT: {result['heads']} heads")
@@ -182,8 +183,8 @@ def cmd_link(ctx: Context, args: argparse.Namespace) -> int:
     if args.valid_till:
         body["valid_till"] = args.valid_till
     result = ctx.request(body)
-    rel = f" [{result['rel']}]" if result["rel"] else ""
-    ctx.emit(result, f"linked {args.src} -> {args.dst}{rel} (confidence {result['confidence']:g})")
+    rel = f" [{one_line(result['rel'])}]" if result["rel"] else ""
+    ctx.emit(result, f"linked {one_line(args.src)} -> {one_line(args.dst)}{rel} (confidence {result['confidence']:g})")
     return 0
 
 
@@ -197,7 +198,7 @@ def cmd_unlink(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _edge_line(edge: dict[str, Any]) -> str:
-    rel = f" [{edge['rel']}]" if edge["rel"] else ""
+    rel = f" [{one_line(edge['rel'])}]" if edge["rel"] else ""
     return f"{edge['src_short']} -> {edge['dst_short']}{rel}  {edge['confidence']:g}"
 
 
@@ -206,7 +207,7 @@ def cmd_connections(ctx: Context, args: argparse.Namespace) -> int:
     if args.rel is not None:
         body["rel"] = args.rel
     result = ctx.request(body)
-    lines = [f"{n['distance']}  {n['short_id']}  {n['kind']:<9}  {n['title']}" for n in result["neighbours"]]
+    lines = [f"{n['distance']}  {n['short_id']}  {n['kind']:<9}  {one_line(n['title'])}" for n in result["neighbours"]]
     ctx.emit(result, "\n".join(lines) or "(no connections)")
     return 0
 
@@ -214,7 +215,7 @@ def cmd_connections(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_recall(ctx: Context, args: argparse.Namespace) -> int:
     body = {"op": "recall_connected", "ids": args.ids, "hops": args.hops, "decay": args.decay, "limit": args.limit}
     result = ctx.request(body)
-    lines = [f"{r['activation']:.3f}  {r['short_id']}  {r['kind']:<9}  {r['title']}" for r in result["results"]]
+    lines = [f"{r['activation']:.3f}  {r['short_id']}  {r['kind']:<9}  {one_line(r['title'])}" for r in result["results"]]
     ctx.emit(result, "\n".join(lines) or "(nothing connected)")
     return 0
 
@@ -224,7 +225,7 @@ def cmd_graph(ctx: Context, args: argparse.Namespace) -> int:
     if args.id:
         body["id"] = args.id
     result = ctx.request(body, timeout=120)
-    nodes = [f"{n['short_id']}  {n['kind']:<9}  {n['title']}" for n in result["nodes"]]
+    nodes = [f"{n['short_id']}  {n['kind']:<9}  {one_line(n['title'])}" for n in result["nodes"]]
     edges = [_edge_line(e) for e in result["edges"]]
     text = f"{len(nodes)} nodes, {len(edges)} edges\n" + "\n".join([*nodes, "", *edges])
     ctx.emit(result, text.rstrip())
@@ -261,7 +262,10 @@ def cmd_otp(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_secret_protect(ctx: Context, args: argparse.Namespace) -> int:
     value = _stdin_value()
     result = ctx.request({"op": "protect_secret", "id": args.id, "label": args.label, "value": value})
-    ctx.emit(result, f"{result['short_id']}: replaced {result['replaced']} occurrence(s) with {{{{secret:{result['label']}}}}}")
+    ctx.emit(
+        result,
+        f"{result['short_id']}: replaced {result['replaced']} occurrence(s) with {{{{secret:{one_line(result['label'])}}}}}",
+    )
     return 0
 
 
@@ -312,7 +316,7 @@ def cmd_local_config_record(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_local_config_show(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "local_config_get"})
-    lines = [f"client version: {result['client_version']}"]
-    lines += [f"{k}: {v}" for k, v in sorted(result["directories"].items())]
+    lines = [f"client version: {one_line(result['client_version'])}"]
+    lines += [f"{one_line(k)}: {one_line(v)}" for k, v in sorted(result["directories"].items())]
     ctx.emit(result, "\n".join(lines))
     return 0

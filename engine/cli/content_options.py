@@ -10,10 +10,19 @@ from engine.cli.context import UsageError
 __all__ = ["add_content_options", "body_from", "meta_pairs"]
 
 
-def add_content_options(p: argparse.ArgumentParser, *, meta_help: str = "repeatable") -> None:
-    p.add_argument("--title")
-    p.add_argument("--body")
-    p.add_argument("--body-stdin", action="store_true", help="read the body from standard input")
+ARGV_VISIBLE = "other users on this machine can see it in `ps` while the command runs"
+
+
+def add_content_options(p: argparse.ArgumentParser, *, meta_help: str = "repeatable", piped_body: bool = False) -> None:
+    """``piped_body``: the command reads the body from a piped standard input when no body
+    option is given (``put``); say so in the help."""
+    p.add_argument("--title", help=f"the title ({ARGV_VISIBLE})")
+    instead = "pipe it on standard input" if piped_body else "use --body-stdin or --body-file"
+    p.add_argument("--body", help=f"the body text ({ARGV_VISIBLE}; for private text {instead})")
+    stdin_help = "read the body from standard input" + (
+        " (the default when standard input is not a terminal)" if piped_body else ""
+    )
+    p.add_argument("--body-stdin", action="store_true", help=stdin_help)
     p.add_argument("--body-file", help="read the body from a UTF-8 file")
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
     p.add_argument("--meta", action="append", metavar="KEY=VALUE", help=meta_help)
@@ -32,13 +41,20 @@ def meta_pairs(values: list[str] | None) -> dict[str, str] | None:
     return meta
 
 
-def body_from(args: argparse.Namespace) -> str | None:
-    """The body from --body, --body-stdin or --body-file (at most one); None if none was given."""
+def body_from(args: argparse.Namespace, *, piped: bool = False) -> str | None:
+    """The body from --body, --body-stdin or --body-file (at most one); None if none was given.
+
+    With ``piped``, a standard input that is not a terminal is read when none of the three
+    was given (``echo text | memories put --title T``): an explicit option always wins.
+    """
     sources = [args.body is not None, args.body_stdin, args.body_file is not None]
     if sum(sources) > 1:
         raise UsageError("use one of --body, --body-stdin, --body-file")
-    if args.body_stdin:
-        return sys.stdin.read()
+    if args.body_stdin or (piped and not any(sources) and _stdin_piped()):
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError("standard input is not UTF-8 text") from None
     if args.body_file is not None:
         try:
             with open(args.body_file, encoding="utf-8") as handle:
@@ -47,3 +63,13 @@ def body_from(args: argparse.Namespace) -> str | None:
             raise UsageError(f"cannot read {args.body_file}: {exc.__class__.__name__}") from None
     body: str | None = args.body
     return body
+
+
+def _stdin_piped() -> bool:
+    stdin = sys.stdin
+    if stdin is None:
+        return False
+    try:
+        return not stdin.isatty()
+    except (AttributeError, ValueError):  # closed or replaced stream
+        return False

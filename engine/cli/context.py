@@ -14,6 +14,7 @@ from typing import Any
 from engine.config import Paths, resolve_home
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
+from engine.terminal_text import block, use_color
 
 __all__ = ["Context", "UsageError"]
 
@@ -96,10 +97,24 @@ class Context:
 
     # -- output --------------------------------------------------------------------------
     def emit(self, result: Any, text: str | None = None) -> None:
+        """Print ``result`` as exact JSON, or ``text`` made terminal-safe.
+
+        Every text output goes through :func:`engine.terminal_text.block` here: control
+        characters from agent or imported content show as visible escapes (``\\x1b``), line
+        feeds and tabs stay. Row formatters also pass single-line fields through
+        :func:`engine.terminal_text.one_line`, so a title cannot start a new line. Text
+        built as :class:`~engine.terminal_text.Escaped` (already escaped, with our own
+        styling) is printed as it is.
+        """
         if self.json_output:
             print(json.dumps(result, ensure_ascii=False, sort_keys=True))
         elif text is not None:
-            print(text)
+            print(block(text))
+
+    @property
+    def color(self) -> bool:
+        """Whether text output may carry terminal styling (a TTY, NO_COLOR unset)."""
+        return not self.json_output and use_color(sys.stdout)
 
 
 def _last_line(path: Path) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from engine.cli.context import Context, UsageError
 from engine.errors import MemoriesError
+from engine.terminal_text import one_line
 
 __all__ = ["main", "build_parser"]
 
@@ -108,7 +110,25 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `… | head` in other tools
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a reader that goes away (``memories list | head``) ends it quietly."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not at exit
+    except BrokenPipeError:
+        # Point stdout at devnull so the interpreter's final flush cannot fail again and
+        # print "Exception ignored … BrokenPipeError" on stderr.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args_list = list(argv) if argv is not None else sys.argv[1:]
     parser = build_parser(args_list)
     json_output = "--json" in args_list
@@ -138,7 +158,7 @@ def _report(code: str, message: str, json_output: bool) -> None:
     if json_output:
         print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
     else:
-        print(f"memories: error [{code}]: {message}", file=sys.stderr)
+        print(f"memories: error [{code}]: {one_line(message)}", file=sys.stderr)
 
 
 def console_main() -> None:

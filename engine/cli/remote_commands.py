@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import json
 import os
@@ -12,6 +13,7 @@ from typing import Any
 from engine.cli.context import Context, UsageError
 from engine.cli.password import read_password
 from engine.errors import MemoriesError
+from engine.terminal_text import one_line
 
 TYPES = {
     "postgres": "postgres",
@@ -175,7 +177,7 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
             raise
         body["key_passphrase"] = read_password(False, prompt="Passphrase of the private key: ", flag="--key-passphrase-stdin")
         result = ctx.request(body)
-    ctx.emit(result, f"{result['short_id']}  {result['type']}  {result['name']}")
+    ctx.emit(result, f"{result['short_id']}  {result['type']}  {one_line(result['name'])}")
     return 0
 
 
@@ -191,7 +193,7 @@ def cmd_generate(ctx: Context, args: argparse.Namespace) -> int:
         "csr": args.csr,
     }
     result = ctx.request(body)
-    ctx.emit(result, f"{result['short_id']}  {result['type']}  {result['name']}  (private key stored, not shown)")
+    ctx.emit(result, f"{result['short_id']}  {result['type']}  {one_line(result['name'])}  (private key stored, not shown)")
     return 0
 
 
@@ -211,7 +213,9 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     if args.type:
         body["type"] = TYPES.get(args.type, args.type)
     result = ctx.request(body)
-    lines = [f"{c['short_id']}  {c['type']:<9} {c['name']}  {c['public'].get('host', '')}" for c in result["items"]]
+    lines = [
+        f"{c['short_id']}  {c['type']:<9} {one_line(c['name'])}  {one_line(c['public'].get('host', ''))}" for c in result["items"]
+    ]
     ctx.emit(result, "\n".join(lines) or "(no credentials)")
     return 0
 
@@ -227,14 +231,45 @@ def cmd_open(ctx: Context, args: argparse.Namespace) -> int:
     if args.host:
         body["host"] = args.host
     result = ctx.request(body, timeout=60)
-    ctx.emit(result, f"{result['session']}  {result['type']}  {result['target']}@{result['host']}")
+    ctx.emit(result, f"{result['session']}  {result['type']}  {one_line(result['target'])}@{one_line(result['host'])}")
     return 0
 
 
-def _ticket_text(t: dict[str, Any]) -> str:
+def _looks_like_bytes(instruction: str) -> bool:
+    return instruction.startswith(("send b'", 'send b"'))
+
+
+def _instruction_text(instruction: str, session_type: str | None) -> str:
+    """The instruction as one escaped line. A TCP send arrives as ``send b'…'`` (a Python
+    bytes literal); it is shown as its text instead, with its size, so a reviewer reads
+    the bytes rather than Python syntax. Any other instruction is shown as it is."""
+    if session_type == "tcp" and _looks_like_bytes(instruction):
+        try:
+            data = ast.literal_eval(instruction[len("send ") :])
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            data = None
+        if isinstance(data, bytes):
+            size = f"{len(data)} byte{'' if len(data) == 1 else 's'}"
+            return f"send {one_line(data.decode('utf-8', 'backslashreplace'))}  ({size})"
+    return one_line(instruction)
+
+
+def _session_types(ctx: Context, tickets: list[dict[str, Any]]) -> dict[str, str]:
+    """Session ID → type, asked only when a ticket may be a TCP send (see _instruction_text)."""
+    if not any(_looks_like_bytes(str(t.get("instruction", ""))) for t in tickets):
+        return {}
+    try:
+        sessions = ctx.request({"op": "remote_list"})["sessions"]
+    except MemoriesError:
+        return {}
+    return {str(s["session"]): str(s["type"]) for s in sessions}
+
+
+def _ticket_text(t: dict[str, Any], types: dict[str, str]) -> str:
+    instruction = _instruction_text(t["instruction"], types.get(t["session"]))
     return (
-        f"ticket      {t['ticket']}  ({t['state']})\nsession     {t['session']}  #{t['seq']}  {t['target']}\n"
-        f"fingerprint {t['fingerprint']}\ninstruction {t['instruction']}"
+        f"ticket      {t['ticket']}  ({t['state']})\nsession     {t['session']}  #{t['seq']}  {one_line(t['target'])}\n"
+        f"fingerprint {t['fingerprint']}\ninstruction {instruction}"
     )
 
 
@@ -247,7 +282,7 @@ def cmd_propose(ctx: Context, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {args.data_file}: {exc.__class__.__name__}") from None
     result = ctx.request(body)
-    ctx.emit(result, _ticket_text(result))
+    ctx.emit(result, None if ctx.json_output else _ticket_text(result, _session_types(ctx, [result])))
     return 0
 
 
@@ -256,7 +291,7 @@ def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
     if args.fingerprint:
         body["fingerprint"] = args.fingerprint
     result = ctx.request(body)
-    ctx.emit(result, _ticket_text(result))
+    ctx.emit(result, None if ctx.json_output else _ticket_text(result, _session_types(ctx, [result])))
     return 0
 
 
@@ -275,12 +310,22 @@ def _write_new(path: str, data: bytes) -> None:
         handle.write(data)
 
 
+def _cell(value: object) -> str:
+    """One tab-separated cell: NULL empty, text escaped (tabs and line feeds too), other
+    JSON values as JSON rather than Python reprs."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return one_line(value)
+    return one_line(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
 def _result_text(result: dict[str, Any]) -> str:
     if "rows" in result:
-        lines = ["\t".join(result["columns"])] if result["columns"] else []
-        lines += ["\t".join("" if c is None else str(c) for c in row) for row in result["rows"]]
+        lines = ["\t".join(one_line(c) for c in result["columns"])] if result["columns"] else []
+        lines += ["\t".join(_cell(c) for c in row) for row in result["rows"]]
         if result.get("status") and not result["rows"]:
-            lines.append(str(result["status"]))
+            lines.append(one_line(result["status"]))
         if result.get("truncated"):
             lines.append(f"(truncated; {result['row_count']} rows)")
         return "\n".join(lines)
@@ -307,13 +352,18 @@ def cmd_close(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def cmd_remote_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "remote_list"})
-    lines = [f"session {s['session']}  {s['type']}  {s['target']}@{s['host']}" for s in result["sessions"]]
-    lines += [
-        f"ticket  {t['ticket']}  {t['state']}  {t['fingerprint'][:16]}…  {t['instruction'][:60]}" for t in result["tickets"]
-    ]
-    lines += [f"proxy   {p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {p['target']}" for p in result["proxies"]]
+    types = {s["session"]: s["type"] for s in result["sessions"]}
+    lines = [f"session {s['session']}  {s['type']}  {one_line(s['target'])}@{one_line(s['host'])}" for s in result["sessions"]]
+    for t in result["tickets"]:
+        instruction = _short(_instruction_text(t["instruction"], types.get(t["session"])))
+        lines.append(f"ticket  {t['ticket']}  {t['state']}  {t['fingerprint'][:16]}…  {instruction}")
+    lines += [f"proxy   {p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {one_line(p['target'])}" for p in result["proxies"]]
     ctx.emit(result, "\n".join(lines) or "(nothing open)")
     return 0
 
@@ -341,7 +391,8 @@ def cmd_proxy_stop(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_proxy_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "proxy_list"})
     lines = [
-        f"{p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {p['target']}  clients={p['clients']}" for p in result["proxies"]
+        f"{p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {one_line(p['target'])}  clients={p['clients']}"
+        for p in result["proxies"]
     ]
     ctx.emit(result, "\n".join(lines) or "(no proxies)")
     return 0

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from engine.cli.context import Context, UsageError
+from engine.terminal_text import Escaped, block, bold_highlights, one_line
 
 MODES = ("auto", "lexical", "vector", "hybrid")
 
@@ -83,22 +84,26 @@ def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
     if args.kind:
         body["kind"] = args.kind
     result = ctx.request(body, timeout=_timeout(args))
+    color = ctx.color
     lines = []
     for item in result["results"]:
-        tags = f"  [{', '.join(item['tags'])}]" if item["tags"] else ""
-        lines.append(f"{item['rank']:>2}. {item['short_id']}  {item['title']}{tags}")
+        tags = f"  [{', '.join(one_line(t) for t in item['tags'])}]" if item["tags"] else ""
+        lines.append(f"{item['rank']:>2}. {one_line(item['short_id'])}  {one_line(item['title'])}{tags}")
         if item["snippet"]:
-            lines.append(f"    {item['snippet']}")
+            # Escape first, then style: stored text cannot inject sequences, our bold still works.
+            lines.append("    " + bold_highlights(one_line(item["snippet"]), color))
     if not result["results"]:
         lines.append("(no matches)")
-    ctx.emit(result, "\n".join(lines + _flags(result)))
+    # Every part above is escaped already (and may carry our bold), so emit prints it as is.
+    ctx.emit(result, Escaped("\n".join(lines + [block(flag) for flag in _flags(result)])))
     return 0
 
 
 def cmd_retrieve(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request(_body("retrieve", args, 20), timeout=_timeout(args))
     blocks = [
-        f"[{p['label']}] {p['title']}  ({p['short_id']}, revision {p['revision']})\n{p['text']}" for p in result["passages"]
+        f"[{p['label']}] {one_line(p['title'])}  ({p['short_id']}, revision {p['revision']})\n{p['text']}"
+        for p in result["passages"]
     ]
     ctx.emit(result, "\n\n".join([*(blocks or ["(no matches)"]), *_flags(result)]))
     return 0
@@ -111,7 +116,7 @@ def cmd_ask(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     lines = [result["answer"], ""]
     for cite in result["citations"]:
-        lines.append(f"[{cite['label']}] {cite['title']}  ({cite['short_id']})")
+        lines.append(f"[{cite['label']}] {one_line(cite['title'])}  ({cite['short_id']})")
     if result["invalid_citations"]:
         lines.append(f"(removed citations that named no selected source: {', '.join(result['invalid_citations'])})")
     ctx.emit(result, "\n".join(lines + _flags(result)))

@@ -30,6 +30,7 @@ from engine.ipc.framing import (
     encode_frame,
     make_request,
     read_frame_sync,
+    size_text,
 )
 
 __all__ = ["IpcClient"]
@@ -172,7 +173,12 @@ class IpcClient:
         if not isinstance(body, dict):
             raise MemoriesError("invalid_input", "A request body must be a JSON object.")
         req_id = self._take_id()
-        frame = encode_frame(make_request(req_id, body), max_bytes=self._max_frame_bytes)
+        try:
+            frame = encode_frame(make_request(req_id, body), max_bytes=self._max_frame_bytes)
+        except MemoriesError as exc:
+            if exc.code == "frame_too_large":
+                raise _request_too_large(body, exc, self._max_frame_bytes) from None
+            raise
         self.connect()
         sock = self._sock
         assert sock is not None
@@ -225,3 +231,28 @@ class IpcClient:
                 raise self._malformed()
             raise error_from_wire(response.get("error"))
         raise self._malformed()
+
+
+def _request_too_large(body: dict[str, Any], exc: MemoriesError, limit: int) -> MemoriesError:
+    """Refuse an oversize request before sending it, saying what is too big, the limit
+    (:data:`engine.ipc.framing.MAX_FRAME_BYTES` unless the client was given another bound)
+    and what to do instead. Only our own field names are named, never their content."""
+    size = exc.details.get("size")
+    fields = [(len(v.encode("utf-8", "surrogatepass")), k) for k, v in body.items() if isinstance(v, str)]
+    field_size, field = max(fields, default=(0, ""))
+    if field_size > limit or not isinstance(size, int):
+        what, amount = f"The {field or 'request'}", max(field_size, limit + 1)
+    else:
+        what, amount = "The request", size
+    shown, cap = size_text(amount), size_text(limit)
+    if shown == cap:
+        shown, cap = f"{amount:,} bytes", f"{limit:,} bytes"
+    if what == "The request" and field_size > limit // 2:
+        shown += f" (its {field}: {size_text(field_size)} of text)"
+    return MemoriesError(
+        "frame_too_large",
+        f"{what} is {shown}; one request to the engine may carry at most {cap}. "
+        "Split the text into several notes (storing large files is not available yet).",
+        size=size,
+        limit=limit,
+    )

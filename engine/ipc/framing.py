@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; keeps asyncio off the CLI s
 __all__ = [
     "WIRE_VERSION",
     "MAX_FRAME_BYTES",
+    "frame_too_large",
+    "size_text",
     "MAX_REQUEST_ID",
     "HEADER_BYTES",
     "TruncatedFrame",
@@ -91,8 +93,26 @@ def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES) -> by
         # ValueError covers NaN/Infinity, circular references and UnicodeEncodeError.
         raise MemoriesError("invalid_input", "The message cannot be encoded as JSON.") from None
     if len(body) > max_bytes:
-        raise MemoriesError("frame_too_large")
+        raise frame_too_large(len(body), max_bytes)
     return _HEADER.pack(len(body)) + body
+
+
+def size_text(size: int) -> str:
+    """A byte count as people read it: ``900 bytes``, ``3.5 KiB``, ``17.2 MiB``."""
+    if size < 1024:
+        return f"{size} bytes"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    raise AssertionError("unreachable")
+
+
+def frame_too_large(size: int, limit: int, what: str = "The message") -> MemoriesError:
+    """``frame_too_large`` that says how big, and the limit (the sentence and ``details``)."""
+    shown, cap = size_text(size), size_text(limit)
+    if shown == cap:  # 16.02 MiB would read as "16 MiB; at most 16 MiB"
+        shown, cap = f"{size:,} bytes", f"{limit:,} bytes"
+    return MemoriesError("frame_too_large", f"{what} is {shown}; one message may carry at most {cap}.", size=size, limit=limit)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -134,7 +154,7 @@ def decode_body(body: bytes) -> dict[str, Any]:
 
 def _check_length(length: int, max_bytes: int) -> None:
     if length > max_bytes:
-        raise MemoriesError("frame_too_large")
+        raise frame_too_large(length, max_bytes, "The incoming message")
 
 
 async def read_frame(

@@ -34,6 +34,7 @@ from engine.ipc.framing import (
     MAX_FRAME_BYTES,
     TruncatedFrame,
     encode_frame,
+    frame_too_large,
     make_error,
     make_ok,
     parse_request,
@@ -91,7 +92,12 @@ async def dispatch(req_id: int, body: dict[str, Any], peer: Peer, handler: Handl
     except MemoriesError as exc:
         if exc.code == "frame_too_large":
             # The stream is intact (nothing was written): report it and keep going.
-            too_large = MemoriesError("frame_too_large", "The response exceeds the frame size limit.")
+            size = exc.details.get("size")
+            too_large = (
+                frame_too_large(size, max_bytes, "The answer")
+                if isinstance(size, int)
+                else MemoriesError("frame_too_large", "The answer exceeds the frame size limit.")
+            )
             return _encode_error(req_id, too_large, max_bytes)
         log.error("ipc handler returned a result that is not valid JSON")
         return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)

@@ -40,6 +40,7 @@ from engine.ipc.framing import (
     TruncatedFrame,
     decode_body,
     encode_frame,
+    frame_too_large,
     make_error,
     make_request,
     parse_request,
@@ -332,7 +333,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             raise TruncatedFrame(1 + len(rest), None)
         (length,) = _HEADER.unpack(first + rest)
         if length > max_bytes:
-            raise MemoriesError("frame_too_large")
+            raise frame_too_large(length, max_bytes, "The incoming message")
         body = _read_exact(handle, length, deadline, stop)
         if len(body) != length:
             raise TruncatedFrame(HEADER_BYTES + len(body), HEADER_BYTES + length)
