@@ -10,6 +10,7 @@ rewritten), so text projections of history pass through :func:`redact`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from engine.errors import MemoriesError
 
@@ -39,9 +40,10 @@ def replace_exact(body: str, value: str, label: str) -> tuple[str, int]:
     return body.replace(value, placeholder(label)), count
 
 
-def redact(text: str, values: dict[str, str]) -> str:
-    """Replace known secret values (longest first, so a value inside another stays hidden)."""
-    for label, value in sorted(values.items(), key=lambda kv: -len(kv[1])):
+def redact(text: str, values: Iterable[tuple[str, str]]) -> str:
+    """Replace known secret values, given as (label, value) pairs; a label may have had several
+    values over time. Longest first, so a value inside another stays hidden."""
+    for label, value in sorted(values, key=lambda kv: -len(kv[1])):
         if len(value) >= MIN_VALUE:
             text = text.replace(value, placeholder(label))
     return text

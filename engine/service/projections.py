@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from engine.crypto.keys import fingerprint
@@ -9,7 +10,21 @@ from engine.service.service import Service, Unlocked
 from engine.vault.index import REV_SHORT, AssetEntry
 from engine.vault.revision import Revision
 
-__all__ = ["asset_summary", "revision_ref", "content_view"]
+__all__ = ["BODY_REDACTORS", "asset_summary", "revision_ref", "content_view", "visible_body"]
+
+# Redactors applied to every body a client is shown, of any revision (CD-7, HI-3): signed
+# bodies are never rewritten, so a value protected later is masked whenever an older
+# revision (or a head written before the protection) is read, diffed, exported or indexed.
+# Each takes (service, state, asset_id, body) and returns the body to show.
+BODY_REDACTORS: list[Callable[[Service, Unlocked, bytes, str], str]] = []
+
+
+def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
+    """The body of ``rev`` as clients may see it: decrypted, then every redactor applied."""
+    body = service.body_of(state, rev)
+    for redactor in BODY_REDACTORS:
+        body = redactor(service, state, rev.asset_id, body)
+    return body
 
 
 def revision_ref(rev: Revision) -> dict[str, Any]:
@@ -46,7 +61,7 @@ def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body:
     return {
         **revision_ref(rev),
         "title": summary.get("title", ""),
-        "body": service.body_of(state, rev) if with_body and not rev.tombstone else "",
+        "body": visible_body(service, state, rev) if with_body and not rev.tombstone else "",
         "tags": list(summary.get("tags", [])),
         "meta": dict(summary.get("meta", {})),
         "tombstone": rev.tombstone,

@@ -87,6 +87,8 @@ class Edit(Request, tag="edit"):
 
 class Get(Request, tag="get"):
     id: AssetRef
+    # One revision (any, not only a head) instead of the current heads; shown redacted (CD-7).
+    rev: AssetRef | None = None
 
 
 class ListAssets(Request, tag="list"):

@@ -27,6 +27,7 @@ from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
 from engine.search.index import Limits, VaultIndex
 from engine.search.segment import Segmenter
 from engine.service.memory import gc_paused, release_free_memory
+from engine.service.projections import visible_body
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
@@ -163,7 +164,8 @@ class SearchRuntime:
             return None
         if cached is not None:
             return cached.document(entry.asset_id, entry.kind, head.created_ms)
-        body = self.service.body_of(state, head)
+        # CD-7: a value protected later never reaches the index, even from an old head.
+        body = visible_body(self.service, state, head)
         return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.created_ms)
 
     def prepared_for(self, doc: Document, fresh: list[Prepared]) -> Prepared:

@@ -12,7 +12,7 @@ from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
-from engine.service.projections import asset_summary, content_view, revision_ref
+from engine.service.projections import asset_summary, content_view, revision_ref, visible_body
 from engine.service.registry import op
 from engine.service.service import Service, Unlocked, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
@@ -27,9 +27,12 @@ ORDINARY_KINDS = {"memory", "knowledge", "brain", "persona"}
 META_VALIDATORS: dict[str, Callable[[str, dict[str, str]], dict[str, str]]] = {}
 # Device-local bookkeeping kinds (CD-9 local_config) that a plain `list` does not show.
 UNLISTED_KINDS: set[str] = set()
-# Redactors for text projections of history: older signed bodies are never rewritten,
-# so values moved into credentials later (CD-7) are masked when history is shown.
-HISTORY_REDACTORS: list[Callable[[Service, Unlocked, bytes, str], str]] = []
+# Guards every new non-tombstone revision passes through, whatever built it (edit, card
+# write, resolve, import, dashboard, MCP): (service, state, asset_id, summary, body) →
+# (summary, body). The cards feature registers the secret-map guard (CD-7): a revision
+# built from any base inherits the union of the asset's secret maps and carries no
+# protected value in clear.
+REVISION_GUARDS: list[Callable[[Service, Unlocked, bytes, dict[str, Any], str], tuple[dict[str, Any], str]]] = []
 # Kinds whose body is secret: no generic op (get, diff, export, search) ever returns it (CD-3, HI-3).
 SECRET_BODY_KINDS = {"credential"}
 
@@ -60,6 +63,9 @@ def new_revision(
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
     """Encrypt and sign a revision (of the default vault unless ``vault`` names another); no write."""
     store = service.require_store()
+    if not tombstone:
+        for guard in REVISION_GUARDS:
+            summary, body = guard(service, state, asset_id, summary, body)
     data = body.encode("utf-8")
     if kind in ORDINARY_KINDS and not tombstone:
         summary = {**summary, "content_key": content_key(summary["title"], body, summary["tags"], summary["meta"])}
@@ -107,9 +113,26 @@ def _validated_meta(kind: str, meta: dict[str, str]) -> dict[str, str]:
     return validator(kind, meta) if validator is not None else meta
 
 
-def carried_secrets(old: dict[str, Any], caller: Caller) -> dict[str, Any]:
-    """CD-7: a generic edit keeps the secret map unchanged; MCP omits the map, so it cannot."""
-    secrets = old.get("secrets")
+def secret_map_of(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, bytes]:
+    """The union of the secret maps of every revision of an asset, on every branch (CD-7).
+
+    Protection is monotonic: once any revision maps a label, every later revision keeps it,
+    whichever base it was built from and whichever heads a resolution merges.
+    """
+    entry = state.index.assets.get(asset_id)
+    labels: dict[str, bytes] = {}
+    if entry is None:
+        return labels
+    for rev_id in entry.revisions:
+        rev = state.index.revisions[rev_id]
+        for label, cred_id in (service.summary_of(state, rev).get("secrets") or {}).items():
+            labels.setdefault(str(label), bytes(cred_id))
+    return labels
+
+
+def carried_secrets(service: Service, state: Unlocked, entry: AssetEntry, caller: Caller) -> dict[str, Any]:
+    """CD-7: a generic edit keeps every secret reference; MCP omits the map, so it cannot edit."""
+    secrets = secret_map_of(service, state, entry.asset_id)
     if not secrets:
         return {}
     if caller.surface == "mcp":
@@ -157,12 +180,12 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
         source = state.index.resolve_revision(entry, request.base)
         parents = [source.rev_id]
     old = service.summary_of(state, source)
-    body = request.body if request.body is not None else service.body_of(state, source)
+    body = request.body if request.body is not None else visible_body(service, state, source)
     summary = make_summary(
         request.title if request.title is not None else old.get("title", ""),
         request.tags if request.tags is not None else list(old.get("tags", [])),
         _validated_meta(entry.kind, request.meta) if request.meta is not None else dict(old.get("meta", {})),
-        **carried_secrets(old, caller),
+        **carried_secrets(service, state, entry, caller),
     )
     rev, rows = new_revision(
         service, state, asset_id=entry.asset_id, kind=entry.kind, parents=parents, summary=summary, body=body
@@ -174,7 +197,10 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
 def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     entry = visible_entry(state, request.id)
-    heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
+    if request.rev is not None:
+        heads = [state.index.resolve_revision(entry, request.rev)]
+    else:
+        heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
     views = [content_view(service, state, rev, with_body=entry.kind not in SECRET_BODY_KINDS) for rev in heads]
     service.commit_intent(state, "get", caller, [entry.asset_id])
     return {**asset_summary(service, state, entry), **views[0], "head_contents": views if len(views) > 1 else []}
@@ -248,9 +274,7 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
 def _projection(service: Service, state: Unlocked, rev: Revision) -> list[str]:
     summary = service.summary_of(state, rev)
     secret = rev.kind in SECRET_BODY_KINDS
-    body = "" if rev.tombstone or secret else service.body_of(state, rev)
-    for redactor in HISTORY_REDACTORS:
-        body = redactor(service, state, rev.asset_id, body)
+    body = "" if rev.tombstone or secret else visible_body(service, state, rev)
     return text_projection({k: v for k, v in summary.items() if k in ("title", "tags", "meta")}, body, rev.tombstone)
 
 

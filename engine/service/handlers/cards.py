@@ -28,17 +28,17 @@ from engine.cards.otp import MAX_COUNTER, hotp, totp
 from engine.cards.protected import CREDENTIAL_TYPE, build_protected, otp_from_secret
 from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
 from engine.cards.secret_map import check_label, redact, replace_exact
+from engine.crypto.canonical import decode_canonical
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
 from engine.service.handlers import assets
-from engine.service.handlers.assets import make_summary, new_revision, visible_entry, write_one
-from engine.service.projections import asset_summary, content_view
+from engine.service.handlers.assets import make_summary, new_revision, secret_map_of, visible_entry, write_one
+from engine.service.projections import BODY_REDACTORS, asset_summary, content_view, visible_body
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.vault.credentials import (
     CREDENTIAL_KIND,
     Credential,
-    find_credential,
     prepare_credential,
     read_credential,
 )
@@ -176,9 +176,11 @@ def _resolve_secret_map(state: Unlocked, supplied: dict[str, str]) -> dict[str, 
     return resolved
 
 
-def _write_secrets(old: dict[str, Any], request: crq.CardWrite, state: Unlocked, caller: Caller) -> dict[str, Any]:
-    """CD-7: keep the map exactly; MCP omits it, so an agent cannot update a card that has one."""
-    existing = {k: bytes(v) for k, v in (old.get("secrets") or {}).items()}
+def _write_secrets(
+    service: Service, state: Unlocked, entry: AssetEntry, request: crq.CardWrite, caller: Caller
+) -> dict[str, Any]:
+    """CD-7: keep the asset's whole map (every branch); MCP omits it, so an agent cannot update a card that has one."""
+    existing = secret_map_of(service, state, entry.asset_id)
     if request.secrets is None and caller.surface != "mcp":
         return {"secrets": existing} if existing else {}
     supplied = _resolve_secret_map(state, request.secrets or {}) if caller.surface != "mcp" else {}
@@ -230,7 +232,7 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         source = state.index.resolve_revision(entry, request.base) if request.base else heads[0]
         parents = [source.rev_id]
     old = service.summary_of(state, source)
-    extra = _write_secrets(old, request, state, caller)
+    extra = _write_secrets(service, state, entry, request, caller)
     if entry.kind == PROTECTED_KIND:
         # CD-4: the credential reference is carried from the base; no write can replace it.
         extra["protected"] = old["protected"]
@@ -241,7 +243,7 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         meta,
         **extra,
     )
-    body = request.body if request.body is not None else service.body_of(state, source)
+    body = request.body if request.body is not None else visible_body(service, state, source)
     rev, rows = new_revision(
         service, state, asset_id=entry.asset_id, kind=entry.kind, parents=parents, summary=summary, body=body
     )
@@ -566,7 +568,7 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
         raise MemoriesError("conflict")
     head = state.index.head_revisions(entry)[0]
     old = service.summary_of(state, head)
-    secrets = {k: bytes(v) for k, v in (old.get("secrets") or {}).items()}
+    secrets = secret_map_of(service, state, entry.asset_id)
     if label in secrets:
         raise MemoriesError("invalid_input", "That label is already used in this asset's secret map.")
     body, count = replace_exact(service.body_of(state, head), request.value, label)
@@ -634,12 +636,16 @@ def _by_label(service: Service, state: Unlocked, ref: str) -> bytes | None:
     return hits[0] if hits else None
 
 
-def _copy_value(cred: Credential) -> str | None:
+def _secret_value(secret: dict[str, Any]) -> str | None:
     for key in ("value", "token", "password"):
-        value = cred.secret.get(key)
+        value = secret.get(key)
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def _copy_value(cred: Credential) -> str | None:
+    return _secret_value(cred.secret)
 
 
 @op(crq.CredentialCopy, needs_elevation=True)
@@ -663,30 +669,64 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
     return {"secret": value, "kind": cred.ctype}
 
 
-# -- history redaction (CD-7: signed history bodies are not rewritten) ----------------------
-def _redact_history(service: Service, state: Unlocked, asset_id: bytes, body: str) -> str:
+# -- protected values stay protected (CD-7, HI-3) ----------------------------------------------
+def _protected_values(service: Service, state: Unlocked, labels: dict[str, bytes]) -> list[tuple[str, str]]:
+    """(label, value) for every value each label's credential has ever held.
+
+    Read from every revision of the credential, deleted or rotated ones included: masking
+    must not depend on the credential still being current, or deleting it would unmask
+    every older revision that held the value in clear.
+    """
+    pairs: list[tuple[str, str]] = []
+    for label, cred_id in labels.items():
+        entry = state.index.assets.get(cred_id)
+        if entry is None or entry.kind != CREDENTIAL_KIND:
+            continue
+        for rev_id in entry.revisions:
+            rev = state.index.revisions[rev_id]
+            if rev.tombstone:
+                continue
+            try:
+                secret = decode_canonical(service.body_of(state, rev).encode("utf-8"))
+            except ValueError:
+                continue
+            value = _secret_value(secret) if isinstance(secret, dict) else None
+            if value is not None:
+                pairs.append((label, value))
+    return pairs
+
+
+def _redact_protected(service: Service, state: Unlocked, asset_id: bytes, body: str) -> str:
+    """Signed bodies are never rewritten: a value protected later is masked on every read."""
     entry = state.index.assets.get(asset_id)
     if not body or entry is None or entry.kind == CREDENTIAL_KIND:
         return body
-    labels: dict[str, bytes] = {}
-    for rev_id in entry.revisions:
-        secrets = service.summary_of(state, state.index.revisions[rev_id]).get("secrets") or {}
-        labels.update({k: bytes(v) for k, v in secrets.items()})
-    if not labels:
-        return body
-    values: dict[str, str] = {}
-    for label, cred_id in labels.items():
-        try:
-            cred = find_credential(service, state, cred_id.hex())
-            value = _copy_value(read_credential(service, state, cred.asset_id.hex()))
-        except MemoriesError:
-            continue
-        if value is not None:
-            values[label] = value
-    return redact(body, values)
+    labels = secret_map_of(service, state, asset_id)
+    return redact(body, _protected_values(service, state, labels)) if labels else body
 
 
-assets.HISTORY_REDACTORS.append(_redact_history)
+def _guard_new_revision(
+    service: Service, state: Unlocked, asset_id: bytes, summary: dict[str, Any], body: str
+) -> tuple[dict[str, Any], str]:
+    """Every new revision keeps the union of the asset's secret maps and no protected value in clear.
+
+    This is the one place that makes protection monotonic, whatever built the revision: an
+    edit or card save from an old base, a conflict resolution, an import, the dashboard or
+    MCP. A value typed in again is replaced by its placeholder, like `secret protect` does.
+    """
+    entry = state.index.assets.get(asset_id)
+    if entry is None or entry.kind == CREDENTIAL_KIND:
+        return summary, body
+    labels = secret_map_of(service, state, asset_id)
+    own = {str(k): bytes(v) for k, v in (summary.get("secrets") or {}).items()}
+    if not labels and not own:
+        return summary, body
+    merged = {**own, **labels}  # an existing label is never redirected
+    return {**summary, "secrets": merged}, redact(body, _protected_values(service, state, merged))
+
+
+BODY_REDACTORS.append(_redact_protected)
+assets.REVISION_GUARDS.append(_guard_new_revision)
 
 
 # -- device-only vaults (CD-9) ----------------------------------------------------------------
