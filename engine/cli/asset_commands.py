@@ -8,11 +8,14 @@ from typing import Any
 
 from engine.cli.content_options import add_content_options, body_from, meta_pairs
 from engine.cli.context import Context, UsageError
+from engine.terminal_text import one_line
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("put", parents=[common], help="store a new memory")
-    add_content_options(p)
+    p = sub.add_parser(
+        "put", parents=[common], help="store a new memory", description="A piped standard input is read as the body."
+    )
+    add_content_options(p, piped_body=True)
     p.set_defaults(func=cmd_put)
 
     p = sub.add_parser("list", parents=[common], help="list current memories, newest first")
@@ -47,6 +50,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_diff)
 
 
+def _tags(tags: list[str]) -> str:
+    return ", ".join(one_line(t) for t in tags)
+
+
 def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
 
@@ -54,7 +61,7 @@ def _when(ms: int) -> str:
 def cmd_put(ctx: Context, args: argparse.Namespace) -> int:
     if not args.title:
         raise UsageError("put needs --title")
-    body = body_from(args) or ""
+    body = body_from(args, piped=True) or ""
     result = ctx.request(
         {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": meta_pairs(args.meta) or {}}
     )
@@ -69,9 +76,9 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request(body)
     lines = []
     for item in result["items"]:
-        tags = f"  [{', '.join(item['tags'])}]" if item["tags"] else ""
+        tags = f"  [{_tags(item['tags'])}]" if item["tags"] else ""
         flag = "  CONFLICT" if item["conflict"] else ""
-        lines.append(f"{item['short_id']}  {_when(item['updated_ms'])}  {item['title']}{tags}{flag}")
+        lines.append(f"{item['short_id']}  {_when(item['updated_ms'])}  {one_line(item['title'])}{tags}{flag}")
     if not lines:
         lines.append("(no memories)")
     ctx.emit(result, "\n".join(lines))
@@ -85,11 +92,11 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
     if result["conflict"]:
         blocks.append(f"CONFLICT: {len(views)} heads; resolve with `memories edit {result['short_id']} --resolve`")
     for view in views:
-        tags = ", ".join(view["tags"])
-        head = [f"id:       {result['short_id']}", f"revision: {view['short_revision']}", f"title:    {view['title']}"]
+        tags = _tags(view["tags"])
+        head = [f"id:       {result['short_id']}", f"revision: {view['short_revision']}", f"title:    {one_line(view['title'])}"]
         if tags:
             head.append(f"tags:     {tags}")
-        head.extend(f"{k}: {v}" for k, v in sorted(view["meta"].items()))
+        head.extend(f"{one_line(k)}: {one_line(v)}" for k, v in sorted(view["meta"].items()))
         blocks.append("\n".join(head) + "\n\n" + view["body"])
     ctx.emit(result, "\n\n---\n\n".join(blocks))
     return 0
@@ -134,7 +141,8 @@ def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
         marks = (" (deleted)" if rev["tombstone"] else "") + (" HEAD" if rev["head"] else "")
         parents = ",".join(p[:12] for p in rev["parents"]) or "-"
         when = _when(rev["created_ms"])
-        lines.append(f"{rev['short_revision']}  {when}  {rev['author']}  parents {parents}  {rev['title']}{marks}")
+        author, title = one_line(rev["author"]), one_line(rev["title"])
+        lines.append(f"{rev['short_revision']}  {when}  {author}  parents {parents}  {title}{marks}")
     ctx.emit(result, "\n".join(lines))
     return 0
 
