@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import MemoriesError
 from engine.config import EngineConfig, Paths
+from engine.errors import MemoriesError
 from engine.service import handlers  # noqa: F401  (registers every op)
 from engine.service.caller import Caller
 from engine.service.service import Service
