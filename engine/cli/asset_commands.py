@@ -26,6 +26,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("get", parents=[common], help="show one memory")
     p.add_argument("id")
+    p.add_argument("--rev", help="show this revision (from `memories history`) instead of the current one")
     p.set_defaults(func=cmd_get)
 
     p = sub.add_parser("edit", parents=[common], help="edit a memory (a new revision on its base)")
@@ -86,7 +87,10 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
-    result = ctx.request({"op": "get", "id": args.id})
+    request: dict[str, Any] = {"op": "get", "id": args.id}
+    if args.rev:
+        request["rev"] = args.rev
+    result = ctx.request(request)
     views = result["head_contents"] or [result]
     blocks = []
     if result["conflict"]:
