@@ -52,6 +52,8 @@ class Cli:
         return subprocess.run(
             self.command(*args),
             input=input,
+            # No input: stdin is empty, not the runner's (a command that reads piped stdin must not wait).
+            stdin=subprocess.DEVNULL if input is None else None,
             capture_output=True,
             text=True,
             timeout=timeout,

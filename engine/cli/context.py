@@ -108,8 +108,16 @@ class Context:
         """
         if self.json_output:
             print(json.dumps(result, ensure_ascii=False, sort_keys=True))
-        elif text is not None:
+            return
+        if text is not None:
             print(block(text))
+        # A write that was saved but whose follow-up failed (e.g. the search index): the
+        # saved result goes to stdout as usual, the warning to stderr, so nobody retries it.
+        warnings = result.get("warnings") if isinstance(result, dict) else None
+        for warning in warnings or []:
+            if isinstance(warning, dict):
+                code, message = warning.get("code", "warning"), warning.get("message", "")
+                print(block(f"warning: {code}: {message}"), file=sys.stderr)
 
     @property
     def color(self) -> bool:

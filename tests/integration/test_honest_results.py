@@ -38,6 +38,10 @@ def test_write_whose_hook_fails_after_commit_says_it_was_saved(cli: Cli) -> None
     # The same fault on an edit: still a success naming the new revision.
     edited = cli.ok("edit", result["id"], "--body", "body 2")
     assert edited["revision"] != result["revision"] and edited["warnings"][0]["code"] == "index_update_failed"
+    # Text mode: the saved ID on stdout, the warning on stderr, exit 0.
+    text = cli.run("put", "--title", "saved in text mode", "--body", "b")
+    assert text.returncode == 0 and "revision" in text.stdout
+    assert "warning: index_update_failed" in text.stderr
 
     cli.stop()
     del cli.env["MEMORIES_TEST_FAULTS"]
