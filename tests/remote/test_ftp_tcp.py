@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import socket
 from pathlib import Path
 
 import pytest
@@ -96,6 +96,20 @@ def test_tcp_over_verified_tls(elevated: Cli) -> None:
         assert elevated.err("remote", "open", "echo-tls-noca")["code"] == "remote_tls_failed"
 
 
+def _caught_up(server: Ftp) -> None:
+    """Positive synchronisation instead of a sleep: two NOOP round trips on a fresh connection.
+
+    pyftpdlib serves every connection from one event loop and logs a command before handling
+    it; the second NOOP can only be read in a loop iteration after the one that answered the
+    first, so by its reply everything that reached the server earlier has been logged.
+    """
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock, sock.makefile("rb") as replies:
+        assert replies.readline().startswith(b"220")
+        for _ in range(2):
+            sock.sendall(b"NOOP\r\n")
+            assert replies.readline()[:1] in (b"2", b"5")  # 200, or 550 where TLS is required first
+
+
 def _ftps_credential(cli: Cli, name: str, server: Ftp, ca: str) -> None:
     add_ftp(cli, name, server, host="localhost", tls_ca=ca)
 
@@ -136,8 +150,8 @@ def test_ftps_certificate_from_another_ca_is_refused(elevated: Cli, ftps: Ftp, t
     before = len(ftps.received())
     err = elevated.err("remote", "open", "ftps-wrong-ca")
     assert err["code"] == "remote_tls_failed" and ftps.password not in err["message"]
-    time.sleep(0.3)  # let the server log anything still in flight
-    assert ftps.received()[before:] == ["AUTH"]
+    _caught_up(ftps)
+    assert ftps.received()[before:] == ["AUTH", "NOOP", "NOOP"]
 
 
 def test_ftps_required_refuses_a_plaintext_only_server(elevated: Cli, tmp_path: Path) -> None:
@@ -151,6 +165,6 @@ def test_ftps_required_refuses_a_plaintext_only_server(elevated: Cli, tmp_path: 
         err = elevated.err("remote", "open", "ftps-plain")
         assert err["code"] == "remote_tls_failed" and "AUTH TLS" in err["message"]
         assert plain.password not in err["message"]
-        time.sleep(0.3)  # let the server log anything still in flight
+        _caught_up(plain)
         received = plain.received()
-    assert received == ["AUTH"], received  # no USER, and above all no PASS, ever reached the server
+    assert received == ["AUTH", "NOOP", "NOOP"], received  # no USER, and above all no PASS, ever reached the server

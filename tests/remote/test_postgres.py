@@ -344,8 +344,10 @@ def test_upstream_password_never_leaks(rvault: Cli, db: str) -> None:
         assert needle not in path.read_bytes(), path
 
 
-def test_dependencies_present() -> None:
+def test_dependencies_present(pg: Postgres) -> None:
+    """The psql client these tests drive is installed and talks to the test server directly."""
     require(shutil.which("psql") is not None, "psql (apt: postgresql-client)")
+    assert pg.psql("select 6 * 7") == "42"
 
 
 def test_cancel_request_reaches_the_server(rvault: Cli, db: str, pg: Postgres) -> None:
