@@ -1,4 +1,10 @@
-"""`memories-tray` (and `memories tray`): run the tray icon, dashboard and prober (DT-2)."""
+"""`memories-tray` (and `memories tray`): run the tray icon, dashboard and prober (DT-2).
+
+This module is the desktop's command-line entry point and imports only the standard
+library and kernel modules: the `memories` CLI builds its `tray` and `dashboard`
+subcommands from :func:`add_tray_arguments` and :func:`add_dashboard_arguments` here
+(a surface may import another's entry point, never the other way round; SPEC LY-1).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,64 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.cli.desktop_commands import add_tray_arguments
 from engine.config import resolve_home
 
-__all__ = ["main", "run_tray"]
+__all__ = ["main", "run_tray", "add_tray_arguments", "add_dashboard_arguments"]
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a port is a number from 0 to 65535") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("a port is a number from 0 to 65535")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a number of seconds") from None
+    if not 0.1 <= value <= 600:
+        raise argparse.ArgumentTypeError("between 0.1 and 600 seconds")
+    return value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=_port, default=0, help="dashboard port on 127.0.0.1 (default: a random free port)")
+    p.add_argument("--probe-interval", type=_seconds, default=2.0, help="seconds between status probes")
+    p.add_argument("--probe-deadline", type=_seconds, default=2.0, help="a probe taking longer means 'not responding'")
+
+
+def add_tray_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument(
+        "--backend",
+        choices=("appindicator", "gtk", "xorg", "darwin", "win32"),
+        help="pystray backend (default: appindicator, then gtk, then xorg on Linux)",
+    )
+    p.add_argument("--no-start-engine", action="store_true", help="do not start the engine if it is not running")
+    p.add_argument("--verbose", action="store_true", help="print the backend, the dashboard link and state changes")
+    autostart = p.add_mutually_exclusive_group()
+    kinds = ("auto", "xdg", "systemd", "launchagent", "windows")
+    autostart.add_argument(
+        "--install-autostart",
+        nargs="?",
+        const="auto",
+        choices=kinds,
+        metavar="KIND",
+        help="start the tray at login (auto, xdg, systemd, launchagent, windows) and exit",
+    )
+    autostart.add_argument(
+        "--remove-autostart", nargs="?", const="auto", choices=kinds, metavar="KIND", help="remove that entry and exit"
+    )
+
+
+def add_dashboard_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--no-browser", action="store_true", help="only print the dashboard link")
 
 
 def run_tray(home: Path, args: argparse.Namespace, explicit_home: bool = True) -> int:
