@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.helpers import Cli
@@ -21,6 +24,21 @@ INITIALIZE = {
     },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """Every exception inside ``exc``: group members and causes, depth first."""
+    found: list[BaseException] = []
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None and linked not in found and linked not in stack:
+                stack.append(linked)
+    return found
 
 
 def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
@@ -96,13 +114,23 @@ def test_http_round_trip_and_revocation(vault: Cli) -> None:
 
         asyncio.run(scenario())
 
+        statuses: list[int] = []
+
+        async def record(response: httpx2.Response) -> None:
+            statuses.append(response.status_code)
+
         async def reconnect() -> None:
-            async with http_client(server.url, token, mode="legacy"):
-                pass
+            # As http_client(), with a hook that sees the HTTP answers (the SDK reports any
+            # refusal as the same generic MCPError, so the exception alone proves nothing).
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"response": [record]}) as http:
+                async with Client(streamable_http_client(server.url, http_client=http), mode="legacy"):
+                    pass
 
         try:
             asyncio.run(reconnect())
-        except BaseException as exc:  # the SDK wraps the refused connection in exception groups
-            assert not isinstance(exc, AssertionError)
+        except Exception as exc:  # the SDK wraps the refusal in exception groups
+            assert any(isinstance(e, MCPError) for e in _leaves(exc)), exc
         else:
             raise AssertionError("a revoked token still connected")
+        assert statuses == [401], statuses  # refused for its token, and nothing else was answered
