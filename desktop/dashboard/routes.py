@@ -19,8 +19,8 @@ from aiohttp import web
 
 from desktop.dashboard import cards, tickets
 from desktop.gateway import EngineGateway
-from desktop.tray.prober import ProbeWorker
-from desktop.tray.state import tray_state
+from desktop.prober import ProbeWorker
+from desktop.status import tray_state
 from engine.errors import MemoriesError
 
 __all__ = ["DashboardContext", "build_app", "MAX_BODY_BYTES"]

@@ -13,7 +13,7 @@ from typing import TextIO
 from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway
-from desktop.tray.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, ProbeWorker
+from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, ProbeWorker
 from engine.config import Paths
 
 __all__ = ["run_dashboard"]

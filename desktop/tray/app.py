@@ -19,12 +19,12 @@ from typing import Any, TextIO
 from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway
+from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
+from desktop.status import TrayState, tooltip_text, tray_state
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
-from desktop.tray.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
-from desktop.tray.state import TrayState, tooltip_text, tray_state
 from engine.config import Paths
 
 __all__ = ["TrayOptions", "TrayApp"]

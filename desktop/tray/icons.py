@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from desktop.tray.state import TrayState
+from desktop.status import TrayState
 
 __all__ = ["render", "PALETTE", "write_assets"]
 

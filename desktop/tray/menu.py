@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from desktop.tray.state import TrayState
+from desktop.status import TrayState
 
 __all__ = ["MenuEntry", "menu_entries", "build_menu", "ACTIONS"]
 

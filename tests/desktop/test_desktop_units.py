@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from desktop.dashboard import cards
+from desktop.prober import Probe
+from desktop.status import TrayState, tray_state
 from desktop.tray.icons import PALETTE, render
 from desktop.tray.menu import menu_entries
-from desktop.tray.prober import Probe
-from desktop.tray.state import TrayState, tray_state
 from engine.errors import MemoriesError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
-from desktop.tray.prober import probe_once, sanitize
+from desktop.prober import probe_once, sanitize
 from tests.desktop.support import children_of
 from tests.helpers import Cli
 

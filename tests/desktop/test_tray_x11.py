@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from desktop.status import TrayState
 from desktop.tray.icons import PALETTE
-from desktop.tray.state import TrayState
 from tests.desktop.support import XSession, stop_process
 from tests.helpers import Cli, require
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from desktop.tray.prober import Probe
-from desktop.tray.state import TOOLTIP_CHARS, TrayState, tooltip_text
+from desktop.prober import Probe
+from desktop.status import TOOLTIP_CHARS, TrayState, tooltip_text
 from engine.errors import MemoriesError
 from engine.ipc.framing import MAX_FRAME_BYTES, encode_frame, frame_too_large, size_text
 from engine.terminal_text import BOLD, RESET, Escaped, block, bold_highlights, one_line

@@ -1,6 +1,7 @@
 """Bounded status prober (SPEC DT-2, DT-3).
 
-The tray never talks to a possibly hung engine on its own threads: it runs the sibling
+The tray and the dashboard (which share this module; the dashboard never imports the
+tray) never talk to a possibly hung engine on their own threads: the prober runs the sibling
 CLI (``memories status --json``) as a child process with a deadline, kills the child's
 whole process group on timeout and reaps it. One probe runs at a time, on one worker
 thread, so a hung engine costs one stuck child for at most ``deadline`` seconds.

@@ -1,10 +1,13 @@
-"""What the tray shows, derived from the latest probe (SPEC DT-4)."""
+"""What the tray and the dashboard show, derived from the latest probe (SPEC DT-4).
+
+Shared by ``desktop/tray`` and ``desktop/dashboard``: the dashboard never imports the tray.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from desktop.tray.prober import Probe
+from desktop.prober import Probe
 from engine.terminal_text import one_line
 
 __all__ = ["TrayState", "tray_state", "tooltip_text", "TOOLTIP_CHARS"]
