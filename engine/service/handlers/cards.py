@@ -14,7 +14,6 @@ import weakref
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.cards import requests as crq
 from engine.cards.device_vaults import (
     LOCAL_CONFIG_KIND,
     device_only_vaults,
@@ -30,6 +29,7 @@ from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, ORDINARY_CARD_KINDS, PR
 from engine.cards.secret_map import check_label, redact, replace_exact
 from engine.crypto.canonical import decode_canonical
 from engine.errors import MemoriesError
+from engine.service import requests_cards as crq
 from engine.service.caller import Caller
 from engine.service.handlers import assets
 from engine.service.handlers.assets import make_summary, new_revision, secret_map_of, visible_entry, write_one
