@@ -77,6 +77,10 @@ CODES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time; nothing was delivered.",
     "invalid_config": "config.toml has an invalid [rag] setting.",
     "sources_changed": "A source changed while the model was working; the answer was dropped. Ask again.",
+    # -- vault policy history (SPEC §3 PO-1, PO-2) --
+    "policy_invalid": "The vault policy is malformed, badly signed or breaks a policy rule; nothing was changed.",
+    "policy_forbidden": "Your role in the vault does not allow this policy change; nothing was changed.",
+    "policy_stale": "The policy change does not follow the current policy; nothing was changed.",
 }
 
 
