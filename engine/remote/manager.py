@@ -4,6 +4,10 @@ Every mutation happens under the service lock (the handlers hold it); network
 I/O happens on the :class:`Runtime` loop. ``drop_all`` is the ``on_lock`` hook:
 it empties the tables first (so nothing new can use them) and then waits for
 every connection and proxy worker to finish closing before lock returns.
+
+This module knows nothing of the service (SPEC LY-1): the service side
+(``engine/service/handlers/remote.py``) builds one manager per Service from its
+config and wires ``drop_all`` and ``status_counts`` into the Service's hooks.
 """
 
 from __future__ import annotations
@@ -13,21 +17,17 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from engine.remote.proxy.listener import ProxyLimits
 from engine.remote.runtime import Runtime
-from engine.remote.sessions.base import EXEC_TIMEOUT, RemoteSession, exec_deadline
+from engine.remote.sessions.base import EXEC_TIMEOUT, RemoteSession
 from engine.remote.tickets import TicketBook
 
-if TYPE_CHECKING:
-    from engine.service.service import Service
-
-__all__ = ["RemoteManager", "SessionEntry", "ProxyHandle", "manager_of", "install"]
+__all__ = ["RemoteManager", "SessionEntry", "ProxyHandle"]
 
 log = logging.getLogger("memories.remote")
 DROP_TIMEOUT = 20.0
-_ATTR = "remote_manager"
 
 
 class ProxyHandle(Protocol):
@@ -71,6 +71,16 @@ class RemoteManager:
         self.proxy_limits = proxy_limits or ProxyLimits()
         self.exec_seconds = exec_seconds  # each session's per-instruction deadline
 
+    def status_counts(self) -> tuple[int, bool]:
+        """For DesktopStatus (DT-1/DT-4): (open sessions + proxies, a ticket waits for approval).
+
+        Counts only, no identifiers; safe to call without the service lock (a snapshot read).
+        """
+        pending = any(t.state == "pending" for t in list(self.tickets.tickets.values()))
+        # A proxy whose lifetime ended stays in the table until the next proxy op prunes it; it is no connection.
+        proxies = sum(1 for p in list(self.proxies.values()) if not getattr(p, "stopped", False))
+        return len(self.sessions) + proxies, pending
+
     @staticmethod
     def new_id() -> str:
         return os.urandom(6).hex()
@@ -99,41 +109,3 @@ class RemoteManager:
             self.runtime.call(close_everything(), DROP_TIMEOUT)
         except Exception as exc:
             log.error("remote drop failed type=%s", type(exc).__name__)
-
-
-def manager_of(service: Service) -> RemoteManager:
-    manager = getattr(service, _ATTR, None)
-    if not isinstance(manager, RemoteManager):
-        raise RuntimeError("remote extension not installed")
-    return manager
-
-
-def install(service: Service) -> None:
-    """EXTENSIONS hook: one manager per Service, wiped on every lock (incl. idle and shutdown)."""
-    config = service.config
-    manager = RemoteManager(
-        ProxyLimits.shortened(config.proxy_handshake_seconds, config.proxy_lifetime_seconds),
-        exec_deadline(config.remote_exec_seconds),
-    )
-    setattr(service, _ATTR, manager)
-    service.on_lock.append(manager.drop_all)
-
-    def contribute() -> dict[str, int | bool]:
-        connections, pending = status_counts(service)
-        return {"connections": connections, "attention": pending}
-
-    service.status_contributors.append(contribute)
-
-
-def status_counts(service: Service) -> tuple[int, bool]:
-    """For DesktopStatus (DT-1/DT-4): (open sessions + proxies, a ticket waits for approval).
-
-    Counts only, no identifiers; safe to call without the service lock (a snapshot read).
-    """
-    manager = getattr(service, _ATTR, None)
-    if not isinstance(manager, RemoteManager):
-        return 0, False
-    pending = any(t.state == "pending" for t in list(manager.tickets.tickets.values()))
-    # A proxy whose lifetime ended stays in the table until the next proxy op prunes it; it is no connection.
-    proxies = sum(1 for p in list(manager.proxies.values()) if not getattr(p, "stopped", False))
-    return len(manager.sessions) + proxies, pending

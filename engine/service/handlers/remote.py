@@ -15,9 +15,10 @@ import msgspec
 
 from engine.errors import MemoriesError
 from engine.remote import targets
-from engine.remote.manager import SessionEntry, install, manager_of
+from engine.remote.manager import RemoteManager, SessionEntry
+from engine.remote.proxy.listener import ProxyLimits
 from engine.remote.sessions import session_for
-from engine.remote.sessions.base import CONNECT_TIMEOUT
+from engine.remote.sessions.base import CONNECT_TIMEOUT, exec_deadline
 from engine.remote.tickets import normalize
 from engine.service.caller import Caller
 from engine.service.registry import op
@@ -38,6 +39,33 @@ __all__ = [
     "ProxyList",
     "resolve_target",
 ]
+
+_ATTR = "remote_manager"
+
+
+def manager_of(service: Service) -> RemoteManager:
+    manager = getattr(service, _ATTR, None)
+    if not isinstance(manager, RemoteManager):
+        raise RuntimeError("remote extension not installed")
+    return manager
+
+
+def install(service: Service) -> None:
+    """EXTENSIONS hook: one manager per Service, wiped on every lock (incl. idle and shutdown)."""
+    config = service.config
+    manager = RemoteManager(
+        ProxyLimits.shortened(config.proxy_handshake_seconds, config.proxy_lifetime_seconds),
+        exec_deadline(config.remote_exec_seconds),
+    )
+    setattr(service, _ATTR, manager)
+    service.on_lock.append(manager.drop_all)
+
+    def contribute() -> dict[str, int | bool]:
+        connections, pending = manager.status_counts()
+        return {"connections": connections, "attention": pending}
+
+    service.status_contributors.append(contribute)
+
 
 EXTENSIONS.append(install)
 
