@@ -9,14 +9,17 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.context import Context
-from engine.cli.importers import ImportFormatError, iter_source
 from engine.errors import MemoriesError
+from engine.terminal_text import one_line
+
+if TYPE_CHECKING:
+    from engine.cli.importers import Note
 
 BATCH_ITEMS = 500
-BATCH_BYTES = 4 * 1024 * 1024
+BATCH_BYTES = 4 * 1024 * 1024  # encoded; well under the frame limit
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -30,41 +33,86 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_export)
 
 
-def _batches(items: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
+def _batches(notes: list[Note]) -> Iterator[list[Note]]:
+    """At most BATCH_ITEMS notes and BATCH_BYTES encoded per batch; a larger single note goes alone (it fits a frame)."""
+    batch: list[Note] = []
     size = 0
-    for item in items:
-        item_size = len(item["body"].encode("utf-8")) + len(item["title"]) + 64
-        if batch and (len(batch) >= BATCH_ITEMS or size + item_size > BATCH_BYTES):
+    for note in notes:
+        if batch and (len(batch) >= BATCH_ITEMS or size + note.wire_bytes > BATCH_BYTES):
             yield batch
             batch, size = [], 0
-        batch.append(item)
-        size += item_size
+        batch.append(note)
+        size += note.wire_bytes + 1
     if batch:
         yield batch
 
 
+# Errors after which the engine may have committed the batch in flight (no answer came back).
+_OUTCOME_UNKNOWN = {"timeout", "daemon_unavailable"}
+
+
 def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.cli.importers import ImportFormatError, load_source  # msgspec: only `import` needs it
+
     source = Path(args.path)
     try:
-        # First pass validates everything, so malformed input changes nothing.
-        total = sum(1 for _ in iter_source(source))
-        ctx.client()
-        created = skipped = done = 0
-        show_progress = sys.stderr.isatty() and not ctx.json_output
-        for batch in _batches(iter_source(source)):
-            result = ctx.request({"op": "import_batch", "items": batch}, timeout=300)
-            created += result["created"]
-            skipped += result["skipped"]
-            done += len(batch)
-            if show_progress:
-                print(f"\rimported {done}/{total}", end="", file=sys.stderr, flush=True)
-        if show_progress:
-            print(file=sys.stderr)
+        # Read and check every note first (the same limits as `put`): an invalid file imports nothing.
+        loaded = load_source(source)
     except ImportFormatError as exc:
-        raise MemoriesError("invalid_input", str(exc)) from None
-    ctx.emit({"created": created, "skipped": skipped, "total": total}, f"imported {created}, already present {skipped}")
+        raise MemoriesError("invalid_input", f"{exc} Nothing was imported.") from None
+    # Like every command's warnings: {code, message}; files left out are "skipped".
+    warnings: list[dict[str, str]] = [{"code": "skipped", "message": text} for text in loaded.warnings]
+    _print_warnings(ctx, warnings)
+    total = len(loaded.notes)
+    created = skipped = 0
+    show_progress = sys.stderr.isatty() and not ctx.json_output
+    if total:
+        ctx.client()
+    for batch in _batches(loaded.notes):
+        try:
+            result = ctx.request({"op": "import_batch", "items": [note.item for note in batch]}, timeout=300)
+        except MemoriesError as exc:
+            raise _stopped(exc, batch, created, skipped, total) from None
+        created += result["created"]
+        skipped += result["skipped"]
+        # Warnings from the engine (the batch was saved, a follow-up step failed): once each.
+        fresh = [w for w in result.get("warnings", []) if isinstance(w, dict) and w not in warnings]
+        warnings.extend(fresh)
+        if show_progress:
+            print(f"\rimported {created + skipped}/{total}", end="", file=sys.stderr, flush=True)
+        _print_warnings(ctx, fresh)
+    if show_progress:
+        print(file=sys.stderr)
+    summary = {"created": created, "skipped": skipped, "total": total}
+    text = f"imported {created}, already present {skipped}" + (f", {len(loaded.warnings)} skipped" if loaded.warnings else "")
+    # Text mode printed the warnings as they came (also when a later batch fails).
+    ctx.emit({**summary, "warnings": warnings} if ctx.json_output else summary, text)
     return 0
+
+
+def _print_warnings(ctx: Context, warnings: list[dict[str, str]]) -> None:
+    if ctx.json_output:
+        return
+    for warning in warnings:
+        print(f"warning: {one_line(warning.get('code', 'warning'))}: {one_line(warning.get('message', ''))}", file=sys.stderr)
+
+
+def _stopped(exc: MemoriesError, batch: list[Note], created: int, skipped: int, total: int) -> MemoriesError:
+    """A batch failed: say exactly what was committed (before it, or by it), and that running the import again is safe."""
+    saved = exc.details.get("committed") if exc.code == "committed_with_errors" else None
+    if isinstance(saved, list):
+        created += len(saved)  # the engine saved this batch, then a follow-up step failed
+    if created or skipped:
+        done = f"{created} new note(s) were committed ({skipped} were already present) of {total}"
+    else:
+        done = f"none of the {total} note(s) was imported"
+    if exc.code in _OUTCOME_UNKNOWN:
+        done += f"; the {len(batch)} note(s) of that batch may also have been committed (no answer came back)"
+    message = (
+        f"{exc.message} The import stopped at the batch starting with {batch[0].where}; {done}. "
+        "Run the same import again to finish: notes already in the vault are skipped."
+    )
+    return MemoriesError(exc.code, message, created=created, skipped=skipped, total=total)
 
 
 def _slug(title: str) -> str:

@@ -22,9 +22,9 @@ def test_markdown_folder_import_is_idempotent(vault: Cli, tmp_path: Path) -> Non
     notes = tmp_path / "notes"
     _write_notes(notes, 1200)  # more than one batch
     first = vault.ok("import", str(notes))
-    assert first == {"created": 1200, "skipped": 0, "total": 1200}
+    assert first == {"created": 1200, "skipped": 0, "total": 1200, "warnings": []}
     again = vault.ok("import", str(notes))
-    assert again == {"created": 0, "skipped": 1200, "total": 1200}
+    assert again == {"created": 0, "skipped": 1200, "total": 1200, "warnings": []}
     listed = vault.ok("list", "--tag", "n1", "--limit", "5000")
     assert listed["total"] == 600
     got = vault.ok("get", listed["items"][0]["id"])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.cli.importers import ImportFormatError, parse_jsonl_line, parse_markdown
+from engine.cli.importers import ImportFormatError, check_item, parse_jsonl_line, parse_markdown, read_markdown_note
+from engine.service.requests import ImportItem
 
 
 def test_front_matter_forms() -> None:
@@ -46,3 +48,58 @@ def test_jsonl_does_not_echo_values() -> None:
     with pytest.raises(ImportFormatError) as info:
         parse_jsonl_line('{"title": "t", "body": 12345678}', "x.jsonl", 7)
     assert "12345678" not in str(info.value) and "line 7" in str(info.value)
+
+
+# -- issue 12: no truncation, BOM, byte-level fuzzing, encodability ----------------------
+
+
+def test_markdown_parser_never_truncates() -> None:
+    """The parser keeps everything; the limits of `put` are checked (and named) by check_item."""
+    tags = ", ".join(f"t{i}" for i in range(65))
+    item = parse_markdown(f"---\ntitle: {'T' * 1001}\ntags: [{tags}]\n---\n", "x.md", "f")
+    assert len(item["title"]) == 1001 and len(item["tags"]) == 65
+    with pytest.raises(ImportFormatError, match=r"^dir/x\.md: .*\$\.title"):
+        check_item(item, "dir/x.md")
+    with pytest.raises(ImportFormatError, match=r"^dir/x\.md: .*\$\.tags"):
+        check_item({**item, "title": "ok"}, "dir/x.md")
+
+
+def test_bom_before_front_matter() -> None:
+    note = read_markdown_note(b"\xef\xbb\xbf---\ntitle: T\ntags: [a]\n---\nbody\n", "x.md", "fallback")
+    assert note.item == {"title": "T", "body": "body", "tags": ["a"], "meta": {}}
+
+
+def test_lone_surrogate_from_jsonl_is_a_typed_error() -> None:
+    item = parse_jsonl_line('{"title": "t", "body": "\\ud800"}', "x.jsonl", 3)
+    assert item is not None
+    with pytest.raises(ImportFormatError, match=r"^x\.jsonl: line 3: .*surrogate"):
+        check_item(item, "x.jsonl: line 3")
+
+
+@given(st.binary(max_size=600))
+def test_markdown_bytes_give_a_valid_note_or_a_typed_error_naming_the_file(data: bytes) -> None:
+    """API-8: arbitrary bytes give a note the engine will accept, or ImportFormatError naming the file; never a traceback."""
+    try:
+        note = read_markdown_note(data, "folder/x.md", "fallback")
+    except ImportFormatError as exc:
+        assert str(exc).startswith("folder/x.md")
+        return
+    msgspec.convert(note.item, type=ImportItem)  # what the engine decodes: must not raise
+    assert note.wire_bytes > 0
+
+
+_KEY = st.sampled_from(["title", "tags", "tag", "author", "x" * 101, ""])
+_VALUE = st.one_of(st.text(max_size=30), st.just("[a, b, c]"), st.just("t" * 1001), st.just(""))
+
+
+@given(st.lists(st.tuples(_KEY, _VALUE), max_size=70), st.booleans(), st.text(max_size=50))
+def test_front_matter_shapes_give_a_valid_note_or_a_typed_error(pairs: list[tuple[str, str]], bom: bool, body: str) -> None:
+    """Front matter built from keys and values near the limits: the same two outcomes, never a traceback."""
+    text = "---\n" + "".join(f"{k}: {v}\n" for k, v in pairs) + "---\n" + body
+    data = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass")
+    try:
+        note = read_markdown_note(data, "x.md", "fallback")
+    except ImportFormatError as exc:
+        assert str(exc).startswith("x.md")
+        return
+    msgspec.convert(note.item, type=ImportItem)
