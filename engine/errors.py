@@ -81,6 +81,20 @@ CODES: dict[str, str] = {
     "policy_invalid": "The vault policy is malformed, badly signed or breaks a policy rule; nothing was changed.",
     "policy_forbidden": "Your role in the vault does not allow this policy change; nothing was changed.",
     "policy_stale": "The policy change does not follow the current policy; nothing was changed.",
+    # -- identity, envelopes and joining devices (SPEC §2) --
+    "envelope_invalid": (
+        "The envelope is damaged, not for this device or purpose, or not from the expected device; nothing was opened."
+    ),
+    "join_request_invalid": "The join request is damaged or not signed by the device it names; nothing was changed.",
+    "join_request_expired": "The join request has expired; make a new one on the new device.",
+    "join_request_used": "That join request was already approved; make a new one on the new device.",
+    "join_wrong_approver": (
+        "The join request pins another approving device; make it again with the key `memories whoami` shows here."
+    ),
+    "join_approval_invalid": (
+        "The approval is damaged, not for this request or not from the pinned approving device; nothing was changed."
+    ),
+    "join_approval_expired": "The approval has expired; approve the request again on the approving device.",
 }
 
 
