@@ -1,8 +1,9 @@
-"""Agents over MCP (SPEC §8): grants and their checks (daemon side), tools and transports.
+"""Agents over MCP (SPEC §8), client side: the ``memories mcp`` server, its tools and transports.
 
-Importing this package is cheap: the daemon-side modules (``grants``, ``requests``,
-``handlers``, ``recall``) use only the engine and the standard library; the MCP SDK (and
-anyio, uvloop, uvicorn) is imported only by ``engine.mcp.server`` / ``http`` / ``stdio`` /
-``bridge``, which run in the ``memories mcp`` process (an IPC client of the daemon, never
-the daemon itself).
+Everything here runs in the ``memories mcp`` process, an IPC client of the daemon that holds
+no keys (``bridge``, ``server``, ``stdio``, ``http``, ``tools``, ``clients``). The daemon side
+lives below the service line (SPEC LY-1): grant logic in ``engine/agents/grants.py``, request
+types in ``engine/service/requests_mcp.py``, the ops (grant create/list/revoke, ``mcp_call``)
+in ``engine/service/handlers/mcp_grants.py``. The MCP SDK (and anyio, uvloop, uvicorn) is
+imported only by ``server`` / ``http`` / ``stdio`` / ``bridge``.
 """

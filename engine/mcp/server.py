@@ -3,7 +3,7 @@
 The process holds no keys and never opens the store: it is an IPC client of the
 daemon. Each tool call becomes one ``mcp_call`` request carrying the grant token
 (from ``MEMORIES_MCP_TOKEN``); the daemon authenticates it, checks the MCP allowlist
-and the grant's scope, and only then dispatches (see ``engine.mcp.handlers``).
+and the grant's scope, and only then dispatches (see ``engine.service.handlers.mcp_grants``).
 
 The SDK's low-level ``Server`` is used (rather than ``MCPServer``'s signature-derived
 tools) so that each tool's schema is generated from the same msgspec struct that

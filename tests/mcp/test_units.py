@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.agents import grants as g
 from engine.errors import MemoriesError
-from engine.mcp import grants as g
 from engine.mcp import tools
-from engine.mcp.handlers import scrub_result
+from engine.service.handlers.mcp_grants import scrub_result
 
 
 def make_grant(token: str, name: str = "a", revoked: bool = False) -> g.Grant:
@@ -185,7 +185,7 @@ def test_parsed_grants_are_cached_until_a_grant_record_is_added() -> None:
     from types import SimpleNamespace
     from typing import Any, cast
 
-    from engine.mcp.handlers import _McpRuntime
+    from engine.service.handlers.mcp_grants import _McpRuntime
 
     token = g.new_token()
     grant = make_grant(token)

@@ -1,14 +1,14 @@
 """Importing this package registers every op handler with the registry (and feature hooks)."""
 
-from engine.mcp import handlers as mcp_handlers  # MCP grants and mcp_call (issue 6)
 from engine.service.handlers import (
     assets,  # put, edit, get, list, delete, history, diff
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     credentials,  # credential new/generate/public (issue 7)
+    mcp_grants,  # MCP grants and mcp_call (issue 6)
     remote,  # remote sessions, tickets, proxies (issue 7)
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
     transfer,  # import, export
 )
 
-__all__ = ["assets", "cards", "credentials", "mcp_handlers", "remote", "search", "session", "transfer"]
+__all__ = ["assets", "cards", "credentials", "mcp_grants", "remote", "search", "session", "transfer"]

@@ -7,7 +7,7 @@ hint (``mem_ab12…wxyz``). Revocation appends ``{"t": "mcp_grant_revoke", ...}`
 last use is kept in memory and persisted lazily as ``{"t": "mcp_grant_used", ...}``.
 
 Nothing here talks to a socket or the SDK: this module is pure logic over records,
-used by the daemon's handlers (``engine.mcp.handlers``) and by unit tests.
+used by the daemon's handlers (``engine.service.handlers.mcp_grants``) and by unit tests.
 """
 
 from __future__ import annotations

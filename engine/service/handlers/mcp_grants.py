@@ -21,9 +21,9 @@ import time
 import weakref
 from typing import Any
 
+from engine.agents import grants as g
 from engine.errors import MemoriesError
-from engine.mcp import grants as g
-from engine.mcp import requests as rq
+from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from engine.mcp.grants import Scope
+from engine.agents.grants import Scope
 from engine.service.requests import Request
 
 __all__ = ["McpGrantCreate", "McpGrantList", "McpGrantRevoke", "McpCall", "McpWhoami"]
