@@ -14,9 +14,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import MemoriesError
+from engine.vault.core import Unlocked, VaultCore, VaultKeys
 
 if TYPE_CHECKING:
-    from engine.service.service import Service, Unlocked, VaultKeys
     from engine.vault.revision import Revision
 
 __all__ = [
@@ -54,7 +54,6 @@ def ensure_local_vault(state: Unlocked) -> tuple[VaultKeys, list[dict[str, Any]]
     A new vault is returned but not registered: the caller adds it to ``state.vaults``
     only after the commit that persists these records succeeded (ST-5).
     """
-    from engine.service.service import VaultKeys
     from engine.vault.policy import owner_policy
 
     existing = sorted(device_only_vaults(state) & set(state.vaults))
@@ -78,14 +77,11 @@ def ensure_local_vault(state: Unlocked) -> tuple[VaultKeys, list[dict[str, Any]]
 
 
 def local_config_revision(
-    service: Service, state: Unlocked, keys: VaultKeys, summary: dict[str, Any], body: str
+    core: VaultCore, state: Unlocked, keys: VaultKeys, summary: dict[str, Any], body: str
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
     """Encrypt and sign a revision of the local_config asset in the device-only vault."""
-    from engine.service.handlers.assets import new_revision
-
     existing = [e for e in state.index.assets.values() if e.kind == LOCAL_CONFIG_KIND and e.vault_id == keys.vault_id]
-    return new_revision(
-        service,
+    return core.new_revision(
         state,
         asset_id=existing[0].asset_id if existing else os.urandom(16),
         kind=LOCAL_CONFIG_KIND,

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.crypto.keys import DeviceIdentity, SignatureError, verify
+from engine.vault.core import AUDIT_TAG
 from engine.vault.revision import Revision
 
 __all__ = ["AUDIT_TAG", "verify_all", "verify_audit", "BackgroundVerifier", "UnlockWork"]
 
 log = logging.getLogger("memories.engine")
-AUDIT_TAG = "memories.audit"
 # How long the check waits for the unlock's foreground work before it runs regardless.
 YIELD_SECONDS = 30.0
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.crypto.keys import fingerprint
-from engine.service.service import Service, Unlocked
+from engine.service.service import Service
+from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
 from engine.vault.revision import Revision
 
@@ -15,15 +16,15 @@ __all__ = ["BODY_REDACTORS", "asset_summary", "revision_ref", "content_view", "v
 # Redactors applied to every body a client is shown, of any revision (CD-7, HI-3): signed
 # bodies are never rewritten, so a value protected later is masked whenever an older
 # revision (or a head written before the protection) is read, diffed, exported or indexed.
-# Each takes (service, state, asset_id, body) and returns the body to show.
-BODY_REDACTORS: list[Callable[[Service, Unlocked, bytes, str], str]] = []
+# Each takes (vault core, state, asset_id, body) and returns the body to show.
+BODY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, str], str]] = []
 
 
 def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
     """The body of ``rev`` as clients may see it: decrypted, then every redactor applied."""
-    body = service.body_of(state, rev)
+    body = service.vault.body_of(state, rev)
     for redactor in BODY_REDACTORS:
-        body = redactor(service, state, rev.asset_id, body)
+        body = redactor(service.vault, state, rev.asset_id, body)
     return body
 
 
@@ -39,7 +40,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
     heads = state.index.head_revisions(entry)
     live = [r for r in heads if not r.tombstone] or heads
     newest = _newest(live)
-    summary = service.summary_of(state, newest)
+    summary = service.vault.summary_of(state, newest)
     first = state.index.revisions[entry.revisions[0]]
     return {
         "id": entry.asset_id.hex(),
@@ -57,7 +58,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
 
 def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body: bool = True) -> dict[str, Any]:
     """Title, body, tags, meta of one revision; ``with_body=False`` for secret-bodied kinds."""
-    summary = service.summary_of(state, rev)
+    summary = service.vault.summary_of(state, rev)
     return {
         **revision_ref(rev),
         "title": summary.get("title", ""),

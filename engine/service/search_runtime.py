@@ -156,7 +156,7 @@ class SearchRuntime:
         head = _newest_live_head(state, entry)
         cached = self.tokens.get(head.rev_id)
         # SR-6: a stored record carries the revision's own summary and body: no decryption needed.
-        summary = cached.summary if cached is not None else self.service.summary_of(state, head)
+        summary = cached.summary if cached is not None else self.service.vault.summary_of(state, head)
         reason = exclusion_reason(kind=entry.kind, deleted=False, conflict=False, quarantined=False, summary=summary)
         if reason is not None:
             if index is not None:
@@ -217,7 +217,7 @@ class SearchRuntime:
         while self.pending:
             batch, self.pending = self.pending[:TOKEN_COMMIT_BATCH], self.pending[TOKEN_COMMIT_BATCH:]
             try:
-                self.service.commit(state, [], [], [p.to_record() for p in batch])
+                self.service.vault.commit(state, [], [], [p.to_record() for p in batch])
             except MemoriesError as exc:
                 log.warning("search tokens not persisted (%s)", exc.code)
                 self.pending = []

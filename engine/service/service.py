@@ -1,14 +1,16 @@
-"""The Service: owns the store, the unlocked state and the one dispatcher (API-1, ST-5, ST-10).
+"""The Service: the one dispatcher, its gates, the session and the feature hooks (API-1, ST-10).
 
-All state hangs off one ``Service`` object (no globals). Ops run under the
-service lock except the few registered ``lock_free`` (status, info, and the
-password ops, which run the slow KDF outside the lock and take it afterwards).
+The open store, the keys, the decoded state and every write belong to the vault core
+(``engine/vault/core.py``, ``service.vault``); the service decides *whether* an op may run
+(unlock, elevation, MCP allowlist, lock generation), runs it under the service lock and
+tells the truth about what it committed. Ops run under the service lock except the few
+registered ``lock_free`` (status, info, and the password ops, which run the slow KDF
+outside the lock and take it afterwards). All state hangs off one ``Service`` (no globals).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,19 +20,16 @@ from typing import Any
 import msgspec
 
 from engine.config import EngineConfig, Paths
-from engine.crypto.canonical import domain_bytes
-from engine.crypto.chunks import ChunkError
-from engine.crypto.keys import DeviceIdentity, SignatureError, sign
+from engine.crypto.keys import SignatureError
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
-from engine.service.integrity import AUDIT_TAG, BackgroundVerifier, UnlockWork, verify_all
+from engine.service.integrity import BackgroundVerifier, UnlockWork, verify_all
 from engine.service.memory import gc_paused, release_free_memory
 from engine.service.registry import OPS, OpSpec
 from engine.service.requests import Request
 from engine.service.session import Session
 from engine.store.database import StoreFile
-from engine.vault.index import AssetEntry, AssetIndex
-from engine.vault.policy import Policy
+from engine.vault.core import AUDIT_TAG, Unlocked, VaultCore, VaultKeys
 from engine.vault.revision import Revision
 
 __all__ = ["Service", "Unlocked", "VaultKeys", "AUDIT_TAG", "EXTENSIONS", "UNLOCK_ATTEMPTS_FILE"]
@@ -48,34 +47,6 @@ SAVED_PARTLY = "The engine hit an unexpected error after saving part of this req
 # Setup functions of feature packages, called once per Service (register with
 # ``EXTENSIONS.append(setup)`` at import time of the feature's handler module).
 EXTENSIONS: list[Callable[[Service], None]] = []
-
-
-@dataclass
-class VaultKeys:
-    vault_id: bytes
-    name: str
-    policy: Policy
-    epoch_keys: dict[int, bytes]
-
-    @property
-    def current_key(self) -> bytes:
-        return self.epoch_keys[self.policy.epoch]
-
-
-@dataclass
-class Unlocked:
-    """Everything that exists only while the vault is unlocked; dropped by lock."""
-
-    identity: DeviceIdentity
-    vaults: dict[bytes, VaultKeys]
-    default_vault: bytes
-    index: AssetIndex = field(default_factory=AssetIndex)
-    audit_entries: int = 0
-    extra_records: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
-
-    @property
-    def vault(self) -> VaultKeys:
-        return self.vaults[self.default_vault]
 
 
 @dataclass
@@ -99,8 +70,10 @@ class Service:
             failures_file=paths.home / UNLOCK_ATTEMPTS_FILE,
         )
         self.lock = threading.RLock()
-        self.store: StoreFile | None = None
-        self.state: Unlocked | None = None
+        # The vault core owns the store, keys, decoded state and every write.
+        self.vault = VaultCore(paths.store)
+        self.vault.durable.append(self._record_durable)
+        self.vault.committed.append(self._run_commit_hooks)
         self.started = time.time()
         self.shutdown_event = threading.Event()
         self._decoder_cache: tuple[int, Any] | None = None
@@ -123,8 +96,23 @@ class Service:
         self.unlock_work = UnlockWork()
         for setup in EXTENSIONS:
             setup(self)
-        if paths.store.exists():
-            self.store = StoreFile.open(paths.store)
+
+    # The core's store and state, for the session ops that create, unlock and report them.
+    @property
+    def store(self) -> StoreFile | None:
+        return self.vault.store
+
+    @store.setter
+    def store(self, store: StoreFile | None) -> None:
+        self.vault.store = store
+
+    @property
+    def state(self) -> Unlocked | None:
+        return self.vault.state
+
+    @state.setter
+    def state(self, state: Unlocked | None) -> None:
+        self.vault.state = state
 
     # -- dispatch ----------------------------------------------------------------------
     def _decoder(self) -> Any:
@@ -222,22 +210,14 @@ class Service:
 
     # -- state helpers -------------------------------------------------------------------
     def require_unlocked(self) -> Unlocked:
-        if self.store is None:
-            raise MemoriesError("not_initialized")
-        if self.state is None or not self.store.unlocked:
-            raise MemoriesError("locked")
-        return self.state
+        return self.vault.require_unlocked()
 
     def require_store(self) -> StoreFile:
-        if self.store is None:
-            raise MemoriesError("not_initialized")
-        return self.store
+        return self.vault.require_store()
 
     def lock_now(self, reason: str) -> None:
         with self.lock:
-            if self.store is not None:
-                self.store.wipe()
-            self.state = None
+            self.vault.wipe()
             self.session.bump_generation()
             for listener in self.on_lock:
                 listener()
@@ -256,62 +236,25 @@ class Service:
             return self._load_state(store)
 
     def _load_state(self, store: StoreFile) -> Unlocked:
-        loaded = store.load()
-        identity: DeviceIdentity | None = None
-        vaults: dict[bytes, VaultKeys] = {}
-        default_vault = b""
-        index = AssetIndex()
-        audit = 0
-        extra: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        revisions: list[Revision] = []
-        audits: list[dict[str, Any]] = []
-        try:
-            for seq, record in loaded.records:
-                kind = record.get("t")
-                if kind == "identity":
-                    identity = DeviceIdentity.from_record(record)
-                elif kind == "vault":
-                    policy = Policy.from_record(record["policy"])
-                    keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
-                    vault = VaultKeys(bytes(record["vault_id"]), str(record["name"]), policy, keys)
-                    vaults[vault.vault_id] = vault
-                    if record.get("default"):
-                        default_vault = vault.vault_id
-                elif kind == "revision":
-                    if identity is None:
-                        raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
-                    rev = Revision.from_record(record, seq)
-                    self._check_revision(rev, identity, vaults)
-                    revisions.append(rev)
-                elif kind == "audit":
-                    audits.append(record)
-                else:
-                    extra.setdefault(str(kind), []).append((seq, record))
-            if identity is None:
-                raise MemoriesError("store_corrupt", "The store has no device identity.")
-            if self.verifier.failed:
-                # An earlier background check in this process found a bad signature: no
-                # unlock until a full check passes again (see engine/service/integrity.py).
-                verify_all(identity, revisions, audits)
-                self.verifier.failed = False
-            index.begin_bulk_load()
-            for rev in revisions:
-                index.apply(rev)
-            audit = len(audits)
-        except (SignatureError, KeyError, TypeError, ValueError) as exc:
-            raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
-        if identity is None or default_vault not in vaults:
-            raise MemoriesError("store_corrupt", "The store has no identity or default vault.")
-        state = Unlocked(identity, vaults, default_vault, index, audit, extra)
+        decoded = self.vault.decode(store)
+        state = decoded.state
+        if self.verifier.failed:
+            # An earlier background check in this process found a bad signature: no
+            # unlock until a full check passes again (see engine/service/integrity.py).
+            try:
+                verify_all(state.identity, decoded.revisions, decoded.audits)
+            except (SignatureError, KeyError, TypeError, ValueError) as exc:
+                raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
+            self.verifier.failed = False
         for listener in self.on_unlock:
             listener(state)
         # The AEAD and the checkpoint chain authenticated every row above; the Ed25519
         # re-check is defence in depth and runs after unlock answers (integrity.py says why).
         generation = self.session.generation
         self.verifier.start(
-            identity,
-            revisions,
-            audits,
+            state.identity,
+            decoded.revisions,
+            decoded.audits,
             # A lock bumps the generation: the check then stops and drops its references to the
             # revisions (with their decrypted summary caches) instead of holding them (ST-10).
             still_current=lambda: self.session.generation == generation,
@@ -326,96 +269,16 @@ class Service:
             if self.state is state:
                 self.lock_now("integrity check failed")
 
-    @staticmethod
-    def _check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
-        """Policy, device and certificate checks (the signature is verified in bulk)."""
-        vault = vaults.get(bytes(rev.body["vault"]))
-        if vault is None:
-            raise SignatureError("revision of an unknown vault")
-        if rev.body["policy"] != vault.policy.head or not vault.policy.authorizes_device(rev.author):
-            raise SignatureError("revision not authorized by the vault policy")
-        if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
-            raise SignatureError("revision names a different device certificate")
-
-    def summary_of(self, state: Unlocked, rev: Revision) -> dict[str, Any]:
-        vault = state.vaults[bytes(rev.body["vault"])]
-        try:
-            return rev.open_summary(vault.epoch_keys[int(rev.body["epoch"])])
-        except (ChunkError, KeyError) as exc:
-            raise MemoriesError("store_corrupt", "A revision summary failed authentication.") from exc
-
-    def body_of(self, state: Unlocked, rev: Revision) -> str:
-        store = self.require_store()
-        vault = state.vaults[bytes(rev.body["vault"])]
-        try:
-            plain = rev.open_body(vault.epoch_keys[int(rev.body["epoch"])], store.read_content(rev.body_seqs))
-        except (ChunkError, KeyError) as exc:
-            raise MemoriesError("store_corrupt", "A revision body failed authentication.") from exc
-        return plain.decode("utf-8")
-
-    def _remember_content_key(self, state: Unlocked, entry: AssetEntry) -> None:
-        if state.index.content_keys is None or state.index.is_deleted(entry):
-            return
-        for rev in state.index.head_revisions(entry):
-            key = self.summary_of(state, rev).get("content_key")
-            if isinstance(key, str):
-                state.index.content_keys[key] = entry.asset_id
-
-    def _content_keys(self, state: Unlocked) -> dict[str, bytes]:
-        if state.index.content_keys is None:
-            state.index.content_keys = {}
-            for entry in state.index.assets.values():
-                self._remember_content_key(state, entry)
-        return state.index.content_keys
-
-    def has_content(self, state: Unlocked, key: str) -> bool:
-        """Is there a current asset whose head has exactly this content key?"""
-        asset_id = self._content_keys(state).get(key)
-        entry = state.index.assets.get(asset_id) if asset_id else None
-        if entry is None or state.index.is_deleted(entry):
-            return False
-        return any(self.summary_of(state, r).get("content_key") == key for r in state.index.head_revisions(entry))
-
-    # -- committing ----------------------------------------------------------------------
-    def audit_record(self, state: Unlocked, op: str, caller: Caller, **fields: Any) -> dict[str, Any]:
-        """An encrypted, signed audit entry. It records ops and asset IDs, never content."""
-        entry = {
-            "v": 1,
-            "op": op,
-            "caller": caller.namespace,
-            "surface": caller.surface,
-            "ts_ms": int(time.time() * 1000),
-            "nonce": os.urandom(8),
-            **fields,
-        }
-        signed = domain_bytes(AUDIT_TAG, 1, entry)
-        return {"t": "audit", "signed": signed, "sig": sign(state.identity.device_key, signed)}
-
-    def commit(
-        self,
-        state: Unlocked,
-        revisions: list[Revision],
-        content_rows: list[tuple[int, bytes]],
-        extra_records: list[dict[str, Any]],
-    ) -> None:
-        """Persist in one transaction, then (only then) update memory (ST-5)."""
-        store = self.require_store()
-        records = [rev.to_record() for rev in revisions] + extra_records
-        seqs = store.commit(records, content_rows)
-        # Durable from here on: the request's answer must say so, whatever fails next.
+    # -- what a request committed (honest answers) and feature hooks -----------------------
+    def _record_durable(self, revisions: list[Revision], extra_records: list[dict[str, Any]]) -> None:
+        """The store transaction is durable: the request's answer must say so, whatever fails next."""
         current: _Dispatch | None = getattr(self._current, "dispatch", None)
         if current is not None:
             current.revisions.extend(revisions)
             current.other_records += sum(1 for r in extra_records if r.get("t") != "audit")
-        for rev, seq in zip(revisions, seqs, strict=False):
-            rev.seq = seq
-            state.index.apply(rev)
-            self._remember_content_key(state, state.index.assets[rev.asset_id])
-        state.audit_entries += sum(1 for r in extra_records if r.get("t") == "audit")
-        for record, seq in zip(extra_records, seqs[len(revisions) :], strict=True):
-            kind = str(record.get("t"))
-            if kind != "audit":
-                state.extra_records.setdefault(kind, []).append((seq, record))
+
+    def _run_commit_hooks(self, state: Unlocked, revisions: list[Revision], extra_records: list[dict[str, Any]]) -> None:
+        current: _Dispatch | None = getattr(self._current, "dispatch", None)
         for listener in self.on_commit:
             try:
                 listener(state, revisions, extra_records)
@@ -423,7 +286,3 @@ class Service:
                 log.error("on_commit hook failed type=%s", type(exc).__name__)
                 if current is not None and not any(w["code"] == "index_update_failed" for w in current.warnings):
                     current.warnings.append({"code": "index_update_failed", "message": INDEX_WARNING})
-
-    def commit_intent(self, state: Unlocked, op: str, caller: Caller, assets: list[bytes]) -> None:
-        """Read/execution intents are committed before delivery: a disk failure blocks it."""
-        self.commit(state, [], [], [self.audit_record(state, op, caller, phase="intent", assets=assets)])

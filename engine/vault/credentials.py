@@ -17,8 +17,7 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.errors import MemoriesError
 
 if TYPE_CHECKING:
-    from engine.service.caller import Caller
-    from engine.service.service import Service, Unlocked
+    from engine.vault.core import Actor, Unlocked, VaultCore
     from engine.vault.index import AssetEntry
     from engine.vault.revision import Revision
 
@@ -52,7 +51,7 @@ def _check_name(name: str) -> None:
 
 
 def prepare_credential(
-    service: Service,
+    core: VaultCore,
     state: Unlocked,
     *,
     name: str,
@@ -64,16 +63,13 @@ def prepare_credential(
     reserved: list[int] | None = None,
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
     """Build (not commit) a credential revision, e.g. to commit with a card in one transaction (CD-4)."""
-    from engine.service.handlers.assets import new_revision
-
     _check_name(name)
     if asset_id is None:
-        existing = _by_name(service, state, name)
+        existing = _by_name(core, state, name)
         if existing is not None:
             raise MemoriesError("invalid_input", "A credential with that name already exists.")
     summary = {"title": name, "tags": [], "meta": {}, "credential": {"type": ctype, "public": public}}
-    return new_revision(
-        service,
+    return core.new_revision(
         state,
         asset_id=asset_id or os.urandom(16),
         kind=CREDENTIAL_KIND,
@@ -85,9 +81,9 @@ def prepare_credential(
 
 
 def create_credential(
-    service: Service,
+    core: VaultCore,
     state: Unlocked,
-    caller: Caller,
+    caller: Actor,
     *,
     name: str,
     ctype: str,
@@ -95,9 +91,9 @@ def create_credential(
     secret: dict[str, Any],
 ) -> Revision:
     """Create and commit a credential with its audit record; returns the revision."""
-    rev, rows = prepare_credential(service, state, name=name, ctype=ctype, public=public, secret=secret)
-    audit = service.audit_record(state, "credential.create", caller, outcome="ok", assets=[rev.asset_id])
-    service.commit(state, [rev], rows, [audit])
+    rev, rows = prepare_credential(core, state, name=name, ctype=ctype, public=public, secret=secret)
+    audit = core.audit_record(state, "credential.create", caller, outcome="ok", assets=[rev.asset_id])
+    core.commit(state, [rev], rows, [audit])
     return rev
 
 
@@ -108,17 +104,17 @@ def _current(state: Unlocked, entry: AssetEntry) -> Revision | None:
     return max(heads, key=lambda r: (r.created_ms, r.seq)) if heads else None
 
 
-def _by_name(service: Service, state: Unlocked, name: str) -> AssetEntry | None:
+def _by_name(core: VaultCore, state: Unlocked, name: str) -> AssetEntry | None:
     for entry in state.index.assets.values():
         rev = _current(state, entry)
-        if rev is not None and service.summary_of(state, rev).get("title") == name:
+        if rev is not None and core.summary_of(state, rev).get("title") == name:
             return entry
     return None
 
 
-def find_credential(service: Service, state: Unlocked, ref: str) -> AssetEntry:
+def find_credential(core: VaultCore, state: Unlocked, ref: str) -> AssetEntry:
     """Resolve a credential by exact name, else by asset-ID prefix."""
-    entry = _by_name(service, state, ref)
+    entry = _by_name(core, state, ref)
     if entry is None:
         try:
             entry = state.index.resolve(ref)
@@ -129,15 +125,15 @@ def find_credential(service: Service, state: Unlocked, ref: str) -> AssetEntry:
     return entry
 
 
-def read_credential(service: Service, state: Unlocked, ref: str) -> Credential:
+def read_credential(core: VaultCore, state: Unlocked, ref: str) -> Credential:
     """Resolve and decrypt a credential's secret. Internal: callers check elevation/intent first."""
-    entry = find_credential(service, state, ref)
+    entry = find_credential(core, state, ref)
     rev = _current(state, entry)
     assert rev is not None
-    summary = service.summary_of(state, rev)
+    summary = core.summary_of(state, rev)
     info = summary.get("credential") or {}
     try:
-        secret = decode_canonical(service.body_of(state, rev).encode("utf-8"))
+        secret = decode_canonical(core.body_of(state, rev).encode("utf-8"))
     except ValueError as exc:
         raise MemoriesError("store_corrupt", "A credential payload is malformed.") from exc
     return Credential(
@@ -150,12 +146,12 @@ def read_credential(service: Service, state: Unlocked, ref: str) -> Credential:
     )
 
 
-def credential_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
+def credential_summary(core: VaultCore, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
     """The safe projection: name, type, public fields and short ID; never the secret."""
     rev = _current(state, entry)
     if rev is None:
         raise MemoriesError("not_found", "No credential has that name or ID.")
-    summary = service.summary_of(state, rev)
+    summary = core.summary_of(state, rev)
     info = summary.get("credential") or {}
     return {
         "id": entry.asset_id.hex(),
@@ -167,7 +163,5 @@ def credential_summary(service: Service, state: Unlocked, entry: AssetEntry) -> 
     }
 
 
-def list_credentials(service: Service, state: Unlocked) -> list[dict[str, Any]]:
-    return [
-        credential_summary(service, state, entry) for entry in state.index.assets.values() if _current(state, entry) is not None
-    ]
+def list_credentials(core: VaultCore, state: Unlocked) -> list[dict[str, Any]]:
+    return [credential_summary(core, state, entry) for entry in state.index.assets.values() if _current(state, entry) is not None]

@@ -82,7 +82,7 @@ def stored_bodies_after_protection(cli: Cli, asset_id: str, protected_rev: str) 
         protecting = state.index.revisions[bytes.fromhex(protected_rev)]
         # Every revision written from the protection on, on any branch (an old base included).
         later = [state.index.revisions[r] for r in entry.revisions]
-        return [service.body_of(state, r) for r in later if r.seq >= protecting.seq and not r.tombstone]
+        return [service.vault.body_of(state, r) for r in later if r.seq >= protecting.seq and not r.tombstone]
     finally:
         service.lock_now("test")
 

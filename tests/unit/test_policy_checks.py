@@ -17,8 +17,8 @@ from nacl.signing import SigningKey
 
 from engine.crypto.canonical import domain_bytes
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, sign
-from engine.service.service import Service, VaultKeys
 from engine.store.database import StoreFile
+from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import POLICY_TAG, Policy, owner_policy
 from engine.vault.revision import Revision, build_revision
 from tests.helpers import PASSWORD, Cli
@@ -135,19 +135,19 @@ def test_revision_checks_policy_head_and_device() -> None:
     unrevoked device; each condition refuses by itself."""
     identity = new_identity()
     policy = owner_policy(identity, VAULT_ID)
-    Service._check_revision(_revision(identity, policy), identity, _vaults(policy))  # control
+    VaultCore.check_revision(_revision(identity, policy), identity, _vaults(policy))  # control
 
     stale = _signed(identity.user_key, _owner_body(identity, seq=2))  # same devices, other head
     with pytest.raises(SignatureError):
-        Service._check_revision(_revision(identity, stale), identity, _vaults(policy))
+        VaultCore.check_revision(_revision(identity, stale), identity, _vaults(policy))
 
     stranger = dataclasses.replace(new_identity(), user_key=identity.user_key)
     with pytest.raises(SignatureError):
-        Service._check_revision(_revision(stranger, policy), identity, _vaults(policy))
+        VaultCore.check_revision(_revision(stranger, policy), identity, _vaults(policy))
 
     revoked = _signed(identity.user_key, _owner_body(identity, revoked=[identity.device_pub]))
     with pytest.raises(SignatureError):
-        Service._check_revision(_revision(identity, revoked), identity, _vaults(revoked))
+        VaultCore.check_revision(_revision(identity, revoked), identity, _vaults(revoked))
 
 
 # -- the same refusals through a real unlock ------------------------------------------------------

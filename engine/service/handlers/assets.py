@@ -14,10 +14,11 @@ from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.projections import asset_summary, content_view, revision_ref, visible_body
 from engine.service.registry import op
-from engine.service.service import Service, Unlocked, VaultKeys
+from engine.service.service import Service
+from engine.vault.core import Unlocked, VaultCore, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision, build_revision, chunk_count
+from engine.vault.revision import Revision
 
 # Kinds a generic put may create; later features (cards, files, credentials) add theirs.
 # Ordinary cards (CD-1) share memory authorization and every generic op; "protected"
@@ -27,12 +28,6 @@ ORDINARY_KINDS = {"memory", "knowledge", "brain", "persona"}
 META_VALIDATORS: dict[str, Callable[[str, dict[str, str]], dict[str, str]]] = {}
 # Device-local bookkeeping kinds (CD-9 local_config) that a plain `list` does not show.
 UNLISTED_KINDS: set[str] = set()
-# Guards every new non-tombstone revision passes through, whatever built it (edit, card
-# write, resolve, import, dashboard, MCP): (service, state, asset_id, summary, body) →
-# (summary, body). The cards feature registers the secret-map guard (CD-7): a revision
-# built from any base inherits the union of the asset's secret maps and carries no
-# protected value in clear.
-REVISION_GUARDS: list[Callable[[Service, Unlocked, bytes, dict[str, Any], str], tuple[dict[str, Any], str]]] = []
 # Kinds whose body is secret: no generic op (get, diff, export, search) ever returns it (CD-3, HI-3).
 SECRET_BODY_KINDS = {"credential"}
 
@@ -61,38 +56,27 @@ def new_revision(
     reserved: list[int] | None = None,
     vault: VaultKeys | None = None,
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
-    """Encrypt and sign a revision (of the default vault unless ``vault`` names another); no write."""
-    store = service.require_store()
-    if not tombstone:
-        for guard in REVISION_GUARDS:
-            summary, body = guard(service, state, asset_id, summary, body)
-    data = body.encode("utf-8")
+    """The vault core's revision, plus the content key of ordinary kinds (re-import dedupe)."""
     if kind in ORDINARY_KINDS and not tombstone:
         summary = {**summary, "content_key": content_key(summary["title"], body, summary["tags"], summary["meta"])}
-    seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
-    vault = vault or state.vault
-    built = build_revision(
-        identity=state.identity,
-        vault_id=vault.vault_id,
-        policy_head=vault.policy.head,
-        epoch=vault.policy.epoch,
-        epoch_key=vault.current_key,
+    return service.vault.new_revision(
+        state,
         asset_id=asset_id,
         kind=kind,
         parents=parents,
-        tombstone=tombstone,
         summary=summary,
-        body=data,
-        content_seqs=seqs,
+        body=body,
+        tombstone=tombstone,
+        reserved=reserved,
+        vault=vault,
     )
-    return built.revision, built.content_rows
 
 
 def write_one(
     service: Service, state: Unlocked, caller: Caller, op_name: str, rev: Revision, rows: list[tuple[int, bytes]]
 ) -> dict[str, Any]:
-    audit = service.audit_record(state, op_name, caller, outcome="ok", assets=[rev.asset_id])
-    service.commit(state, [rev], rows, [audit])
+    audit = service.vault.audit_record(state, op_name, caller, outcome="ok", assets=[rev.asset_id])
+    service.vault.commit(state, [rev], rows, [audit])
     return {
         "id": rev.asset_id.hex(),
         "short_id": state.index.short_id(rev.asset_id),
@@ -113,7 +97,7 @@ def _validated_meta(kind: str, meta: dict[str, str]) -> dict[str, str]:
     return validator(kind, meta) if validator is not None else meta
 
 
-def secret_map_of(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, bytes]:
+def secret_map_of(core: VaultCore, state: Unlocked, asset_id: bytes) -> dict[str, bytes]:
     """The union of the secret maps of every revision of an asset, on every branch (CD-7).
 
     Protection is monotonic: once any revision maps a label, every later revision keeps it,
@@ -125,14 +109,14 @@ def secret_map_of(service: Service, state: Unlocked, asset_id: bytes) -> dict[st
         return labels
     for rev_id in entry.revisions:
         rev = state.index.revisions[rev_id]
-        for label, cred_id in (service.summary_of(state, rev).get("secrets") or {}).items():
+        for label, cred_id in (core.summary_of(state, rev).get("secrets") or {}).items():
             labels.setdefault(str(label), bytes(cred_id))
     return labels
 
 
 def carried_secrets(service: Service, state: Unlocked, entry: AssetEntry, caller: Caller) -> dict[str, Any]:
     """CD-7: a generic edit keeps every secret reference; MCP omits the map, so it cannot edit."""
-    secrets = secret_map_of(service, state, entry.asset_id)
+    secrets = secret_map_of(service.vault, state, entry.asset_id)
     if not secrets:
         return {}
     if caller.surface == "mcp":
@@ -179,7 +163,7 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
             raise MemoriesError("conflict")
         source = state.index.resolve_revision(entry, request.base)
         parents = [source.rev_id]
-    old = service.summary_of(state, source)
+    old = service.vault.summary_of(state, source)
     body = request.body if request.body is not None else visible_body(service, state, source)
     summary = make_summary(
         request.title if request.title is not None else old.get("title", ""),
@@ -202,7 +186,7 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
     else:
         heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
     views = [content_view(service, state, rev, with_body=entry.kind not in SECRET_BODY_KINDS) for rev in heads]
-    service.commit_intent(state, "get", caller, [entry.asset_id])
+    service.vault.commit_intent(state, "get", caller, [entry.asset_id])
     return {**asset_summary(service, state, entry), **views[0], "head_contents": views if len(views) > 1 else []}
 
 
@@ -237,7 +221,7 @@ def delete(service: Service, request: rq.Delete, caller: Caller) -> dict[str, An
         asset_id=entry.asset_id,
         kind=entry.kind,
         parents=[h.rev_id for h in heads],
-        summary=service.summary_of(state, source),
+        summary=service.vault.summary_of(state, source),
         body="",
         tombstone=True,
     )
@@ -251,7 +235,7 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
     entry = state.index.resolve(request.id)
     revisions = []
     for rev in state.index.history(entry):
-        summary = service.summary_of(state, rev)
+        summary = service.vault.summary_of(state, rev)
         revisions.append(
             {
                 **revision_ref(rev),
@@ -272,7 +256,7 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
 
 
 def _projection(service: Service, state: Unlocked, rev: Revision) -> list[str]:
-    summary = service.summary_of(state, rev)
+    summary = service.vault.summary_of(state, rev)
     secret = rev.kind in SECRET_BODY_KINDS
     body = "" if rev.tombstone or secret else visible_body(service, state, rev)
     return text_projection({k: v for k, v in summary.items() if k in ("title", "tags", "meta")}, body, rev.tombstone)
@@ -295,7 +279,7 @@ def diff(service: Service, request: rq.Diff, caller: Caller) -> dict[str, Any]:
     new_lines = _projection(service, state, new)
     old_name = old.rev_id.hex()[:12] if old is not None else "/dev/null"
     text = unified_diff(old_lines, new_lines, old_name, new.rev_id.hex()[:12])
-    service.commit_intent(state, "diff", caller, [entry.asset_id])
+    service.vault.commit_intent(state, "diff", caller, [entry.asset_id])
     return {
         "id": entry.asset_id.hex(),
         "from": old.rev_id.hex() if old is not None else None,

@@ -35,7 +35,8 @@ from engine.service.handlers import assets
 from engine.service.handlers.assets import make_summary, new_revision, secret_map_of, visible_entry, write_one
 from engine.service.projections import BODY_REDACTORS, asset_summary, content_view, visible_body
 from engine.service.registry import op
-from engine.service.service import EXTENSIONS, Service, Unlocked
+from engine.service.service import EXTENSIONS, Service
+from engine.vault.core import Unlocked, VaultCore
 from engine.vault.credentials import (
     CREDENTIAL_KIND,
     Credential,
@@ -64,6 +65,8 @@ def _setup(service: Service) -> None:
 
     service.on_unlock.append(on_unlock)
     service.on_commit.append(on_commit)
+    # CD-7: every new revision, whatever built it, keeps the asset's secrets protected.
+    service.vault.revision_guards.append(_guard_new_revision)
     # ST-10: asset IDs and relation labels are plaintext; lock drops them.
     service.on_lock.append(index.clear)
 
@@ -95,7 +98,7 @@ def _node_visible(state: Unlocked, asset_id: bytes) -> bool:
 
 def _node(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, Any]:
     entry = state.index.assets[asset_id]
-    summary = service.summary_of(state, _current_head(state, entry))
+    summary = service.vault.summary_of(state, _current_head(state, entry))
     return {
         "id": asset_id.hex(),
         "short_id": state.index.short_id(asset_id),
@@ -180,7 +183,7 @@ def _write_secrets(
     service: Service, state: Unlocked, entry: AssetEntry, request: crq.CardWrite, caller: Caller
 ) -> dict[str, Any]:
     """CD-7: keep the asset's whole map (every branch); MCP omits it, so an agent cannot update a card that has one."""
-    existing = secret_map_of(service, state, entry.asset_id)
+    existing = secret_map_of(service.vault, state, entry.asset_id)
     if request.secrets is None and caller.surface != "mcp":
         return {"secrets": existing} if existing else {}
     supplied = _resolve_secret_map(state, request.secrets or {}) if caller.surface != "mcp" else {}
@@ -231,7 +234,7 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         # makes a conflict instead of silently overwriting someone's edit (HI-4).
         source = state.index.resolve_revision(entry, request.base) if request.base else heads[0]
         parents = [source.rev_id]
-    old = service.summary_of(state, source)
+    old = service.vault.summary_of(state, source)
     extra = _write_secrets(service, state, entry, request, caller)
     if entry.kind == PROTECTED_KIND:
         # CD-4: the credential reference is carried from the base; no write can replace it.
@@ -252,7 +255,7 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
 
 def _card_view(service: Service, state: Unlocked, rev: Revision) -> dict[str, Any]:
     view = content_view(service, state, rev)
-    summary = service.summary_of(state, rev)
+    summary = service.vault.summary_of(state, rev)
     view["secrets"] = _secret_refs(state, summary)
     protected = summary.get("protected")
     if protected:
@@ -274,7 +277,7 @@ def card_read(service: Service, request: crq.CardRead, caller: Caller) -> dict[s
     index = link_index(service)
     out_links = sum(1 for e in index.edges(entry.asset_id, "out") if not e.expired(at) and _node_visible(state, e.dst))
     in_links = sum(1 for e in index.edges(entry.asset_id, "in") if not e.expired(at) and _node_visible(state, e.src))
-    service.commit_intent(state, "card_read", caller, [entry.asset_id])
+    service.vault.commit_intent(state, "card_read", caller, [entry.asset_id])
     return {
         **asset_summary(service, state, entry),
         **views[0],
@@ -310,8 +313,8 @@ def _link_records(service: Service, state: Unlocked, item: crq.LinkItem) -> list
 
 def _commit_links(service: Service, state: Unlocked, caller: Caller, op_name: str, records: list[dict[str, Any]]) -> None:
     touched = sorted({bytes(r[k]) for r in records if r["op"] == "add" for k in ("src", "dst")})
-    audit = service.audit_record(state, op_name, caller, outcome="ok", assets=touched)
-    service.commit(state, [], [], [*records, audit])
+    audit = service.vault.audit_record(state, op_name, caller, outcome="ok", assets=touched)
+    service.vault.commit(state, [], [], [*records, audit])
 
 
 @op(crq.CardLink, mcp_allowed=True)
@@ -354,8 +357,8 @@ def card_unlink(service: Service, request: crq.CardUnlink, caller: Caller) -> di
     if not found:
         raise MemoriesError("not_found", "No link matches that source, destination and relation.")
     records = [remove_record(link) for link in found]
-    audit = service.audit_record(state, "card_unlink", caller, outcome="ok", assets=[src.asset_id, dst.asset_id])
-    service.commit(state, [], [], [*records, audit])
+    audit = service.vault.audit_record(state, "card_unlink", caller, outcome="ok", assets=[src.asset_id, dst.asset_id])
+    service.vault.commit(state, [], [], [*records, audit])
     return {"unlinked": len(records)}
 
 
@@ -453,7 +456,7 @@ def protected_card(service: Service, request: crq.ProtectedCard, caller: Caller)
     # Both revisions go into one commit, so their content rows are numbered one after the other.
     cred_seq = store.reserve_content(1)[0]
     cred_rev, cred_rows = prepare_credential(
-        service,
+        service.vault,
         state,
         name=f"card {card_id.hex()[:12]}: {request.title[:150]}",
         ctype=CREDENTIAL_TYPE,
@@ -480,8 +483,8 @@ def protected_card(service: Service, request: crq.ProtectedCard, caller: Caller)
         body=request.body,
         reserved=card_seqs,
     )
-    audit = service.audit_record(state, "protected_card", caller, outcome="ok", assets=[card_id, cred_rev.asset_id])
-    service.commit(state, [cred_rev, card_rev], cred_rows + card_rows, [audit])
+    audit = service.vault.audit_record(state, "protected_card", caller, outcome="ok", assets=[card_id, cred_rev.asset_id])
+    service.vault.commit(state, [cred_rev, card_rev], cred_rows + card_rows, [audit])
     return {
         "id": card_id.hex(),
         "short_id": state.index.short_id(card_id),
@@ -499,9 +502,9 @@ def _credential_of(service: Service, state: Unlocked, ref: str) -> tuple[AssetEn
     except MemoriesError:
         entry = None
     if entry is not None and entry.kind == PROTECTED_KIND and not state.index.is_deleted(entry):
-        summary = service.summary_of(state, _current_head(state, entry))
-        return entry, read_credential(service, state, bytes(summary["protected"]["credential"]).hex())
-    return None, read_credential(service, state, ref.removeprefix("cred:"))
+        summary = service.vault.summary_of(state, _current_head(state, entry))
+        return entry, read_credential(service.vault, state, bytes(summary["protected"]["credential"]).hex())
+    return None, read_credential(service.vault, state, ref.removeprefix("cred:"))
 
 
 def _hotp_counter(summary: dict[str, Any]) -> int:
@@ -517,7 +520,7 @@ def _deliver_otp(
     if params is None:
         raise MemoriesError("nothing_to_copy", "That card or credential has no OTP secret.")
     if params.kind == "totp":
-        service.commit_intent(state, op_name, caller, [cred.asset_id])
+        service.vault.commit_intent(state, op_name, caller, [cred.asset_id])
         now = int(time.time()) if at is None else at
         code = totp(params.key, now, period=params.period, digits=params.digits, algorithm=params.algorithm)
         return {"code": code, "type": "totp", "valid_for": params.period - now % params.period}
@@ -527,13 +530,13 @@ def _deliver_otp(
     heads = [state.index.revisions[h] for h in entry.heads if not state.index.revisions[h].tombstone]
     # Concurrent heads may carry different counters: continue after the highest, so
     # no value is ever used twice; the new revision also resolves that conflict.
-    counter = max(_hotp_counter(service.summary_of(state, h)) for h in heads)
+    counter = max(_hotp_counter(service.vault.summary_of(state, h)) for h in heads)
     if counter > MAX_COUNTER:  # checked before the advance commits: nothing is burnt
         raise MemoriesError("invalid_input", "This HOTP counter is used up; import the secret again with a new counter.")
     public = dict(cred.public)
     public["otp"] = {**public["otp"], "counter": counter + 1}
     rev, rows = prepare_credential(
-        service,
+        service.vault,
         state,
         name=cred.name,
         ctype=cred.ctype,
@@ -542,8 +545,8 @@ def _deliver_otp(
         asset_id=cred.asset_id,
         parents=[h.rev_id for h in heads],
     )
-    intent = service.audit_record(state, op_name, caller, phase="intent", assets=[cred.asset_id])
-    service.commit(state, [rev], rows, [intent])
+    intent = service.vault.audit_record(state, op_name, caller, phase="intent", assets=[cred.asset_id])
+    service.vault.commit(state, [rev], rows, [intent])
     code = hotp(params.key, counter, digits=params.digits, algorithm=params.algorithm)
     return {"code": code, "type": "hotp", "counter": counter}
 
@@ -567,17 +570,17 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
     if entry.in_conflict:
         raise MemoriesError("conflict")
     head = state.index.head_revisions(entry)[0]
-    old = service.summary_of(state, head)
-    secrets = secret_map_of(service, state, entry.asset_id)
+    old = service.vault.summary_of(state, head)
+    secrets = secret_map_of(service.vault, state, entry.asset_id)
     if label in secrets:
         raise MemoriesError("invalid_input", "That label is already used in this asset's secret map.")
-    body, count = replace_exact(service.body_of(state, head), request.value, label)
+    body, count = replace_exact(service.vault.body_of(state, head), request.value, label)
     if count == 0:
         raise MemoriesError("invalid_input", "The value does not occur in the current body; nothing was changed.")
     store = service.require_store()
     cred_seq = store.reserve_content(1)[0]
     cred_rev, cred_rows = prepare_credential(
-        service,
+        service.vault,
         state,
         name=f"secret {label} of {entry.asset_id.hex()[:12]}",
         ctype="secret",
@@ -600,8 +603,8 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
         body=body,
         reserved=seqs,
     )
-    audit = service.audit_record(state, "protect_secret", caller, outcome="ok", assets=[entry.asset_id, cred_rev.asset_id])
-    service.commit(state, [cred_rev, rev], cred_rows + rows, [audit])
+    audit = service.vault.audit_record(state, "protect_secret", caller, outcome="ok", assets=[entry.asset_id, cred_rev.asset_id])
+    service.vault.commit(state, [cred_rev, rev], cred_rows + rows, [audit])
     return {
         "id": entry.asset_id.hex(),
         "short_id": state.index.short_id(entry.asset_id),
@@ -616,7 +619,7 @@ def _secret_maps(service: Service, state: Unlocked) -> list[tuple[AssetEntry, di
     found = []
     for entry in state.index.visible():
         if entry.kind in GRAPH_KINDS and not entry.in_conflict:
-            secrets = service.summary_of(state, _current_head(state, entry)).get("secrets")
+            secrets = service.vault.summary_of(state, _current_head(state, entry)).get("secrets")
             if secrets:
                 found.append((entry, {k: bytes(v) for k, v in secrets.items()}))
     return found
@@ -656,7 +659,7 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
     state = service.require_unlocked()
     cred_id = _by_label(service, state, request.ref)
     if cred_id is not None:
-        cred = read_credential(service, state, cred_id.hex())
+        cred = read_credential(service.vault, state, cred_id.hex())
     else:
         _, cred = _credential_of(service, state, request.ref)
     value = _copy_value(cred)
@@ -665,12 +668,12 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
             delivered = _deliver_otp(service, state, caller, "credential_copy", cred)
             return {"secret": delivered["code"], "kind": "otp"}
         raise MemoriesError("nothing_to_copy")
-    service.commit_intent(state, "credential_copy", caller, [cred.asset_id])
+    service.vault.commit_intent(state, "credential_copy", caller, [cred.asset_id])
     return {"secret": value, "kind": cred.ctype}
 
 
 # -- protected values stay protected (CD-7, HI-3) ----------------------------------------------
-def _protected_values(service: Service, state: Unlocked, labels: dict[str, bytes]) -> list[tuple[str, str]]:
+def _protected_values(core: VaultCore, state: Unlocked, labels: dict[str, bytes]) -> list[tuple[str, str]]:
     """(label, value) for every value each label's credential has ever held.
 
     Read from every revision of the credential, deleted or rotated ones included: masking
@@ -687,7 +690,7 @@ def _protected_values(service: Service, state: Unlocked, labels: dict[str, bytes
             if rev.tombstone:
                 continue
             try:
-                secret = decode_canonical(service.body_of(state, rev).encode("utf-8"))
+                secret = decode_canonical(core.body_of(state, rev).encode("utf-8"))
             except ValueError:
                 continue
             value = _secret_value(secret) if isinstance(secret, dict) else None
@@ -696,17 +699,17 @@ def _protected_values(service: Service, state: Unlocked, labels: dict[str, bytes
     return pairs
 
 
-def _redact_protected(service: Service, state: Unlocked, asset_id: bytes, body: str) -> str:
+def _redact_protected(core: VaultCore, state: Unlocked, asset_id: bytes, body: str) -> str:
     """Signed bodies are never rewritten: a value protected later is masked on every read."""
     entry = state.index.assets.get(asset_id)
     if not body or entry is None or entry.kind == CREDENTIAL_KIND:
         return body
-    labels = secret_map_of(service, state, asset_id)
-    return redact(body, _protected_values(service, state, labels)) if labels else body
+    labels = secret_map_of(core, state, asset_id)
+    return redact(body, _protected_values(core, state, labels)) if labels else body
 
 
 def _guard_new_revision(
-    service: Service, state: Unlocked, asset_id: bytes, summary: dict[str, Any], body: str
+    core: VaultCore, state: Unlocked, asset_id: bytes, summary: dict[str, Any], body: str
 ) -> tuple[dict[str, Any], str]:
     """Every new revision keeps the union of the asset's secret maps and no protected value in clear.
 
@@ -717,16 +720,15 @@ def _guard_new_revision(
     entry = state.index.assets.get(asset_id)
     if entry is None or entry.kind == CREDENTIAL_KIND:
         return summary, body
-    labels = secret_map_of(service, state, asset_id)
+    labels = secret_map_of(core, state, asset_id)
     own = {str(k): bytes(v) for k, v in (summary.get("secrets") or {}).items()}
     if not labels and not own:
         return summary, body
     merged = {**own, **labels}  # an existing label is never redirected
-    return {**summary, "secrets": merged}, redact(body, _protected_values(service, state, merged))
+    return {**summary, "secrets": merged}, redact(body, _protected_values(core, state, merged))
 
 
 BODY_REDACTORS.append(_redact_protected)
-assets.REVISION_GUARDS.append(_guard_new_revision)
 
 
 # -- device-only vaults (CD-9) ----------------------------------------------------------------
@@ -737,8 +739,8 @@ def local_config(service: Service, request: crq.LocalConfig, caller: Caller) -> 
     keys, creation = ensure_local_vault(state)
     if creation:
         # The vault record must be stored before any revision of that vault (load order).
-        audit = service.audit_record(state, "device_only_vault.create", caller, outcome="ok")
-        service.commit(state, [], [], [*creation, audit])
+        audit = service.vault.audit_record(state, "device_only_vault.create", caller, outcome="ok")
+        service.vault.commit(state, [], [], [*creation, audit])
         state.vaults[keys.vault_id] = keys
     summary = {
         "title": "local_config",
@@ -747,9 +749,9 @@ def local_config(service: Service, request: crq.LocalConfig, caller: Caller) -> 
         "client_version": request.client_version,
         "directories": dict(sorted(request.directories.items())),
     }
-    rev, rows = local_config_revision(service, state, keys, summary, "")
-    audit = service.audit_record(state, "local_config", caller, outcome="ok", assets=[rev.asset_id])
-    service.commit(state, [rev], rows, [audit])
+    rev, rows = local_config_revision(service.vault, state, keys, summary, "")
+    audit = service.vault.audit_record(state, "local_config", caller, outcome="ok", assets=[rev.asset_id])
+    service.vault.commit(state, [rev], rows, [audit])
     return {"recorded": True, "created_vault": bool(creation), "revision": rev.rev_id.hex()}
 
 
@@ -757,7 +759,7 @@ def local_config(service: Service, request: crq.LocalConfig, caller: Caller) -> 
 def local_config_get(service: Service, request: crq.LocalConfigGet, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     rev = find_local_config(state)
-    summary = service.summary_of(state, rev) if rev is not None else {}
+    summary = service.vault.summary_of(state, rev) if rev is not None else {}
     return {
         "device_only_vaults": len(device_only_vaults(state)),
         "client_version": summary.get("client_version"),

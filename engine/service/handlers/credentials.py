@@ -112,12 +112,12 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
     state = service.require_unlocked()
     # References are checked now (typos fail early) but resolved at open time, so rotating a CA or key needs no edit.
     if request.tls_ca:
-        ca = read_credential(service, state, request.tls_ca)
+        ca = read_credential(service.vault, state, request.tls_ca)
         if ca.ctype != "tls_ca":
             raise MemoriesError("invalid_input", "--tls-ca must name a tls_ca credential.")
         public["tls_ca"] = ca.asset_id.hex()
     if request.tls_cert:
-        client = read_credential(service, state, request.tls_cert)
+        client = read_credential(service.vault, state, request.tls_cert)
         if client.ctype != "tls_cert":
             raise MemoriesError("invalid_input", "--tls-cert must name a tls_cert credential (`credential generate tls`).")
         public["tls_cert"] = client.asset_id.hex()
@@ -126,7 +126,7 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
         if request.key:
             if key_pem:
                 raise MemoriesError("invalid_input", "Give the private key either as a file or as --key, not both.")
-            key = read_credential(service, state, request.key)
+            key = read_credential(service.vault, state, request.key)
             if key.ctype != "ssh_key":
                 raise MemoriesError("invalid_input", "--key must name an ssh_key credential.")
             public["key_ref"] = key.asset_id.hex()
@@ -151,7 +151,7 @@ def _import_tls_cert(service: Service, request: CredentialNew) -> tuple[dict[str
     if request.key:
         if key_pem:
             raise MemoriesError("invalid_input", "Give the private key either as a file or as --key, not both.")
-        source = read_credential(service, service.require_unlocked(), request.key)
+        source = read_credential(service.vault, service.require_unlocked(), request.key)
         if source.ctype != "tls_cert":
             raise MemoriesError("invalid_input", "--key must name a tls_cert credential (e.g. from `credential generate tls`).")
         key_pem = str(source.secret.get("private_key", ""))
@@ -169,8 +169,8 @@ def credential_new(service: Service, request: CredentialNew, caller: Caller) -> 
     public, secret = _build(service, request)
     if request.type == "ssh" and not secret and "key_ref" not in public:
         raise MemoriesError("invalid_input", "An SSH credential needs a password or a private key.")
-    rev = create_credential(service, state, caller, name=request.name, ctype=request.type, public=public, secret=secret)
-    return credential_summary(service, state, state.index.assets[rev.asset_id])
+    rev = create_credential(service.vault, state, caller, name=request.name, ctype=request.type, public=public, secret=secret)
+    return credential_summary(service.vault, state, state.index.assets[rev.asset_id])
 
 
 @op(CredentialGenerate, needs_elevation=True)
@@ -186,16 +186,16 @@ def credential_generate(service: Service, request: CredentialGenerate, caller: C
         public = {"certificate": cert, **({"csr": csr} if csr else {})}
         ctype = "tls_cert"
     rev = create_credential(
-        service, state, caller, name=request.name, ctype=ctype, public=public, secret={"private_key": private}
+        service.vault, state, caller, name=request.name, ctype=ctype, public=public, secret={"private_key": private}
     )
-    return credential_summary(service, state, state.index.assets[rev.asset_id])
+    return credential_summary(service.vault, state, state.index.assets[rev.asset_id])
 
 
 @op(CredentialPublic)
 def credential_public(service: Service, request: CredentialPublic, caller: Caller) -> dict[str, Any]:
     """RM-3: the OpenSSH public key line or PEM certificate; never a private key."""
     state = service.require_unlocked()
-    summary = credential_summary(service, state, find_credential(service, state, request.id))
+    summary = credential_summary(service.vault, state, find_credential(service.vault, state, request.id))
     public = summary["public"]
     if summary["type"] == "ssh":
         return _ssh_public(service, state, request.id, caller)
@@ -213,10 +213,10 @@ def _ssh_public(service: Service, state: Unlocked, ref: str, caller: Caller) -> 
     # Deriving it decrypts the stored private key, so it needs sudo like key generation (RM-3).
     if not service.session.is_elevated(caller.namespace):
         raise MemoriesError("elevation_required")
-    cred = read_credential(service, state, ref)
+    cred = read_credential(service.vault, state, ref)
     certificate = str(cred.public.get("certificate", ""))
     if cred.public.get("key_ref"):
-        key = read_credential(service, state, str(cred.public["key_ref"]))
+        key = read_credential(service.vault, state, str(cred.public["key_ref"]))
         line = str(key.public.get("public_key", "")) or keygen.ssh_public_line(str(key.secret.get("private_key", "")))
     elif cred.secret.get("private_key"):
         line = keygen.ssh_public_line(str(cred.secret["private_key"]))
@@ -228,11 +228,11 @@ def _ssh_public(service: Service, state: Unlocked, ref: str, caller: Caller) -> 
 @op(CredentialList)
 def credential_list(service: Service, request: CredentialList, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
-    items = [c for c in list_credentials(service, state) if request.type is None or c["type"] == request.type]
+    items = [c for c in list_credentials(service.vault, state) if request.type is None or c["type"] == request.type]
     return {"items": sorted(items, key=lambda c: str(c["name"]))}
 
 
 @op(CredentialShow)
 def credential_show(service: Service, request: CredentialShow, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
-    return credential_summary(service, state, find_credential(service, state, request.id))
+    return credential_summary(service.vault, state, find_credential(service.vault, state, request.id))

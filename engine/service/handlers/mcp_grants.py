@@ -135,8 +135,8 @@ def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> d
         hint=g.token_hint(token),
         created_ms=_now_ms(),
     )
-    audit = service.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
-    service.commit(state, [], [], [grant.to_record(), audit])
+    audit = service.vault.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
+    service.vault.commit(state, [], [], [grant.to_record(), audit])
     # The only time the token exists outside the caller: it is returned once, never stored.
     return {**_grant_view(state, grant, None), "token": token}
 
@@ -161,8 +161,8 @@ def mcp_revoke(service: Service, request: rq.McpGrantRevoke, caller: Caller) -> 
         raise MemoriesError("not_found", "No active MCP grant has that name.")
     now = _now_ms()
     records: list[dict[str, Any]] = [{"t": g.REVOKE_KIND, "grant_id": x.grant_id, "revoked_ms": now} for x in active]
-    records.append(service.audit_record(state, "mcp_revoke", caller, outcome="ok", grant=active[0].grant_id))
-    service.commit(state, [], [], records)
+    records.append(service.vault.audit_record(state, "mcp_revoke", caller, outcome="ok", grant=active[0].grant_id))
+    service.vault.commit(state, [], [], records)
     _runtime(service).last_used.pop(active[0].grant_id, None)
     return {"revoked": True, "name": request.name}
 
@@ -233,7 +233,7 @@ def _record_use(service: Service, state: Unlocked, grant: g.Grant) -> None:
     now = _now_ms()
     runtime.last_used[grant.grant_id] = now
     if grant.used_ms is None or now - grant.used_ms >= LAST_USED_PERSIST_MS:
-        service.commit(state, [], [], [{"t": g.USED_KIND, "grant_id": grant.grant_id, "used_ms": now}])
+        service.vault.commit(state, [], [], [{"t": g.USED_KIND, "grant_id": grant.grant_id, "used_ms": now}])
 
 
 def scrub_result(value: Any) -> Any:

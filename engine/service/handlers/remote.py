@@ -107,20 +107,20 @@ class RemoteList(Request, tag="remote_list"):
 
 def resolve_target(service: Service, state: Unlocked, ref: str, host: str | None) -> tuple[targets.Target, str]:
     """Decrypt a remote credential (plus its CA / key / client certificate references) and check the allowlist (RM-1)."""
-    cred = read_credential(service, state, ref)
+    cred = read_credential(service.vault, state, ref)
     if cred.ctype not in targets.REMOTE_TYPES:
         raise MemoriesError("invalid_input", "That credential is not a remote target.")
     secret = dict(cred.secret)
     ca_pem = ""
     if cred.public.get("tls_ca"):
-        ca = read_credential(service, state, str(cred.public["tls_ca"]))
+        ca = read_credential(service.vault, state, str(cred.public["tls_ca"]))
         ca_pem = str(ca.public.get("pem", ""))
     if cred.public.get("key_ref"):
-        key = read_credential(service, state, str(cred.public["key_ref"]))
+        key = read_credential(service.vault, state, str(cred.public["key_ref"]))
         secret["private_key"] = key.secret.get("private_key", "")
     tls_client = ("", "")
     if cred.public.get("tls_cert"):  # mTLS: the referenced tls_cert's certificate and key
-        client = read_credential(service, state, str(cred.public["tls_cert"]))
+        client = read_credential(service.vault, state, str(cred.public["tls_cert"]))
         tls_client = (str(client.public.get("certificate", "")), str(client.secret.get("private_key", "")))
     target = targets.target_from(cred.asset_id, cred.name, cred.ctype, cred.public, secret, ca_pem, tls_client)
     return target, targets.check_allowed(target, host)
@@ -130,7 +130,7 @@ def _audit(service: Service, op_name: str, caller: Caller, **fields: Any) -> Non
     """Commit one audit entry if the vault is still unlocked (callers hold the service lock)."""
     state = service.state
     if state is not None:
-        service.commit(state, [], [], [service.audit_record(state, op_name, caller, **fields)])
+        service.vault.commit(state, [], [], [service.vault.audit_record(state, op_name, caller, **fields)])
 
 
 def _session(service: Service, session_id: str) -> SessionEntry:

@@ -217,8 +217,8 @@ def _commit_intent(
     service: Service, runtime: SearchRuntime, state: Unlocked, op_name: str, caller: Caller, assets: list[bytes]
 ) -> None:
     """The read intent (ST-5, RAG-2), carrying queued search-token records in the same commit (SR-6)."""
-    intent = service.audit_record(state, op_name, caller, phase="intent", assets=assets)
-    service.commit(state, [], [], [intent, *runtime.take_pending_records()])
+    intent = service.vault.audit_record(state, op_name, caller, phase="intent", assets=assets)
+    service.vault.commit(state, [], [], [intent, *runtime.take_pending_records()])
 
 
 def _config(service: Service) -> RagConfig:
@@ -317,15 +317,15 @@ def ask(service: Service, request: Ask, caller: Caller) -> dict[str, Any]:
         state = _checked_state(service, found.generation)
         current = _still_current(runtime, state, hits)
         if len(current) != len(hits):
-            service.commit(
-                state, [], [], [service.audit_record(state, "ask", caller, phase="result", outcome="dropped", assets=[])]
+            service.vault.commit(
+                state, [], [], [service.vault.audit_record(state, "ask", caller, phase="result", outcome="dropped", assets=[])]
             )
             raise MemoriesError("sources_changed")
         labels = {s.label: h for s, h in zip(sources, hits, strict=True)}
         checked = check_citations(answer, set(labels))
         delivered = [labels[label].asset_id for label in checked.cited]
-        service.commit(
-            state, [], [], [service.audit_record(state, "ask", caller, phase="result", outcome="ok", assets=delivered)]
+        service.vault.commit(
+            state, [], [], [service.vault.audit_record(state, "ask", caller, phase="result", outcome="ok", assets=delivered)]
         )
         views = {label: _source_view(state, hit) for label, hit in labels.items()}
         return {
@@ -344,11 +344,11 @@ def _audit_outcome(service: Service, generation: int, caller: Caller, outcome: s
         if service.state is None or service.session.generation != generation:
             return  # locked meanwhile: the committed intent records an unknown outcome
         state = service.state
-        service.commit(
+        service.vault.commit(
             state,
             [],
             [],
-            [service.audit_record(state, "ask", caller, phase="result", outcome=outcome, assets=assets, error=code)],
+            [service.vault.audit_record(state, "ask", caller, phase="result", outcome=outcome, assets=assets, error=code)],
         )
 
 

@@ -92,7 +92,7 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
         service.store = store
         service.state = service.load_state(store)
         service.session.touch()
-        service.commit(service.state, [], [], [service.audit_record(service.state, "init", caller, outcome="ok")])
+        service.vault.commit(service.state, [], [], [service.vault.audit_record(service.state, "init", caller, outcome="ok")])
         return {"initialized": True, "unlocked": True, "kdf": {"opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}}
 
 

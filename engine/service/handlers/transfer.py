@@ -25,7 +25,7 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
     next_seq = store.reserve_content(1)[0]
     for item in request.items:
         key = content_key(item.title, item.body, item.tags, item.meta)
-        if key in seen or service.has_content(state, key):
+        if key in seen or service.vault.has_content(state, key):
             skipped += 1
             continue
         seen.add(key)
@@ -45,8 +45,8 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
         revisions.append(rev)
         rows.extend(rev_rows)
     if revisions:
-        audit = service.audit_record(state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions])
-        service.commit(state, revisions, rows, [audit])
+        audit = service.vault.audit_record(state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions])
+        service.vault.commit(state, revisions, rows, [audit])
     return {
         "created": len(revisions),
         "skipped": skipped,
@@ -82,5 +82,5 @@ def export(service: Service, request: rq.Export, caller: Caller) -> dict[str, An
                 "updated_ms": summary["updated_ms"],
             }
         )
-    service.commit_intent(state, "export", caller, [e.asset_id for e in page])
+    service.vault.commit_intent(state, "export", caller, [e.asset_id for e in page])
     return {"items": items, "total": len(entries), "offset": request.offset}

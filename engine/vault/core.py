@@ -1,0 +1,306 @@
+"""The vault core: the one owner of the open store, the unlocked keys and the decoded state.
+
+Every write of the engine goes through this object — building, encrypting and signing a
+revision, committing it with its audit entry, committing a read intent — and nothing else
+opens the store. Local ops use it through the service's handlers today; sync will apply
+foreign revisions through exactly the same ``check_revision`` / ``commit`` path.
+
+The core knows nothing of requests, callers, gates or features. It exposes two hook lists
+the service fills: ``revision_guards`` (every new revision passes them, e.g. the secret-map
+guard of CD-7) and ``durable``/``committed`` listeners (what a request committed, then
+feature updates such as the search index).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from engine.crypto.canonical import domain_bytes
+from engine.crypto.chunks import ChunkError
+from engine.crypto.keys import DeviceIdentity, SignatureError, sign
+from engine.errors import MemoriesError
+from engine.store.database import StoreFile
+from engine.vault.index import AssetEntry, AssetIndex
+from engine.vault.policy import Policy
+from engine.vault.revision import Revision, build_revision
+
+__all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
+
+# Domain tag of signed audit entries (also what the background verifier checks).
+AUDIT_TAG = "memories.audit"
+
+
+class Actor(Protocol):
+    """Who asked: what an audit entry records (the service's Caller is one)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def surface(self) -> str: ...
+
+
+@dataclass
+class VaultKeys:
+    vault_id: bytes
+    name: str
+    policy: Policy
+    epoch_keys: dict[int, bytes]
+
+    @property
+    def current_key(self) -> bytes:
+        return self.epoch_keys[self.policy.epoch]
+
+
+@dataclass
+class Unlocked:
+    """Everything that exists only while the vault is unlocked; dropped by lock."""
+
+    identity: DeviceIdentity
+    vaults: dict[bytes, VaultKeys]
+    default_vault: bytes
+    index: AssetIndex = field(default_factory=AssetIndex)
+    audit_entries: int = 0
+    extra_records: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    # The signed bytes of every audit entry, oldest first; handlers/audit.py reads and extends it (AU-1).
+    audit_log: list[bytes] = field(default_factory=list)
+
+    @property
+    def vault(self) -> VaultKeys:
+        return self.vaults[self.default_vault]
+
+
+@dataclass
+class DecodedState:
+    """The result of opening every row: the state plus what the background verifier re-checks."""
+
+    state: Unlocked
+    revisions: list[Revision]
+    audits: list[dict[str, Any]]
+
+
+Records = list[dict[str, Any]]
+RevisionGuard = Callable[["VaultCore", Unlocked, bytes, dict[str, Any], str], tuple[dict[str, Any], str]]
+
+
+class VaultCore:
+    def __init__(self, store_path: Path) -> None:
+        self.store_path = store_path
+        self.store: StoreFile | None = StoreFile.open(store_path) if store_path.exists() else None
+        self.state: Unlocked | None = None
+        # Every new non-tombstone revision passes these, whatever built it:
+        # (core, state, asset_id, summary, body) → (summary, body).
+        self.revision_guards: list[RevisionGuard] = []
+        # Called right after the store transaction is durable, before memory changes:
+        # from here on a request must say it saved something.
+        self.durable: list[Callable[[list[Revision], Records], None]] = []
+        # Called after memory reflects the commit (index, extra records).
+        self.committed: list[Callable[[Unlocked, list[Revision], Records], None]] = []
+
+    # -- state ---------------------------------------------------------------------------
+    def require_store(self) -> StoreFile:
+        if self.store is None:
+            raise MemoriesError("not_initialized")
+        return self.store
+
+    def require_unlocked(self) -> Unlocked:
+        if self.store is None:
+            raise MemoriesError("not_initialized")
+        if self.state is None or not self.store.unlocked:
+            raise MemoriesError("locked")
+        return self.state
+
+    def wipe(self) -> None:
+        """Drop the master key and the decoded state (ST-10)."""
+        if self.store is not None:
+            self.store.wipe()
+        self.state = None
+
+    # -- loading -------------------------------------------------------------------------
+    def decode(self, store: StoreFile) -> DecodedState:
+        """Open and authenticate every row; check policy, device and certificate of each revision.
+
+        Ed25519 signatures are verified in bulk by the caller (in the background, or at once
+        after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
+        """
+        loaded = store.load()
+        identity: DeviceIdentity | None = None
+        vaults: dict[bytes, VaultKeys] = {}
+        default_vault = b""
+        extra: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        revisions: list[Revision] = []
+        audits: list[dict[str, Any]] = []
+        try:
+            for seq, record in loaded.records:
+                kind = record.get("t")
+                if kind == "identity":
+                    identity = DeviceIdentity.from_record(record)
+                elif kind == "vault":
+                    policy = Policy.from_record(record["policy"])
+                    keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
+                    vault = VaultKeys(bytes(record["vault_id"]), str(record["name"]), policy, keys)
+                    vaults[vault.vault_id] = vault
+                    if record.get("default"):
+                        default_vault = vault.vault_id
+                elif kind == "revision":
+                    if identity is None:
+                        raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
+                    rev = Revision.from_record(record, seq)
+                    self.check_revision(rev, identity, vaults)
+                    revisions.append(rev)
+                elif kind == "audit":
+                    audits.append(record)
+                else:
+                    extra.setdefault(str(kind), []).append((seq, record))
+            audit_log = [bytes(record["signed"]) for record in audits]
+        except (SignatureError, KeyError, TypeError, ValueError) as exc:
+            raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
+        if identity is None or default_vault not in vaults:
+            raise MemoriesError("store_corrupt", "The store has no identity or default vault.")
+        index = AssetIndex()
+        index.begin_bulk_load()
+        for rev in revisions:
+            index.apply(rev)
+        state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log)
+        return DecodedState(state, revisions, audits)
+
+    @staticmethod
+    def check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
+        """Policy, device and certificate checks (the signature is verified in bulk)."""
+        vault = vaults.get(bytes(rev.body["vault"]))
+        if vault is None:
+            raise SignatureError("revision of an unknown vault")
+        if rev.body["policy"] != vault.policy.head or not vault.policy.authorizes_device(rev.author):
+            raise SignatureError("revision not authorized by the vault policy")
+        if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
+            raise SignatureError("revision names a different device certificate")
+
+    # -- reading -------------------------------------------------------------------------
+    def summary_of(self, state: Unlocked, rev: Revision) -> dict[str, Any]:
+        vault = state.vaults[bytes(rev.body["vault"])]
+        try:
+            return rev.open_summary(vault.epoch_keys[int(rev.body["epoch"])])
+        except (ChunkError, KeyError) as exc:
+            raise MemoriesError("store_corrupt", "A revision summary failed authentication.") from exc
+
+    def body_of(self, state: Unlocked, rev: Revision) -> str:
+        """The signed body as stored. Clients are shown ``projections.visible_body`` instead."""
+        store = self.require_store()
+        vault = state.vaults[bytes(rev.body["vault"])]
+        try:
+            plain = rev.open_body(vault.epoch_keys[int(rev.body["epoch"])], store.read_content(rev.body_seqs))
+        except (ChunkError, KeyError) as exc:
+            raise MemoriesError("store_corrupt", "A revision body failed authentication.") from exc
+        return plain.decode("utf-8")
+
+    def _remember_content_key(self, state: Unlocked, entry: AssetEntry) -> None:
+        if state.index.content_keys is None or state.index.is_deleted(entry):
+            return
+        for rev in state.index.head_revisions(entry):
+            key = self.summary_of(state, rev).get("content_key")
+            if isinstance(key, str):
+                state.index.content_keys[key] = entry.asset_id
+
+    def _content_keys(self, state: Unlocked) -> dict[str, bytes]:
+        if state.index.content_keys is None:
+            state.index.content_keys = {}
+            for entry in state.index.assets.values():
+                self._remember_content_key(state, entry)
+        return state.index.content_keys
+
+    def has_content(self, state: Unlocked, key: str) -> bool:
+        """Is there a current asset whose head has exactly this content key?"""
+        asset_id = self._content_keys(state).get(key)
+        entry = state.index.assets.get(asset_id) if asset_id else None
+        if entry is None or state.index.is_deleted(entry):
+            return False
+        return any(self.summary_of(state, r).get("content_key") == key for r in state.index.head_revisions(entry))
+
+    # -- building ------------------------------------------------------------------------
+    def new_revision(
+        self,
+        state: Unlocked,
+        *,
+        asset_id: bytes,
+        kind: str,
+        parents: list[bytes],
+        summary: dict[str, Any],
+        body: str,
+        tombstone: bool = False,
+        reserved: list[int] | None = None,
+        vault: VaultKeys | None = None,
+    ) -> tuple[Revision, list[tuple[int, bytes]]]:
+        """Encrypt and sign a revision (of the default vault unless ``vault`` names another); no write."""
+        from engine.vault.revision import chunk_count
+
+        store = self.require_store()
+        if not tombstone:
+            for guard in self.revision_guards:
+                summary, body = guard(self, state, asset_id, summary, body)
+        data = body.encode("utf-8")
+        seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
+        vault = vault or state.vault
+        built = build_revision(
+            identity=state.identity,
+            vault_id=vault.vault_id,
+            policy_head=vault.policy.head,
+            epoch=vault.policy.epoch,
+            epoch_key=vault.current_key,
+            asset_id=asset_id,
+            kind=kind,
+            parents=parents,
+            tombstone=tombstone,
+            summary=summary,
+            body=data,
+            content_seqs=seqs,
+        )
+        return built.revision, built.content_rows
+
+    def audit_record(self, state: Unlocked, op: str, actor: Actor, **fields: Any) -> dict[str, Any]:
+        """An encrypted, signed audit entry. It records ops and asset IDs, never content."""
+        entry = {
+            "v": 1,
+            "op": op,
+            "caller": actor.namespace,
+            "surface": actor.surface,
+            "ts_ms": int(time.time() * 1000),
+            "nonce": os.urandom(8),
+            **fields,
+        }
+        signed = domain_bytes(AUDIT_TAG, 1, entry)
+        return {"t": "audit", "signed": signed, "sig": sign(state.identity.device_key, signed)}
+
+    # -- committing ----------------------------------------------------------------------
+    def commit(
+        self,
+        state: Unlocked,
+        revisions: list[Revision],
+        content_rows: list[tuple[int, bytes]],
+        extra_records: Records,
+    ) -> None:
+        """Persist in one transaction, then (only then) update memory (ST-5)."""
+        store = self.require_store()
+        records = [rev.to_record() for rev in revisions] + extra_records
+        seqs = store.commit(records, content_rows)
+        for listener in self.durable:
+            listener(revisions, extra_records)
+        for rev, seq in zip(revisions, seqs, strict=False):
+            rev.seq = seq
+            state.index.apply(rev)
+            self._remember_content_key(state, state.index.assets[rev.asset_id])
+        state.audit_entries += sum(1 for r in extra_records if r.get("t") == "audit")
+        for record, seq in zip(extra_records, seqs[len(revisions) :], strict=True):
+            kind = str(record.get("t"))
+            if kind != "audit":
+                state.extra_records.setdefault(kind, []).append((seq, record))
+        for committed in self.committed:
+            committed(state, revisions, extra_records)
+
+    def commit_intent(self, state: Unlocked, op: str, actor: Actor, assets: list[bytes]) -> None:
+        """Read/execution intents are committed before delivery: a disk failure blocks it."""
+        self.commit(state, [], [], [self.audit_record(state, op, actor, phase="intent", assets=assets)])
