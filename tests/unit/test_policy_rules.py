@@ -285,6 +285,8 @@ def test_signer_must_be_a_member_of_the_previous_policy() -> None:
     assert code_of(lambda: check_transition(prev, stranger)) == FORB
     self_admitted = resign(prev, NEWCOMER.key, members=members_with(prev, newcomer="admin"))
     assert code_of(lambda: check_transition(prev, self_admitted)) == FORB
+    # What any member may do (authorize a device of their own) a non-member may not.
+    assert code_of(lambda: propose(prev, OUTSIDER.key, OUTSIDER.devices[0].add())) == FORB
     control = resign(prev, ADMIN.key, members=members_with(prev, newcomer="admin"))
     check_transition(prev, control)
 
@@ -470,9 +472,9 @@ def test_legacy_genesis_device_certificate_must_name_its_owner() -> None:
     assert genesis.device_user(device) == OWNER.user and genesis.exchange_key(device) is None
     # No certificate supplied: the successor cannot certify the genesis device.
     assert code_of(lambda: propose(genesis, OWNER.key, AddMember(ADMIN.user, "admin"))) == INV
-    # A genuine certificate for that device key, but by another user.
-    cert = dict(OWNER.devices[0].cert, user=OUTSIDER.user)
-    sig = sign(OUTSIDER.key, domain_bytes(CERT_TAG, 1, cert))
+    # A genuine certificate for that device key, but by another user (a member, the new admin).
+    cert = dict(OWNER.devices[0].cert, user=ADMIN.user)
+    sig = sign(ADMIN.key, domain_bytes(CERT_TAG, 1, cert))
     members = members_with(genesis, admin="admin")
     wrong = resign(genesis, OWNER.key, members=members, device_certs=[{"cert": cert, "sig": sig}])
     assert code_of(lambda: check_transition(genesis, wrong)) == INV
@@ -487,30 +489,115 @@ def test_change_that_changes_nothing_is_refused() -> None:
     assert code_of(lambda: propose(prev, OWNER.key, SetRole(EDITOR.user, "editor"))) == INV
 
 
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        lambda b: b.update(extra=1),
-        lambda b: b.update(v=2),
-        lambda b: b.update(seq=True),
-        lambda b: b.update(members=[*b["members"], b["members"][0]]),
-        lambda b: b.update(members=[*b["members"], {"user": NEWCOMER.user, "role": "root"}]),
-        lambda b: b.update(devices=[*b["devices"], b"\x01" * 31]),
-        lambda b: b.update(revoked=[NEWCOMER.devices[0].pub]),
-        lambda b: b.update(device_certs=[*b["device_certs"], b["device_certs"][0]]),
-        lambda b: b.update(device_certs=[{"cert": NEWCOMER.devices[0].cert, "sig": NEWCOMER.devices[0].sig}]),
-    ],
-    ids=["extra-field", "version", "bool-seq", "duplicate-member", "unknown-role", "short-key", "revoked-unlisted",
-         "duplicate-cert", "cert-of-unlisted-device"],
-)  # fmt: skip
+def _with_cert(**cert_changes: Any) -> Callable[[dict[str, Any]], None]:
+    """A mutation adding the editor's second device with a changed certificate, validly signed
+    by the editor, so that only the certificate's shape is wrong."""
+
+    def mutate(body: dict[str, Any]) -> None:
+        cert = {**EDITOR.devices[1].cert, **cert_changes}
+        for key in [k for k, v in cert_changes.items() if v is None]:
+            del cert[key]
+        body["devices"] = [*body["devices"], EDITOR.devices[1].pub]
+        entry = {"cert": cert, "sig": sign(EDITOR.key, domain_bytes(CERT_TAG, 1, cert))}
+        body["device_certs"] = [*body["device_certs"], entry]
+
+    return mutate
+
+
+def _set(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda body: body.update(fields)
+
+
+def _newcomer_entry(**entry: Any) -> Callable[[dict[str, Any]], None]:
+    """Replace the newcomer's member entry (the last one) by ``entry``."""
+    return lambda body: body.update(members=[*body["members"][:-1], entry])
+
+
+MALFORMED: dict[str, Callable[[dict[str, Any]], None]] = {
+    "extra-field": _set(extra=1),
+    "missing-field": lambda body: body.pop("revoked"),
+    "version": _set(v=2),
+    "bool-seq": _set(seq=True),
+    "text-signer": _set(signer="owner"),
+    "members-not-a-list": _set(members=7),
+    "member-extra-key": _newcomer_entry(user=NEWCOMER.user, role="reader", note="x"),
+    "unknown-role": _newcomer_entry(user=NEWCOMER.user, role="root"),
+    "short-member-key": _newcomer_entry(user=b"\x01" * 31, role="reader"),
+    "duplicate-member": lambda body: body.update(members=[*body["members"], body["members"][0]]),
+    "short-device-key": lambda body: body.update(devices=[*body["devices"], b"\x01" * 31]),
+    "duplicate-device": lambda body: body.update(devices=[*body["devices"], body["devices"][0]]),
+    "revoked-unlisted": _set(revoked=[NEWCOMER.devices[0].pub]),
+    "certs-not-a-list": _set(device_certs=7),
+    "cert-entry-text-sig": lambda body: body.update(
+        device_certs=[{**body["device_certs"][0], "sig": "x"}, *body["device_certs"][1:]]
+    ),
+    "cert-missing-field": _with_cert(created_ms=None),
+    "cert-version": _with_cert(v=2),
+    "cert-short-exchange": _with_cert(exchange=b"\x01" * 31),
+    "cert-text-time": _with_cert(created_ms="1"),
+    "duplicate-cert": lambda body: body.update(device_certs=[*body["device_certs"], body["device_certs"][0]]),
+    "cert-of-unlisted-device": lambda body: body.update(
+        device_certs=[*body["device_certs"], {"cert": NEWCOMER.devices[0].cert, "sig": NEWCOMER.devices[0].sig}]
+    ),
+}
+
+
+@pytest.mark.parametrize("mutate", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_policies_are_refused(mutate: Callable[[dict[str, Any]], None]) -> None:
-    """PO-1: a malformed body is refused with policy_invalid (never a KeyError or TypeError)."""
+    """PO-1: a malformed body is refused with policy_invalid (never accepted, never a KeyError
+    or TypeError), also when it is the previous policy or arrives as a record."""
     prev = head()
     body = {**prev.body, "seq": prev.seq + 1, "prev": prev.head, "members": members_with(prev, newcomer="reader")}
+    check_transition(prev, Policy(body, sign(OWNER.key, domain_bytes(POLICY_TAG, 1, body))))  # control
     mutate(body)
     bad = Policy(body, sign(OWNER.key, domain_bytes(POLICY_TAG, 1, body)))
     assert code_of(lambda: check_transition(prev, bad)) == INV
     assert code_of(lambda: Policy.parse(bad.to_record())) == INV
+
+
+def test_malformed_previous_policy_or_record_is_refused() -> None:
+    """PO-1: check_transition and propose refuse a malformed previous policy with a typed error."""
+    prev = head()
+    broken = Policy({k: v for k, v in prev.body.items() if k != "revoked"}, prev.signature)
+    new = propose(prev, OWNER.key, AddMember(NEWCOMER.user, "reader"))
+    assert code_of(lambda: check_transition(broken, new)) == INV
+    assert code_of(lambda: propose(broken, OWNER.key, AddMember(NEWCOMER.user, "reader"))) == INV
+    for record in ({"body": [], "sig": b""}, {"body": prev.body, "sig": "text"}, {"body": prev.body}):
+        assert code_of(lambda: Policy.parse(record)) == INV
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda: AddMember(EDITOR.user, "admin"), "already a member"),
+        (lambda: AddMember(b"\x01" * 31, "reader"), "32 bytes"),
+        (lambda: AddMember(NEWCOMER.user, "root"), "role does not exist"),
+        (lambda: SetRole(EDITOR.user, "editor"), "already has role"),
+        (lambda: SetRole(NEWCOMER.user, "editor"), "not a member"),
+        (lambda: RemoveMember(NEWCOMER.user), "not a member"),
+        (lambda: AddDevice({"v": 1}, b""), "certificate is malformed"),
+        (lambda: EDITOR.devices[0].add(), "already authorized"),
+        (lambda: RevokeDevice(NEWCOMER.devices[0].pub), "not listed"),
+        (lambda: TransferOwnership(NEWCOMER.user), "only be transferred to a member"),
+        (lambda: TransferOwnership(OWNER.user), "already the Owner"),
+        (lambda: "not a change", "Unknown policy change"),
+    ],
+)
+def test_propose_explains_impossible_changes(change: Callable[[], Any], words: str) -> None:
+    """A change that cannot apply to the current policy is refused with policy_invalid and a
+    sentence saying why (not a later, vaguer rule)."""
+    with pytest.raises(MemoriesError) as caught:
+        propose(head(), OWNER.key, change())
+    assert caught.value.code == INV and words in caught.value.message
+
+
+def test_propose_explains_revoked_devices() -> None:
+    """PO-1: re-adding or re-revoking a revoked device says that it was revoked."""
+    revoked = propose(head(), OWNER.key, RevokeDevice(EDITOR.devices[0].pub))
+    for change, words in ((EDITOR.devices[0].add(), "was revoked"), (RevokeDevice(EDITOR.devices[0].pub), "already revoked")):
+        with pytest.raises(MemoriesError) as caught:
+            propose(revoked, OWNER.key, change)
+        assert caught.value.code == INV and words in caught.value.message
 
 
 def test_messages_carry_no_key_material() -> None:
@@ -548,6 +635,21 @@ def test_genesis_rules() -> None:
     assert code_of(lambda: verify_chain([team()[1]])) == INV  # not a genesis
     bad_cert = {"cert": OWNER.devices[0].cert, "sig": OWNER.devices[1].sig}
     assert code_of(lambda: verify_chain([genesis_with(device_certs=[bad_cert])])) == INV
+    # Certificates, when present, cover every device, and every device is the Owner's.
+    assert code_of(lambda: verify_chain([genesis_with(device_certs=[])])) == INV
+    own = {"cert": OWNER.devices[0].cert, "sig": OWNER.devices[0].sig}
+    alien = {"cert": ADMIN.devices[0].cert, "sig": ADMIN.devices[0].sig}
+    devices = [OWNER.devices[0].pub, ADMIN.devices[0].pub]
+    assert code_of(lambda: verify_chain([genesis_with(devices=devices, device_certs=[own, alien])])) == INV
+    # Shape: nothing else compares a genesis against anything.
+    for changes in ({"extra": 1}, {"vault": b""}, {"vault": b"\x01" * 65}, {"epoch": True}):
+        assert code_of(lambda: verify_chain([genesis_with(**changes)])) == INV
+    # A single-member, correctly signed policy that is not seq 1 cannot start a history.
+    later = Policy(
+        {**certified.body, "seq": 2, "prev": genesis.head},
+        sign(OWNER.key, domain_bytes(POLICY_TAG, 1, {**certified.body, "seq": 2, "prev": genesis.head})),
+    )
+    assert code_of(lambda: verify_chain([later])) == INV
 
 
 def test_committed_store_fixture_policy_verifies(tmp_path: Path) -> None:
