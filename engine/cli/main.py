@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "desktop_commands",
     "mcp_commands",
     "remote_commands",
+    "audit_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -66,6 +67,7 @@ COMMAND_TABLE = {
     "credential": "remote_commands",
     "remote": "remote_commands",
     "proxy": "remote_commands",
+    "audit": "audit_commands",
 }
 
 

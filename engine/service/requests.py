@@ -127,3 +127,14 @@ class ImportBatch(Request, tag="import_batch"):
 class Export(Request, tag="export"):
     offset: Annotated[int, msgspec.Meta(ge=0)] = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=2000)] = 500
+
+
+# -- audit (AU-1) --------------------------------------------------------------------
+class Audit(Request, tag="audit"):
+    """Read the audit log, newest first; times are Unix milliseconds, ``actor`` a namespace or its prefix."""
+
+    since_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    until_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    actor: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    operation: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50

@@ -2,6 +2,7 @@
 
 from engine.service.handlers import (
     assets,  # put, edit, get, list, delete, history, diff
+    audit,  # the audit log, readable by its owner (AU-1, issue 13)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     credentials,  # credential new/generate/public (issue 7)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
@@ -11,4 +12,4 @@ from engine.service.handlers import (
     transfer,  # import, export
 )
 
-__all__ = ["assets", "cards", "credentials", "mcp_grants", "remote", "search", "session", "transfer"]
+__all__ = ["assets", "audit", "cards", "credentials", "mcp_grants", "remote", "search", "session", "transfer"]
