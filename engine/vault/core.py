@@ -26,7 +26,7 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.store.database import StoreFile
 from engine.vault.index import AssetEntry, AssetIndex
-from engine.vault.policy import Policy
+from engine.vault.policy import Change, Policy, propose, verify_chain
 from engine.vault.revision import Revision, build_revision
 
 __all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
@@ -47,14 +47,40 @@ class Actor(Protocol):
 
 @dataclass
 class VaultKeys:
+    """One vault as this device holds it: its policy history (PO-1) and every epoch key."""
+
     vault_id: bytes
     name: str
     policy: Policy
     epoch_keys: dict[int, bytes]
+    # The signed linear policy history, genesis first; ``policy`` is its last entry.
+    history: list[Policy] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.history:
+            self.history = [self.policy]
 
     @property
     def current_key(self) -> bytes:
         return self.epoch_keys[self.policy.epoch]
+
+    def policy_at(self, head: bytes) -> Policy | None:
+        """The policy of this vault whose head is ``head`` (a revision names the one it was written under)."""
+        for policy in reversed(self.history):
+            if policy.head == head:
+                return policy
+        return None
+
+    def record(self, *, default: bool) -> dict[str, Any]:
+        """The sealed state row that stores this vault as it is now (appended on every policy change)."""
+        return {
+            "t": "vault",
+            "vault_id": self.vault_id,
+            "name": self.name,
+            "default": default,
+            "policy": self.policy.to_record(),
+            "epoch_keys": [{"epoch": epoch, "key": key} for epoch, key in sorted(self.epoch_keys.items())],
+        }
 
 
 @dataclass
@@ -141,12 +167,22 @@ class VaultCore:
                 if kind == "identity":
                     identity = DeviceIdentity.from_record(record)
                 elif kind == "vault":
-                    policy = Policy.from_record(record["policy"])
+                    # Each policy change appends the vault's row again: the rows of one vault,
+                    # in order, are its signed linear policy history (verified below).
+                    vault_id = bytes(record["vault_id"])
+                    policy = Policy.parse(record["policy"])
                     keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
-                    vault = VaultKeys(bytes(record["vault_id"]), str(record["name"]), policy, keys)
-                    vaults[vault.vault_id] = vault
+                    earlier = vaults.get(vault_id)
+                    history = [*earlier.history, policy] if earlier is not None else [policy]
+                    if earlier is not None and earlier.policy.head == policy.head:
+                        # The same policy stored again (its signature is outside the head):
+                        # only a byte-identical copy is harmless.
+                        if bytes(earlier.policy.signature) != bytes(policy.signature):
+                            raise MemoriesError("store_corrupt", "A vault policy failed verification.")
+                        history = earlier.history
+                    vaults[vault_id] = VaultKeys(vault_id, str(record["name"]), policy, keys, history)
                     if record.get("default"):
-                        default_vault = vault.vault_id
+                        default_vault = vault_id
                 elif kind == "revision":
                     if identity is None:
                         raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
@@ -158,6 +194,12 @@ class VaultCore:
                 else:
                     extra.setdefault(str(kind), []).append((seq, record))
             audit_log = [bytes(record["signed"]) for record in audits]
+            for vault in vaults.values():
+                verify_chain(vault.history)
+        except MemoriesError as exc:
+            if exc.code == "store_corrupt":
+                raise
+            raise MemoriesError("store_corrupt", "A vault policy failed verification.") from exc
         except (SignatureError, KeyError, TypeError, ValueError) as exc:
             raise MemoriesError("store_corrupt", "A signed record failed verification.") from exc
         if identity is None or default_vault not in vaults:
@@ -175,8 +217,13 @@ class VaultCore:
         vault = vaults.get(bytes(rev.body["vault"]))
         if vault is None:
             raise SignatureError("revision of an unknown vault")
-        if rev.body["policy"] != vault.policy.head or not vault.policy.authorizes_device(rev.author):
+        # The policy the revision was written under must be in the vault's history and
+        # authorize its author at that point, under that policy's epoch (PO-1, HI-2).
+        policy = vault.policy_at(bytes(rev.body["policy"]))
+        if policy is None or not policy.authorizes_device(rev.author):
             raise SignatureError("revision not authorized by the vault policy")
+        if int(rev.body["epoch"]) != policy.epoch:
+            raise SignatureError("revision names another epoch than its policy")
         if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
             raise SignatureError("revision names a different device certificate")
 
@@ -300,6 +347,33 @@ class VaultCore:
                 state.extra_records.setdefault(kind, []).append((seq, record))
         for committed in self.committed:
             committed(state, revisions, extra_records)
+
+    def change_policy(
+        self, state: Unlocked, vault_id: bytes, change: Change, actor: Actor, *, extra_records: Records | None = None
+    ) -> VaultKeys:
+        """Sign the next policy of a vault with this user's key and commit it (PO-1, PO-2).
+
+        The role rules are checked against the previous policy by ``propose``. A change that
+        removes a member or revokes a device starts a new epoch with a fresh random vault key:
+        whatever is written afterwards is sealed under a key the removed party never held.
+        Older epoch keys are kept (history stays readable here). ``extra_records`` commit in
+        the same transaction (e.g. a consumed join request, ID-3).
+        """
+        vault = state.vaults.get(vault_id)
+        if vault is None:
+            raise MemoriesError("not_found", "No vault has that name.")
+        certificates = [(state.identity.certificate, state.identity.certificate_sig)]
+        policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
+        keys = dict(vault.epoch_keys)
+        if policy.epoch != vault.policy.epoch:
+            keys[policy.epoch] = os.urandom(32)
+        updated = VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy])
+        audit = self.audit_record(
+            state, "policy_change", actor, outcome="ok", change=type(change).__name__, vault=vault_id, seq=policy.seq
+        )
+        self.commit(state, [], [], [updated.record(default=vault_id == state.default_vault), *(extra_records or []), audit])
+        state.vaults[vault_id] = updated  # only once the new policy is durable (ST-5)
+        return updated
 
     def commit_intent(self, state: Unlocked, op: str, actor: Actor, assets: list[bytes]) -> None:
         """Read/execution intents are committed before delivery: a disk failure blocks it."""
