@@ -351,28 +351,50 @@ class VaultCore:
     def change_policy(
         self, state: Unlocked, vault_id: bytes, change: Change, actor: Actor, *, extra_records: Records | None = None
     ) -> VaultKeys:
-        """Sign the next policy of a vault with this user's key and commit it (PO-1, PO-2).
+        """Sign the next policy of one vault and commit it; see :meth:`change_policies`."""
+        return self.change_policies(state, [(vault_id, change)], actor, extra_records=extra_records)[0]
 
-        The role rules are checked against the previous policy by ``propose``. A change that
-        removes a member or revokes a device starts a new epoch with a fresh random vault key:
-        whatever is written afterwards is sealed under a key the removed party never held.
-        Older epoch keys are kept (history stays readable here). ``extra_records`` commit in
-        the same transaction (e.g. a consumed join request, ID-3).
+    def change_policies(
+        self,
+        state: Unlocked,
+        changes: list[tuple[bytes, Change]],
+        actor: Actor,
+        *,
+        extra_records: Records | None = None,
+    ) -> list[VaultKeys]:
+        """Sign the next policy of each named vault with this user's key; commit them all at once.
+
+        The role rules are checked against each vault's previous policy by ``propose`` before
+        anything is written (PO-1, PO-2). A change that removes a member or revokes a device
+        starts a new epoch with a fresh random vault key: whatever is written afterwards is
+        sealed under a key the removed party never held. Older epoch keys are kept (history
+        stays readable here). Everything — every vault's new row, ``extra_records`` (e.g. a
+        consumed join request, ID-3) and the audit entry — is one transaction: a crash leaves
+        all vaults before or all after.
         """
-        vault = state.vaults.get(vault_id)
-        if vault is None:
-            raise MemoriesError("not_found", "No vault has that name.")
         certificates = [(state.identity.certificate, state.identity.certificate_sig)]
-        policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
-        keys = dict(vault.epoch_keys)
-        if policy.epoch != vault.policy.epoch:
-            keys[policy.epoch] = os.urandom(32)
-        updated = VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy])
+        updated: list[VaultKeys] = []
+        for vault_id, change in changes:
+            vault = state.vaults.get(vault_id)
+            if vault is None:
+                raise MemoriesError("not_found", "No vault has that name.")
+            policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
+            keys = dict(vault.epoch_keys)
+            if policy.epoch != vault.policy.epoch:
+                keys[policy.epoch] = os.urandom(32)
+            updated.append(VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy]))
         audit = self.audit_record(
-            state, "policy_change", actor, outcome="ok", change=type(change).__name__, vault=vault_id, seq=policy.seq
+            state,
+            "policy_change",
+            actor,
+            outcome="ok",
+            changes=[type(change).__name__ for _, change in changes],
+            vaults=[vault.vault_id for vault in updated],
         )
-        self.commit(state, [], [], [updated.record(default=vault_id == state.default_vault), *(extra_records or []), audit])
-        state.vaults[vault_id] = updated  # only once the new policy is durable (ST-5)
+        rows = [vault.record(default=vault.vault_id == state.default_vault) for vault in updated]
+        self.commit(state, [], [], [*rows, *(extra_records or []), audit])
+        for vault in updated:  # only once the new policies are durable (ST-5)
+            state.vaults[vault.vault_id] = vault
         return updated
 
     def commit_intent(self, state: Unlocked, op: str, actor: Actor, assets: list[bytes]) -> None:
