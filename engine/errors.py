@@ -95,6 +95,10 @@ CODES: dict[str, str] = {
         "The approval is damaged, not for this request or not from the pinned approving device; nothing was changed."
     ),
     "join_approval_expired": "The approval has expired; approve the request again on the approving device.",
+    "join_no_request": "This data home has no pending join request; run `memories device request` here first.",
+    "device_not_found": "No device of this vault has that name, fingerprint or ID; see `memories devices`.",
+    "device_ambiguous": "More than one device matches; give more hex digits of the fingerprint.",
+    "confirmation_required": "This needs a confirmation: run it in a terminal, or pass --yes after checking the fingerprint.",
 }
 
 

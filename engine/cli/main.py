@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "mcp_commands",
     "remote_commands",
     "audit_commands",
+    "device_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -68,6 +69,9 @@ COMMAND_TABLE = {
     "remote": "remote_commands",
     "proxy": "remote_commands",
     "audit": "audit_commands",
+    "whoami": "device_commands",
+    "devices": "device_commands",
+    "device": "device_commands",
 }
 
 

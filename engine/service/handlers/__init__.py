@@ -5,6 +5,7 @@ from engine.service.handlers import (
     audit,  # the audit log, readable by its owner (AU-1, issue 13)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     credentials,  # credential new/generate/public (issue 7)
+    devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     remote,  # remote sessions, tickets, proxies (issue 7)
     search,  # search, retrieve, ask, rag (issue 3)
@@ -12,4 +13,4 @@ from engine.service.handlers import (
     transfer,  # import, export
 )
 
-__all__ = ["assets", "audit", "cards", "credentials", "mcp_grants", "remote", "search", "session", "transfer"]
+__all__ = ["assets", "audit", "cards", "credentials", "devices", "mcp_grants", "remote", "search", "session", "transfer"]
