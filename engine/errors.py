@@ -81,6 +81,7 @@ CODES: dict[str, str] = {
     "policy_invalid": "The vault policy is malformed, badly signed or breaks a policy rule; nothing was changed.",
     "policy_forbidden": "Your role in the vault does not allow this policy change; nothing was changed.",
     "policy_stale": "The policy change does not follow the current policy; nothing was changed.",
+    "read_only": "Your role in this vault does not allow writing; nothing was changed.",
     # -- identity, envelopes and joining devices (SPEC §2) --
     "envelope_invalid": (
         "The envelope is damaged, not for this device or purpose, or not from the expected device; nothing was opened."

@@ -16,17 +16,20 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "put", parents=[common], help="store a new memory", description="A piped standard input is read as the body."
     )
     add_content_options(p, piped_body=True)
+    p.add_argument("--vault", metavar="NAME", help="store it in this vault (default: the default vault)")
     p.set_defaults(func=cmd_put)
 
     p = sub.add_parser("list", parents=[common], help="list current memories, newest first")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--tag")
+    p.add_argument("--vault", metavar="NAME", help="list this vault (default: the default vault)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("get", parents=[common], help="show one memory")
     p.add_argument("id")
     p.add_argument("--rev", help="show this revision (from `memories history`) instead of the current one")
+    p.add_argument("--vault", metavar="NAME", help="only if the memory is in this vault")
     p.set_defaults(func=cmd_get)
 
     p = sub.add_parser("edit", parents=[common], help="edit a memory (a new revision on its base)")
@@ -63,9 +66,10 @@ def cmd_put(ctx: Context, args: argparse.Namespace) -> int:
     if not args.title:
         raise UsageError("put needs --title")
     body = body_from(args, piped=True) or ""
-    result = ctx.request(
-        {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": meta_pairs(args.meta) or {}}
-    )
+    request = {"op": "put", "title": args.title, "body": body, "tags": args.tags or [], "meta": meta_pairs(args.meta) or {}}
+    if args.vault is not None:
+        request["vault"] = args.vault
+    result = ctx.request(request)
     ctx.emit(result, f"{result['short_id']}  (revision {result['short_revision']})")
     return 0
 
@@ -74,6 +78,8 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "list", "limit": args.limit, "offset": args.offset}
     if args.tag:
         body["tag"] = args.tag
+    if args.vault is not None:
+        body["vault"] = args.vault
     result = ctx.request(body)
     lines = []
     for item in result["items"]:
@@ -90,6 +96,8 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"op": "get", "id": args.id}
     if args.rev:
         request["rev"] = args.rev
+    if args.vault is not None:
+        request["vault"] = args.vault
     result = ctx.request(request)
     views = result["head_contents"] or [result]
     blocks = []

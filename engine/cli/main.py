@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "mcp_commands",
     "remote_commands",
     "audit_commands",
+    "vault_commands",
     "device_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
@@ -69,6 +70,8 @@ COMMAND_TABLE = {
     "remote": "remote_commands",
     "proxy": "remote_commands",
     "audit": "audit_commands",
+    "vault": "vault_commands",
+    "vaults": "vault_commands",
     "whoami": "device_commands",
     "devices": "device_commands",
     "device": "device_commands",

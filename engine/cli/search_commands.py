@@ -28,6 +28,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search memories and cards")
     _query_options(p, 10, 100)
     p.add_argument("--kind", help="only this kind (memory, knowledge, brain, persona)")
+    p.add_argument("--vault", metavar="NAME", help="search this vault (default: the default vault)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("retrieve", parents=[common], help="passages labelled [S1] [S2] … with their sources")
@@ -83,6 +84,8 @@ def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
     body = _body("search", args, 100)
     if args.kind:
         body["kind"] = args.kind
+    if args.vault is not None:
+        body["vault"] = args.vault
     result = ctx.request(body, timeout=_timeout(args))
     color = ctx.color
     lines = []

@@ -25,11 +25,13 @@ BATCH_BYTES = 4 * 1024 * 1024  # encoded; well under the frame limit
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("import", parents=[common], help="import Markdown (file or folder) or JSONL")
     p.add_argument("path")
+    p.add_argument("--vault", metavar="NAME", help="import into this vault (default: the default vault)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("export", parents=[common], help="export ordinary content (needs sudo)")
     p.add_argument("--format", choices=("jsonl", "markdown"), required=True)
     p.add_argument("dir")
+    p.add_argument("--vault", metavar="NAME", help="export this vault (default: the default vault)")
     p.set_defaults(func=cmd_export)
 
 
@@ -70,7 +72,10 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
         ctx.client()
     for batch in _batches(loaded.notes):
         try:
-            result = ctx.request({"op": "import_batch", "items": [note.item for note in batch]}, timeout=300)
+            request: dict[str, Any] = {"op": "import_batch", "items": [note.item for note in batch]}
+            if args.vault is not None:
+                request["vault"] = args.vault
+            result = ctx.request(request, timeout=300)
         except MemoriesError as exc:
             raise _stopped(exc, batch, created, skipped, total) from None
         created += result["created"]
@@ -139,7 +144,8 @@ def _markdown(item: dict[str, Any]) -> str:
 
 def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
     target = Path(args.dir)
-    first = ctx.request({"op": "export", "offset": 0, "limit": 500}, timeout=300)  # elevation checked first
+    scope: dict[str, Any] = {} if args.vault is None else {"vault": args.vault}
+    first = ctx.request({"op": "export", "offset": 0, "limit": 500, **scope}, timeout=300)  # elevation checked first
     try:
         target.mkdir(parents=True, exist_ok=True, mode=0o700)
         jsonl = target / "memories.jsonl"
@@ -150,7 +156,8 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
         offset = count = 0
         try:
             while True:
-                page = first if offset == 0 else ctx.request({"op": "export", "offset": offset, "limit": 500}, timeout=300)
+                more = {"op": "export", "offset": offset, "limit": 500, **scope}
+                page = first if offset == 0 else ctx.request(more, timeout=300)
                 for item in page["items"]:
                     if handle is not None:
                         record = {"title": item["title"], "body": item["body"], "tags": item["tags"], "meta": item["meta"]}

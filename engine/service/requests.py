@@ -31,6 +31,8 @@ Meta = Annotated[dict[MetaKey, Annotated[str, msgspec.Meta(max_length=10_000)]],
 Password = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 AssetRef = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Kind = Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,32}$")]
+# A vault by name (`memories vaults`); an op without one acts on the default vault.
+VaultRef = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 
 
 class Request(msgspec.Struct, tag_field="op", forbid_unknown_fields=True, kw_only=True):
@@ -73,6 +75,7 @@ class Put(Request, tag="put"):
     tags: Tags = []
     meta: Meta = {}
     kind: Kind = "memory"
+    vault: VaultRef | None = None
 
 
 class Edit(Request, tag="edit"):
@@ -89,6 +92,8 @@ class Get(Request, tag="get"):
     id: AssetRef
     # One revision (any, not only a head) instead of the current heads; shown redacted (CD-7).
     rev: AssetRef | None = None
+    # Only an asset of this vault (asset IDs are global; this checks where it lives).
+    vault: VaultRef | None = None
 
 
 class ListAssets(Request, tag="list"):
@@ -96,6 +101,7 @@ class ListAssets(Request, tag="list"):
     offset: Annotated[int, msgspec.Meta(ge=0)] = 0
     tag: Tag | None = None
     kind: Kind | None = None
+    vault: VaultRef | None = None
 
 
 class Delete(Request, tag="delete"):
@@ -122,11 +128,13 @@ class ImportItem(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class ImportBatch(Request, tag="import_batch"):
     items: Annotated[list[ImportItem], msgspec.Meta(max_length=5000)]
+    vault: VaultRef | None = None
 
 
 class Export(Request, tag="export"):
     offset: Annotated[int, msgspec.Meta(ge=0)] = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=2000)] = 500
+    vault: VaultRef | None = None
 
 
 # -- audit (AU-1) --------------------------------------------------------------------

@@ -234,7 +234,8 @@ class SearchRuntime:
     # -- building ------------------------------------------------------------------------
     def start_build(self, state: Unlocked, vault_id: bytes) -> BuildJob:
         """Replace the vault's index with an empty one and fill it in the background."""
-        if self.job is not None:
+        # A build of another vault's index keeps running (it goes stale by itself on lock).
+        if self.job is not None and self.job.vault_id == vault_id:
             self.job.cancelled = True
             self.job.done.set()
         vault = state.vaults[vault_id]

@@ -282,16 +282,21 @@ class VaultCore:
         reserved: list[int] | None = None,
         vault: VaultKeys | None = None,
     ) -> tuple[Revision, list[tuple[int, bytes]]]:
-        """Encrypt and sign a revision (of the default vault unless ``vault`` names another); no write."""
+        """Encrypt and sign a revision; no write.
+
+        The vault is ``vault``, else the vault the asset already lives in, else the default
+        vault. Roles decide writes here, in this one place (PO-2): only an Owner, Admin or
+        Editor of the vault's current policy, on a device that policy authorizes, may write.
+        """
         from engine.vault.revision import chunk_count
 
+        vault = self.writable_vault(state, asset_id, vault)
         store = self.require_store()
         if not tombstone:
             for guard in self.revision_guards:
                 summary, body = guard(self, state, asset_id, summary, body)
         data = body.encode("utf-8")
         seqs = reserved if reserved is not None else store.reserve_content(chunk_count(len(data)))
-        vault = vault or state.vault
         built = build_revision(
             identity=state.identity,
             vault_id=vault.vault_id,
@@ -307,6 +312,23 @@ class VaultCore:
             content_seqs=seqs,
         )
         return built.revision, built.content_rows
+
+    @staticmethod
+    def writable_vault(state: Unlocked, asset_id: bytes, vault: VaultKeys | None) -> VaultKeys:
+        """The vault a new revision of ``asset_id`` goes to, if this user may write there."""
+        existing = state.index.assets.get(asset_id)
+        if vault is None:
+            vault = state.vaults[existing.vault_id] if existing is not None else state.vault
+        elif existing is not None and existing.vault_id != vault.vault_id:
+            raise MemoriesError("invalid_input", "That asset belongs to another vault; its revisions stay there.")
+        role = vault.policy.role_of(state.identity.user_pub)
+        if role == "reader":
+            raise MemoriesError("read_only", f"You are a Reader of vault {vault.name!r}; readers cannot write.")
+        if role is None:
+            raise MemoriesError("read_only", f"You are not a member of vault {vault.name!r}; you cannot write there.")
+        if not vault.policy.authorizes_device(state.identity.device_pub):
+            raise MemoriesError("read_only", f"This device is not authorized in vault {vault.name!r}; it cannot write there.")
+        return vault
 
     def audit_record(self, state: Unlocked, op: str, actor: Actor, **fields: Any) -> dict[str, Any]:
         """An encrypted, signed audit entry. It records ops and asset IDs, never content."""

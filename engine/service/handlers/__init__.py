@@ -11,6 +11,19 @@ from engine.service.handlers import (
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
     transfer,  # import, export
+    vaults,  # vault new, vaults, members, roles, transfer, rotate (issue 13)
 )
 
-__all__ = ["assets", "audit", "cards", "credentials", "devices", "mcp_grants", "remote", "search", "session", "transfer"]
+__all__ = [
+    "assets",
+    "audit",
+    "cards",
+    "credentials",
+    "devices",
+    "mcp_grants",
+    "remote",
+    "search",
+    "session",
+    "transfer",
+    "vaults",
+]

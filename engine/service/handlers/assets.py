@@ -12,6 +12,7 @@ from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
+from engine.service.handlers.vaults import vault_for
 from engine.service.projections import asset_summary, content_view, revision_ref, visible_body
 from engine.service.registry import op
 from engine.service.service import Service
@@ -138,6 +139,7 @@ def put(service: Service, request: rq.Put, caller: Caller) -> dict[str, Any]:
         parents=[],
         summary=make_summary(request.title, request.tags, meta),
         body=request.body,
+        vault=vault_for(state, request.vault),
     )
     return write_one(service, state, caller, "put", rev, rows)
 
@@ -181,6 +183,8 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
 def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     entry = visible_entry(state, request.id)
+    if request.vault is not None and entry.vault_id != vault_for(state, request.vault).vault_id:
+        raise MemoriesError("not_found", "That asset is not in the vault given to --vault.")
     if request.rev is not None:
         heads = [state.index.resolve_revision(entry, request.rev)]
     else:
@@ -194,7 +198,10 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
 def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     items = []
+    vault_id = vault_for(state, request.vault).vault_id
     for entry in state.index.visible():
+        if entry.vault_id != vault_id:
+            continue
         if request.kind is not None and entry.kind != request.kind:
             continue
         if request.kind is None and (entry.kind in SECRET_BODY_KINDS or entry.kind in UNLISTED_KINDS):

@@ -193,6 +193,15 @@ def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None
         raise MemoriesError("invalid_request", "`vault` must be a vault name.")
     if vault_id not in grant.vaults:
         raise MemoriesError("scope_denied", "This grant does not cover that vault.")
+    # Asset IDs are global: an op on one asset acts in the vault that asset lives in.
+    ref = inner.get("id")
+    if isinstance(ref, str):
+        try:
+            entry = state.index.resolve(ref)
+        except MemoriesError:
+            return  # the op itself answers not_found / ambiguous_id
+        if entry.vault_id not in grant.vaults:
+            raise MemoriesError("scope_denied", "This grant does not cover the vault that asset is in.")
 
 
 @op(rq.McpCall, lock_free=True)

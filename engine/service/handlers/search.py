@@ -29,6 +29,7 @@ from engine.search.segment import SEGMENTER_VERSION
 from engine.search.snippets import snippet
 from engine.search.vectors import normalize
 from engine.service.caller import Caller
+from engine.service.handlers.vaults import vault_for
 from engine.service.registry import op
 from engine.service.requests import Kind, Request
 from engine.service.search_runtime import SearchRuntime, runtime_of
@@ -50,6 +51,8 @@ class Search(Request, tag="search"):
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
     kind: Kind | None = None
     wait_ms: WaitMs = 5000
+    # A vault by name (`memories vaults`); without it, the default vault.
+    vault: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
 
 
 class Retrieve(Request, tag="retrieve"):
@@ -91,6 +94,7 @@ class Found:
 
 @dataclass
 class Retrieved:
+    vault_id: bytes
     generation: int
     mode: Mode
     parsed: ParsedQuery
@@ -131,14 +135,20 @@ def _retrieve(
     limit: int,
     kinds: frozenset[str] | None,
     wait_ms: int,
+    vault_name: str | None = None,
 ) -> Retrieved:
+    if vault_name is not None:
+        with service.lock:  # the named vault's index must exist (and be building) before waiting
+            state = service.require_unlocked()
+            runtime.current_index(state, vault_for(state, vault_name).vault_id)
     runtime.wait_ready(wait_ms / 1000)
     with service.lock:
         state = service.require_unlocked()
         service.session.touch()
         generation = service.session.generation
         mode = _resolve_mode(requested_mode, config)
-        index = runtime.current_index(state, state.default_vault)
+        vault_id = vault_for(state, vault_name).vault_id
+        index = runtime.current_index(state, vault_id)
         parsed = parse_query(query, runtime.segmenter)
         missing: list[tuple[bytes, str]] = []
         if mode != "lexical" and config.embedding is not None:
@@ -154,7 +164,7 @@ def _retrieve(
             raise MemoriesError("provider_error", "The provider returned an unusable query vector.") from None
     with service.lock:
         state = _checked_state(service, generation)
-        index = runtime.current_index(state, state.default_vault)
+        index = runtime.current_index(state, vault_id)
         if missing:
             index.vectors.reset_if_model_changed(config.embedding.model_id if config.embedding else "")
             try:
@@ -165,6 +175,7 @@ def _retrieve(
         hits = index.search(parsed, mode=mode, query_vector=query_vector, limit=window, kinds=kinds)
         found = [_snapshot(index, h.asset_id, h.rowid, h.score) for h in hits]
         result = Retrieved(
+            vault_id=vault_id,
             generation=generation,
             mode=mode,
             parsed=parsed,
@@ -194,10 +205,10 @@ def _snapshot(index: VaultIndex, asset_id: bytes, rowid: int, score: float) -> F
     )
 
 
-def _still_current(runtime: SearchRuntime, state: Unlocked, hits: list[Found]) -> list[Found]:
+def _still_current(runtime: SearchRuntime, state: Unlocked, hits: list[Found], vault_id: bytes | None = None) -> list[Found]:
     """Hits whose source is still indexed at the same revision (not edited, deleted or excluded)."""
     # current_index reconciles the index with the vault first (and restarts it on a policy change).
-    index = runtime.current_index(state, state.default_vault)
+    index = runtime.current_index(state, state.default_vault if vault_id is None else vault_id)
     return [h for h in hits if (a := index.assets.get(h.asset_id)) is not None and a.doc.rev_id == h.rev_id]
 
 
@@ -230,10 +241,12 @@ def _config(service: Service) -> RagConfig:
 def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     runtime = runtime_of(service)
     kinds = frozenset({request.kind}) if request.kind else None
-    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms)
+    found = _retrieve(
+        service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms, request.vault
+    )
     with service.lock:
         state = _checked_state(service, found.generation)
-        hits = _still_current(runtime, state, found.hits)
+        hits = _still_current(runtime, state, found.hits, found.vault_id)
         _commit_intent(service, runtime, state, "search", caller, [h.asset_id for h in hits])
         terms = found.parsed.terms + found.parsed.phrases
         results = [

@@ -8,6 +8,7 @@ from typing import Any
 from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import ORDINARY_KINDS, content_key, make_summary, new_revision
+from engine.service.handlers.vaults import vault_for
 from engine.service.projections import asset_summary, content_view
 from engine.service.registry import op
 from engine.service.service import Service
@@ -22,6 +23,9 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
     rows: list[tuple[int, bytes]] = []
     seen: set[str] = set()
     skipped = 0
+    vault = vault_for(state, request.vault)
+    # Refused before anything is reserved when this user may not write there (read_only).
+    service.vault.writable_vault(state, b"", vault)
     next_seq = store.reserve_content(1)[0]
     for item in request.items:
         key = content_key(item.title, item.body, item.tags, item.meta)
@@ -41,6 +45,7 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
             summary=make_summary(item.title, item.tags, item.meta),
             body=item.body,
             reserved=reserved,
+            vault=vault,
         )
         revisions.append(rev)
         rows.extend(rev_rows)
@@ -58,8 +63,9 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
 def export(service: Service, request: rq.Export, caller: Caller) -> dict[str, Any]:
     """Ordinary content only (no credentials or protected material), paged."""
     state = service.require_unlocked()
+    vault_id = vault_for(state, request.vault).vault_id
     entries = sorted(
-        (e for e in state.index.visible() if e.kind in ORDINARY_KINDS),
+        (e for e in state.index.visible() if e.kind in ORDINARY_KINDS and e.vault_id == vault_id),
         key=lambda e: state.index.revisions[e.revisions[0]].created_ms,
     )
     page = entries[request.offset : request.offset + request.limit]

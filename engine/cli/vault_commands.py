@@ -1,0 +1,154 @@
+"""vault new, vaults, vault members, vault member add|role|remove, vault transfer, vault rotate (PO-1, PO-2)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from engine.cli.context import Context, UsageError
+from engine.terminal_text import one_line
+
+__all__ = ["register", "parse_user_id"]
+
+ROLES = ("owner", "admin", "editor", "reader")
+_USER_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_user_id(text: str) -> str:
+    """A user ID is the 64 hex digits of a user public key (`memories whoami` prints it)."""
+    value = text.strip().lower()
+    if not _USER_ID.fullmatch(value):
+        raise UsageError("USER_ID is the 64 hex digits `memories whoami` prints on the member's device")
+    return value
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("vaults", parents=[common], help="list this device's vaults: role, members, epoch, assets")
+    p.set_defaults(func=cmd_vaults)
+
+    vault = sub.add_parser("vault", parents=[common], help="create vaults; manage members, roles and keys")
+    vsub = vault.add_subparsers(dest="vault_command", metavar="COMMAND", parser_class=vault.__class__)
+    vault.set_defaults(func=_usage)
+
+    p = vsub.add_parser("new", parents=[common], help="a new shared vault with its own key; you are its Owner")
+    p.add_argument("name", help="1–64 printable characters, unique on this device")
+    p.set_defaults(func=cmd_new)
+
+    p = vsub.add_parser("members", parents=[common], help="the members of a vault and their roles")
+    _vault_option(p)
+    p.set_defaults(func=cmd_members)
+
+    member = vsub.add_parser("member", parents=[common], help="add, re-role or remove a member (needs sudo)")
+    msub = member.add_subparsers(dest="member_command", metavar="COMMAND", parser_class=vault.__class__)
+    member.set_defaults(func=_usage)
+    p = msub.add_parser("add", parents=[common], help="add a member with a role (needs sudo)")
+    p.add_argument("user_id", metavar="USER_ID", help="the member's user ID from `memories whoami`")
+    p.add_argument("--role", choices=ROLES, required=True)
+    _vault_option(p)
+    p.set_defaults(func=cmd_member_add)
+    p = msub.add_parser("role", parents=[common], help="change a member's role (needs sudo)")
+    p.add_argument("user_id", metavar="USER_ID")
+    p.add_argument("--role", choices=ROLES, required=True)
+    _vault_option(p)
+    p.set_defaults(func=cmd_member_role)
+    p = msub.add_parser(
+        "remove", parents=[common], help="remove a member and their devices; later writes use a new key (needs sudo)"
+    )
+    p.add_argument("user_id", metavar="USER_ID")
+    _vault_option(p)
+    p.set_defaults(func=cmd_member_remove)
+
+    p = vsub.add_parser("transfer", parents=[common], help="make a member the Owner; you become Admin (needs sudo)")
+    p.add_argument("user_id", metavar="USER_ID")
+    _vault_option(p)
+    p.set_defaults(func=cmd_transfer)
+
+    p = vsub.add_parser("rotate", parents=[common], help="start a new epoch with a new vault key (Owner; needs sudo)")
+    _vault_option(p)
+    p.set_defaults(func=cmd_rotate)
+
+
+def _vault_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vault", metavar="NAME", help="the vault (default: the default vault)")
+
+
+def _usage(ctx: Context, args: argparse.Namespace) -> int:
+    raise UsageError("vault needs a command: new, members, member add|role|remove, transfer or rotate")
+
+
+def _with_vault(body: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    if args.vault is not None:
+        body["vault"] = args.vault
+    return body
+
+
+def cmd_vaults(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "vaults"})
+    lines = []
+    for v in result["vaults"]:
+        flags = [f for f, on in (("default", v["default"]), ("device-only", v["device_only"])) if on]
+        note = f"  ({', '.join(flags)})" if flags else ""
+        lines.append(
+            f"{one_line(v['name']):<20} {v['short_id']}  {v['role'] or 'not a member':<8} "
+            f"members {v['members']}  epoch {v['epoch']}  assets {v['assets']}{note}"
+        )
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "vault_new", "name": args.name})
+    ctx.emit(result, f"vault {one_line(result['name'])} ({result['short_id']}): you are its Owner; use --vault to write to it")
+    return 0
+
+
+def cmd_members(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request(_with_vault({"op": "vault_members"}, args))
+    lines = [f"vault {one_line(result['vault'])}  policy {result['policy_seq']}  epoch {result['epoch']}"]
+    for m in result["members"]:
+        me = "  (you)" if m["me"] else ""
+        lines.append(f"{m['user']}  {m['role']:<6}  devices {m['devices']}{me}")
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def _changed(ctx: Context, result: dict[str, Any], what: str) -> None:
+    text = f"{what} in vault {one_line(result['vault'])}: policy {result['policy_seq']}, epoch {result['epoch']}"
+    if result["new_epoch"]:
+        text += "\nlater writes are sealed with the new epoch key; earlier content keeps its old key"
+    ctx.emit(result, text)
+
+
+def cmd_member_add(ctx: Context, args: argparse.Namespace) -> int:
+    user = parse_user_id(args.user_id)
+    result = ctx.request(_with_vault({"op": "vault_member_add", "user": user, "role": args.role}, args))
+    _changed(ctx, result, f"added {user[:12]}… as {args.role}")
+    return 0
+
+
+def cmd_member_role(ctx: Context, args: argparse.Namespace) -> int:
+    user = parse_user_id(args.user_id)
+    result = ctx.request(_with_vault({"op": "vault_member_role", "user": user, "role": args.role}, args))
+    _changed(ctx, result, f"{user[:12]}… is now {args.role}")
+    return 0
+
+
+def cmd_member_remove(ctx: Context, args: argparse.Namespace) -> int:
+    user = parse_user_id(args.user_id)
+    result = ctx.request(_with_vault({"op": "vault_member_remove", "user": user}, args))
+    _changed(ctx, result, f"removed {user[:12]}… and revoked their devices")
+    return 0
+
+
+def cmd_transfer(ctx: Context, args: argparse.Namespace) -> int:
+    user = parse_user_id(args.user_id)
+    result = ctx.request(_with_vault({"op": "vault_transfer", "user": user}, args))
+    _changed(ctx, result, f"{user[:12]}… is now the Owner and you are an Admin")
+    return 0
+
+
+def cmd_rotate(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request(_with_vault({"op": "vault_rotate"}, args))
+    _changed(ctx, result, "rotated the vault key")
+    return 0
