@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
+from engine.cards.login import LOGIN_FIELDS, LOGIN_KIND
 from engine.errors import MemoriesError
 
 __all__ = [
     "ORDINARY_CARD_KINDS",
     "PROTECTED_KIND",
+    "LOGIN_KIND",
     "CARD_KINDS",
     "GRAPH_KINDS",
     "SCHEMAS",
@@ -27,7 +29,8 @@ __all__ = [
 
 ORDINARY_CARD_KINDS = ("knowledge", "brain", "persona")
 PROTECTED_KIND = "protected"
-CARD_KINDS = (*ORDINARY_CARD_KINDS, PROTECTED_KIND)
+# Login cards (CD-10) are protected cards too: created only by their own ops.
+CARD_KINDS = (*ORDINARY_CARD_KINDS, PROTECTED_KIND, LOGIN_KIND)
 # Kinds that may be graph nodes: memories and every card (never credentials).
 GRAPH_KINDS = frozenset({"memory", *CARD_KINDS})
 
@@ -100,6 +103,7 @@ SCHEMAS: dict[str, dict[str, Field]] = {
         "issuer": Field(_text(200), "an issuer (≤200 characters)"),
         "url": Field(_url_or_text, "a URL (≤2000 characters)"),
     },
+    LOGIN_KIND: {key: Field(check, describe) for key, (check, describe) in LOGIN_FIELDS.items()},
 }
 
 

@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "mcp_commands",
     "remote_commands",
     "audit_commands",
+    "login_commands",
+    "password_commands",
     "vault_commands",
     "device_commands",
 )
@@ -70,6 +72,8 @@ COMMAND_TABLE = {
     "remote": "remote_commands",
     "proxy": "remote_commands",
     "audit": "audit_commands",
+    "login": "login_commands",
+    "password": "password_commands",
     "vault": "vault_commands",
     "vaults": "vault_commands",
     "whoami": "device_commands",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,11 @@ def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.paths.store.exists():
         raise MemoriesError("already_initialized")
     password = read_password(args.password_stdin, confirm=True, prompt="New vault password: ")
+    from engine.cli.password_commands import weak_password_warning  # zxcvbn only here (CLI start-up is measured)
+
+    warning = weak_password_warning(password)
+    if warning is not None:
+        print(f"warning: {warning}", file=sys.stderr)  # CD-11: a warning, not a refusal
     ctx.ensure_engine()
     result = ctx.request({"op": "init", "password": password}, timeout=120)
     ctx.emit(result, f"Vault created in {ctx.paths.home} and unlocked.")

@@ -23,8 +23,16 @@ BATCH_BYTES = 4 * 1024 * 1024  # encoded; well under the frame limit
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("import", parents=[common], help="import Markdown (file or folder) or JSONL")
-    p.add_argument("path")
+    from engine.cli.login_commands import add_moving_options
+
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import Markdown (file or folder) or JSONL; or `import keepassxc|bitwarden|1password FILE`",
+    )
+    p.add_argument("path", help="notes to import, or keepassxc, bitwarden or 1password followed by FILE")
+    p.add_argument("file", nargs="?", help="with keepassxc|bitwarden|1password: the export file")
+    add_moving_options(p)
     p.add_argument("--vault", metavar="NAME", help="import into this vault (default: the default vault)")
     p.set_defaults(func=cmd_import)
 
@@ -54,6 +62,14 @@ _OUTCOME_UNKNOWN = {"timeout", "daemon_unavailable"}
 
 
 def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.cli.login_commands import MOVING_SOURCES, cmd_import_moving
+
+    if args.file is not None:
+        if args.path not in MOVING_SOURCES:
+            raise MemoriesError("invalid_input", f"`import SOURCE FILE` takes one of {', '.join(MOVING_SOURCES)} as SOURCE.")
+        return cmd_import_moving(ctx, args, args.path, Path(args.file))
+    if args.dry_run or args.kdbx_password_stdin or args.keyfile:
+        raise MemoriesError("invalid_input", "--dry-run, --kdbx-password-stdin and --keyfile apply to `import SOURCE FILE`.")
     from engine.cli.importers import ImportFormatError, load_source  # msgspec: only `import` needs it
 
     source = Path(args.path)

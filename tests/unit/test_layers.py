@@ -53,6 +53,7 @@ DOMAIN = (
     "engine.cloud",
     "engine.center",
     "engine.transcripts",
+    "engine.moving",  # parsers of other password managers' exports (IM-1)
 )
 BOTTOM = ("engine.store", "engine.crypto")
 # Standard library (plus platformdirs, lazily) only; importable from everywhere.

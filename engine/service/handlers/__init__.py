@@ -6,6 +6,7 @@ from engine.service.handlers import (
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     credentials,  # credential new/generate/public (issue 7)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
+    logins,  # login cards and moving-in batches (issue 15)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     remote,  # remote sessions, tickets, proxies (issue 7)
     search,  # search, retrieve, ask, rag (issue 3)
@@ -20,6 +21,7 @@ __all__ = [
     "cards",
     "credentials",
     "devices",
+    "logins",
     "mcp_grants",
     "remote",
     "search",

@@ -25,7 +25,7 @@ from engine.cards.graph import full_projection, neighbourhood, spread_activation
 from engine.cards.links import LINK_RECORD, PPM, Link, LinkIndex, add_record, now_ms, remove_record
 from engine.cards.otp import MAX_COUNTER, hotp, totp
 from engine.cards.protected import CREDENTIAL_TYPE, build_protected, otp_from_secret
-from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
+from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, LOGIN_KIND, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
 from engine.cards.secret_map import check_label, redact, replace_exact
 from engine.crypto.canonical import decode_canonical
 from engine.errors import MemoriesError
@@ -216,7 +216,7 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         )
         return {**write_one(service, state, caller, "card_write", rev, rows), "kind": request.type}
     entry = _card_entry(state, request.id)
-    if entry.kind == PROTECTED_KIND and caller.surface == "mcp":
+    if entry.kind in (PROTECTED_KIND, LOGIN_KIND) and caller.surface == "mcp":
         # Agents may read a protected card's opaque reference but never reshape the card.
         raise MemoriesError("permission_denied", "Agents cannot change protected cards.")
     if request.type is not None and request.type != entry.kind:
@@ -236,9 +236,11 @@ def card_write(service: Service, request: crq.CardWrite, caller: Caller) -> dict
         parents = [source.rev_id]
     old = service.vault.summary_of(state, source)
     extra = _write_secrets(service, state, entry, request, caller)
-    if entry.kind == PROTECTED_KIND:
+    if entry.kind in (PROTECTED_KIND, LOGIN_KIND):
         # CD-4: the credential reference is carried from the base; no write can replace it.
         extra["protected"] = old["protected"]
+        if "content_key" in old and entry.kind == LOGIN_KIND:
+            extra["content_key"] = old["content_key"]  # IM-1: an edited login is still "already imported"
     meta = validate_meta(entry.kind, request.meta) if request.meta is not None else dict(old.get("meta", {}))
     summary = make_summary(
         request.title if request.title is not None else old.get("title", ""),
@@ -501,7 +503,7 @@ def _credential_of(service: Service, state: Unlocked, ref: str) -> tuple[AssetEn
         entry = state.index.resolve(ref.removeprefix("cred:"))
     except MemoriesError:
         entry = None
-    if entry is not None and entry.kind == PROTECTED_KIND and not state.index.is_deleted(entry):
+    if entry is not None and entry.kind in (PROTECTED_KIND, LOGIN_KIND) and not state.index.is_deleted(entry):
         summary = service.vault.summary_of(state, _current_head(state, entry))
         return entry, read_credential(service.vault, state, bytes(summary["protected"]["credential"]).hex())
     return None, read_credential(service.vault, state, ref.removeprefix("cred:"))

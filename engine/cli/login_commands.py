@@ -1,0 +1,260 @@
+"""`memories login new|show|list|copy-password|copy-username|copy-otp` (CD-10), and the
+moving-in imports `memories import keepassxc|bitwarden|1password FILE` (IM-1).
+
+Secrets come only from stdin (``--password-stdin``, ``--totp-uri-stdin``) or are generated;
+they leave the engine only through the copy commands, straight to the clipboard, which
+clears itself (engine/cli/clipboard.py). Outside files are parsed and every entry is checked
+here, in the CLI process (like note import), before anything is sent to the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.cli.context import Context, UsageError
+from engine.errors import MemoriesError
+from engine.terminal_text import one_line
+
+if TYPE_CHECKING:
+    from engine.moving.entry import Loaded
+
+__all__ = ["register", "cmd_import_moving", "MOVING_SOURCES"]
+
+MOVING_SOURCES = ("keepassxc", "bitwarden", "1password")
+BATCH_ENTRIES = 500
+BATCH_BYTES = 4 * 1024 * 1024
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    login = sub.add_parser("login", parents=[common], help="login cards: username, URLs, password, TOTP")
+    lsub = login.add_subparsers(dest="login_command", metavar="SUBCOMMAND", parser_class=type(login))
+
+    p = lsub.add_parser("new", parents=[common], help="create a login card and its credential together")
+    p.add_argument("--title", required=True)
+    p.add_argument("--username")
+    p.add_argument("--url", action="append", dest="urls", metavar="URL", default=[], help="repeatable")
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    secret.add_argument("--generate", action="store_true", help="generate a random password")
+    p.add_argument("--length", type=int, help="with --generate: characters (default 24)")
+    p.add_argument("--no-symbols", action="store_true", help="with --generate: letters and digits only")
+    p.add_argument("--totp-uri-stdin", action="store_true", help="read an otpauth://totp URI from standard input")
+    p.add_argument("--notes", help="non-secret notes (the card's body)")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[])
+    p.set_defaults(func=cmd_new)
+
+    p = lsub.add_parser("show", parents=[common], help="show a login (the password only as a cred: reference)")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_show)
+
+    p = lsub.add_parser("list", parents=[common], help="list login cards")
+    p.set_defaults(func=cmd_list)
+
+    for what, text in (("password", "the password"), ("username", "the username"), ("otp", "the current TOTP code")):
+        p = lsub.add_parser(f"copy-{what}", parents=[common], help=f"copy {text} to the clipboard (auto-clears)")
+        p.add_argument("id")
+        p.add_argument("--clear-after", type=int, help="seconds before the clipboard is cleared (default 30)")
+        p.set_defaults(func=cmd_copy, what=what)
+
+
+def _stdin_lines(count: int) -> list[str]:
+    lines = []
+    for _ in range(count):
+        line = sys.stdin.readline()
+        value = line[:-1] if line.endswith("\n") else line
+        value = value[:-1] if value.endswith("\r") else value
+        if not value:
+            raise UsageError("standard input ended before every value was read (one value per line)")
+        lines.append(value)
+    return lines
+
+
+def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
+    if (args.length is not None or args.no_symbols) and not args.generate:
+        raise UsageError("--length and --no-symbols apply to --generate")
+    # One value per line, in this order: the password, then the otpauth URI.
+    values = _stdin_lines(int(args.password_stdin) + int(args.totp_uri_stdin))
+    body: dict[str, Any] = {"op": "login_new", "title": args.title, "urls": args.urls, "tags": args.tags}
+    if args.username:
+        body["username"] = args.username
+    if args.notes:
+        body["notes"] = args.notes
+    if args.password_stdin:
+        body["password"] = values.pop(0)
+    elif args.generate:
+        from engine.cli.password_commands import DEFAULT_LENGTH, generate_password
+
+        body["password"] = generate_password(args.length or DEFAULT_LENGTH, not args.no_symbols)
+    if args.totp_uri_stdin:
+        body["totp"] = values.pop(0).strip()
+    result = ctx.request(body)
+    features = ", ".join(result["features"]) or "username only"
+    ctx.emit(result, f"{result['short_id']}  login ({features}); password in {result['credential']}")
+    return 0
+
+
+def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "card_read", "id": args.id})
+    if result.get("kind") != "login":
+        raise MemoriesError("invalid_input", "That asset is not a login; use `memories card show`.")
+    meta = result.get("meta", {})
+    lines = [f"{result['short_id']}  {one_line(result['title'])}"]
+    if meta.get("username"):
+        lines.append(f"username: {one_line(meta['username'])}")
+    for url in str(meta.get("urls", "")).split("\n"):
+        if url:
+            lines.append(f"url: {one_line(url)}")
+    prot = result.get("protected") or {}
+    if prot:
+        lines.append(f"secrets: {one_line(', '.join(prot['features']) or 'none')} in {one_line(prot['credential'])}")
+    for key, value in sorted(meta.items()):
+        if key.startswith("x_"):
+            lines.append(f"{one_line(key[2:])}: {one_line(value)}")
+    if result.get("tags"):
+        lines.append("tags: " + one_line(", ".join(result["tags"])))
+    if result.get("body"):
+        lines += ["", result["body"]]
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "login_list"})
+    rows = [
+        f"{item['short_id']}  {one_line(item['title'])}"
+        + (f"  {one_line(item['username'])}" if item.get("username") else "")
+        + (f"  {one_line(item['urls'][0])}" if item.get("urls") else "")
+        for item in result["items"]
+    ]
+    ctx.emit(result, "\n".join(rows) if rows else "no logins")
+    return 0
+
+
+def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.cli.card_commands import _clear_seconds
+    from engine.cli.clipboard import copy_with_clear, detect
+
+    seconds = _clear_seconds(ctx, args.clear_after)
+    detect()  # fail before asking the engine (and auditing) if there is no clipboard
+    if args.what == "username":
+        card = ctx.request({"op": "card_read", "id": args.id})
+        if card.get("kind") != "login":
+            raise MemoriesError("invalid_input", "That asset is not a login.")
+        value = card.get("meta", {}).get("username")
+        if not value:
+            raise MemoriesError("nothing_to_copy", "That login has no username.")
+    else:
+        value = ctx.request({"op": "login_secret", "id": args.id, "what": args.what}).pop("secret")
+    backend = copy_with_clear(value, seconds)
+    del value
+    ctx.emit({"copied": True}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s if unchanged")
+    return 0
+
+
+# -- moving in (IM-1) ----------------------------------------------------------------------
+def add_moving_options(p: argparse.ArgumentParser) -> None:
+    """Options of `import keepassxc|bitwarden|1password FILE` (added to the `import` parser)."""
+    p.add_argument("--dry-run", action="store_true", help="with a password manager's export: show what would be created")
+    p.add_argument("--kdbx-password-stdin", action="store_true", help="read the KDBX password from standard input")
+    p.add_argument("--keyfile", help="a KDBX key file")
+
+
+def _load(source: str, path: Path, args: argparse.Namespace) -> Loaded:
+    from engine.moving import bitwarden, keepassxc, onepassword
+
+    suffix = path.suffix.lower()
+    if source == "keepassxc" and suffix == ".kdbx":
+        if not path.is_file():
+            raise MemoriesError("not_found", f"{path} is not a file.")
+        keyfile = Path(args.keyfile) if args.keyfile else None
+        password: str | None = None
+        if args.kdbx_password_stdin or keyfile is None or sys.stdin.isatty():
+            from engine.cli.password import read_password
+
+            password = read_password(args.kdbx_password_stdin, prompt="KDBX password: ", flag="--kdbx-password-stdin")
+        return keepassxc.parse_kdbx(path, password, keyfile)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise MemoriesError("not_found", f"Cannot read {path} ({exc.__class__.__name__}).") from None
+    if source == "keepassxc":
+        if suffix == ".xml":
+            return keepassxc.parse_keepass_xml(data)
+        if suffix == ".csv":
+            return keepassxc.parse_keepassxc_csv(data)
+        raise UsageError("import keepassxc reads FILE.kdbx, FILE.xml or FILE.csv")
+    if source == "bitwarden":
+        return bitwarden.parse_bitwarden(data)
+    if suffix == ".1pux":
+        return onepassword.parse_1pux(data)
+    if suffix == ".csv":
+        return onepassword.parse_1password_csv(data)
+    raise UsageError("import 1password reads FILE.1pux or FILE.csv")
+
+
+def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path: Path) -> int:
+    """Parse and check every entry first; then batches, each one transaction in the engine."""
+    import json
+
+    from engine.moving.entry import check_all, wire
+
+    loaded = _load(source, path, args)
+    logins, skipped = check_all(loaded)
+    items = [wire(login, where) for login, where in logins]
+    if not ctx.json_output:
+        for line in skipped:
+            print(f"skipped: {one_line(line)}", file=sys.stderr)
+    created = would = present = 0
+    ids: list[str] = []
+    batch: list[dict[str, Any]] = []
+    size = 0
+    batches: list[list[dict[str, Any]]] = []
+    for item in items:
+        encoded = len(json.dumps(item, ensure_ascii=False).encode("utf-8"))
+        if batch and (len(batch) >= BATCH_ENTRIES or size + encoded > BATCH_BYTES):
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append(item)
+        size += encoded
+    if batch:
+        batches.append(batch)
+    show_progress = sys.stderr.isatty() and not ctx.json_output and not args.dry_run
+    for number, chunk in enumerate(batches):
+        try:
+            result = ctx.request({"op": "login_import_batch", "entries": chunk, "dry_run": args.dry_run}, timeout=600)
+        except MemoriesError as exc:
+            done = f"{created} login(s) were committed by earlier batches" if created else "nothing was imported"
+            raise MemoriesError(
+                exc.code,
+                f"{exc.message} The import stopped at batch {number + 1} of {len(batches)}; {done}. "
+                "Running the same import again is safe: logins already in the vault are skipped.",
+            ) from None
+        created += result["created"]
+        would += result["would_create"]
+        present += result["skipped"]
+        ids += result["ids"]
+        if show_progress:
+            print(f"\rimported {created + present}/{len(items)}", end="", file=sys.stderr, flush=True)
+    if show_progress:
+        print(file=sys.stderr)
+    summary: dict[str, Any] = {
+        "source": loaded.source,
+        "dry_run": bool(args.dry_run),
+        "entries": len(items),
+        "created": created,
+        "would_create": would,
+        "already_present": present,
+        "skipped": skipped,
+        "ids": ids,
+    }
+    if args.dry_run:
+        titles = "\n".join(f"  {one_line(item['title'])}" for item in items[:50])
+        more = f"\n  … and {len(items) - 50} more" if len(items) > 50 else ""
+        text = f"would create {would} login(s), {present} already present, {len(skipped)} skipped\n{titles}{more}"
+    else:
+        text = f"imported {created} login(s) from {loaded.source}, {present} already present, {len(skipped)} skipped"
+    ctx.emit(summary, text.rstrip())
+    return 0

@@ -1,0 +1,93 @@
+"""Bitwarden's unencrypted JSON export (``bw export --format json``).
+
+Shape: ``{"encrypted": false, "folders": [{"id", "name"}], "items": [{"type": 1, "name",
+"notes", "folderId", "fields": [{"name", "value", "type"}], "login": {"username",
+"password", "totp", "uris": [{"uri"}]}}]}``. Items of type 1 (login) become logins; secure
+notes, cards and identities are listed as skipped. Custom fields of type 1 (hidden) are
+protected, text and boolean fields are kept as card metadata, linked fields (type 3) only
+point at other fields and are dropped. Folders become tags.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, normalise_totp, opt_text, typed
+
+__all__ = ["parse_bitwarden"]
+
+_ITEM_TYPES = {2: "secure note", 3: "card", 4: "identity", 5: "SSH key"}
+
+
+def parse_bitwarden(data: bytes) -> Loaded:
+    if len(data) > MAX_FILE_BYTES:
+        raise fail("the file", "is larger than 256 MiB.")
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise fail("the file", "is not a JSON document (a Bitwarden JSON export was expected).") from None
+    if not isinstance(doc, dict):
+        raise fail("the file", "is not a Bitwarden JSON export (no top-level object).")
+    if doc.get("encrypted") is True:
+        raise fail("the file", "is an encrypted Bitwarden export; export again as unencrypted JSON.")
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise fail("the file", 'is not a Bitwarden JSON export (no "items" list).')
+    folders: dict[str, str] = {}
+    for i, folder in enumerate(typed(doc.get("folders") or [], list, "the file", '"folders"')):
+        where = f"folder {i + 1}"
+        folder = typed(folder, dict, where, "the folder")
+        fid, name = opt_text(folder.get("id"), where, "its id"), opt_text(folder.get("name"), where, "its name")
+        if fid and name:
+            folders[fid] = name
+    entries: list[Entry] = []
+    skipped: list[str] = []
+    for i, item in enumerate(items):
+        where = f"item {i + 1}"
+        with guarded(lambda where=where: where):  # type: ignore[misc]
+            entry = _item(item, where, folders, skipped)
+        if entry is not None:
+            entries.append(entry)
+    return Loaded(entries=entries, skipped=skipped, source="bitwarden")
+
+
+def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) -> Entry | None:
+    item = typed(item, dict, where, "the item")
+    title = opt_text(item.get("name"), where, "its name") or ""
+    kind = item.get("type")
+    if kind != 1:
+        label = _ITEM_TYPES.get(kind, "item") if isinstance(kind, int) else "item"
+        skipped.append(f"{where} ({title[:80]!r}): a {label}, not a login")
+        return None
+    entry = Entry(where=f"{where} ({title[:80]!r})" if title else where, title=title)
+    login = typed(item.get("login") or {}, dict, where, "its login")
+    entry.username = opt_text(login.get("username"), where, "its username")
+    entry.password = opt_text(login.get("password"), where, "its password")
+    for j, uri in enumerate(typed(login.get("uris") or [], list, where, "its uris")):
+        uri = typed(uri, dict, where, f"uri {j + 1}")
+        text = opt_text(uri.get("uri"), where, f"uri {j + 1}")
+        if text:
+            entry.urls.append(text)
+    entry.notes = opt_text(item.get("notes"), where, "its notes") or ""
+    folder = opt_text(item.get("folderId"), where, "its folderId")
+    if folder and folder in folders:
+        entry.tags.append(folders[folder])
+    if item.get("favorite") is True:
+        entry.tags.append("favorite")
+    for j, custom in enumerate(typed(item.get("fields") or [], list, where, "its fields")):
+        custom = typed(custom, dict, where, f"field {j + 1}")
+        name = opt_text(custom.get("name"), where, f"field {j + 1}'s name") or f"field {j + 1}"
+        ftype = custom.get("type", 0)
+        value = custom.get("value")
+        if ftype == 3 or value is None:
+            continue
+        text = "true" if value is True else "false" if value is False else opt_text(value, where, f"field {name!r}") or ""
+        (entry.hidden if ftype == 1 else entry.fields)[name] = text
+    totp = opt_text(login.get("totp"), where, "its totp")
+    if totp:
+        normalise_totp(totp, entry)
+    for j, attachment in enumerate(typed(item.get("attachments") or [], list, where, "its attachments")):
+        file_name = attachment.get("fileName") if isinstance(attachment, dict) else None
+        entry.attachments.append(file_name if isinstance(file_name, str) else f"attachment {j + 1}")
+    return entry

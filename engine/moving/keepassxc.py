@@ -1,0 +1,167 @@
+"""KeePassXC: KDBX databases (through pykeepass), KeePass 2 XML exports, and CSV exports.
+
+A KDBX file is opened with pykeepass (imported only here, only for ``.kdbx``), which
+decrypts it and un-protects its values; its inner XML then goes through the same reader as
+an XML export, so both paths keep exactly the same fields: Title, UserName, Password, URL
+(plus KeePassXC's ``KP2A_URL*`` extra URLs), Notes, Tags, the group path as a tag, the
+``otp`` attribute (or the older ``TOTP Seed``) as the TOTP, other attributes as custom
+fields (protected ones as hidden fields), and attachments listed as skipped. History
+entries and the recycle bin are left out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, normalise_totp
+from engine.moving.onepassword import parse_csv_logins
+
+__all__ = ["parse_kdbx", "parse_keepass_xml", "parse_keepassxc_csv"]
+
+_STANDARD = {"Title", "UserName", "Password", "URL", "Notes"}
+_TOTP_KEYS = ("otp", "TOTP Seed")
+_IGNORED = {"TOTP Settings", "_etm_template_uuid"}
+
+
+def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded:
+    try:
+        from pykeepass import PyKeePass  # type: ignore[import-untyped]
+        from pykeepass.exceptions import CredentialsError, HeaderChecksumError, PayloadChecksumError  # type: ignore[import-untyped]
+    except ImportError:
+        raise fail("the file", "needs the pykeepass package to read KDBX databases (pip install pykeepass).") from None
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise fail("the file", "is larger than 256 MiB.")
+    except OSError:
+        raise fail(str(path), "cannot be read.") from None
+    try:
+        kp = PyKeePass(str(path), password=password, keyfile=str(keyfile) if keyfile else None)
+    except CredentialsError:
+        raise fail("the database", "could not be opened: wrong password or key file.") from None
+    except (HeaderChecksumError, PayloadChecksumError):
+        raise fail("the database", "is damaged (a checksum failed).") from None
+    except Exception as exc:  # the parser's own errors (construct, lxml) are many; any is "not readable"
+        raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
+    from lxml import etree  # type: ignore[import-untyped]  # pykeepass's own dependency
+
+    xml: bytes = etree.tostring(kp.tree)
+    return _from_xml(xml)
+
+
+def parse_keepass_xml(data: bytes) -> Loaded:
+    """A KeePass 2 XML export (values in clear: such a file must be handled as the secret it is)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise fail("the file", "is larger than 256 MiB.")
+    head = data[:4096].lower()
+    if b"<!doctype" in head or b"<!entity" in data.lower():
+        raise fail("the file", "has a DOCTYPE or entity declaration; a KeePass XML export has none.")
+    return _from_xml(data)
+
+
+def _from_xml(data: bytes) -> Loaded:
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(data)  # noqa: S314 -- DOCTYPE/ENTITY refused before (what defusedxml blocks)
+    except (ET.ParseError, ValueError):
+        raise fail("the file", "is not well-formed XML; it may be truncated.") from None
+    top = root.find("Root")
+    if root.tag != "KeePassFile" or top is None:
+        raise fail("the file", "is not a KeePass XML file (no KeePassFile/Root).")
+    recycle = (root.findtext("Meta/RecycleBinUUID") or "").strip()
+    entries: list[Entry] = []
+    skipped: list[str] = []
+    counter = [0]
+    where = ["the file"]
+    with guarded(lambda: where[0]):
+        for group in list(top):
+            if group.tag == "Group":
+                _group(group, [], recycle, entries, skipped, counter, where, top=True)
+    return Loaded(entries=entries, skipped=skipped, source="keepassxc")
+
+
+def _group(
+    group: Any,
+    path: list[str],
+    recycle: str,
+    entries: list[Entry],
+    skipped: list[str],
+    counter: list[int],
+    where: list[str],
+    *,
+    top: bool = False,
+) -> None:
+    if recycle and (group.findtext("UUID") or "").strip() == recycle:
+        return
+    name = group.findtext("Name") or ""
+    # The root group's name ("Root", "Passwords") is the database's, not a folder.
+    here = path if top else [*path, name]
+    for child in group:
+        if child.tag == "Entry":
+            counter[0] += 1
+            where[0] = f"entry {counter[0]}" + (f" ({'/'.join(here)})" if here else "")
+            entries.append(_entry(child, where[0], here))
+        elif child.tag == "Group":
+            _group(child, here, recycle, entries, skipped, counter, where)
+
+
+def _entry(node: Any, where: str, path: list[str]) -> Entry:
+    strings: dict[str, tuple[str, bool]] = {}
+    for item in node.findall("String"):
+        key = item.findtext("Key") or ""
+        value_node = item.find("Value")
+        value = (value_node.text or "") if value_node is not None else ""
+        protected = value_node is not None and (
+            value_node.get("Protected") == "True" or value_node.get("ProtectInMemory") == "True"
+        )
+        strings[key] = (value, protected)
+    title = strings.get("Title", ("", False))[0]
+    entry = Entry(where=f"{where} ({title[:80]!r})" if title else where, title=title)
+    entry.username = strings.get("UserName", ("", False))[0] or None
+    entry.password = strings.get("Password", ("", False))[0] or None
+    url = strings.get("URL", ("", False))[0]
+    entry.urls = [url] if url else []
+    entry.notes = strings.get("Notes", ("", False))[0]
+    tags = node.findtext("Tags") or ""
+    entry.tags = [t.strip() for t in tags.replace(",", ";").split(";") if t.strip()]
+    if path:
+        entry.tags.append("/".join(path))
+    for key, (value, protected) in strings.items():
+        if key in _STANDARD or key in _IGNORED or key in _TOTP_KEYS or not value:
+            continue
+        if key.startswith("KP2A_URL"):
+            entry.urls.append(value)
+        elif protected:
+            entry.hidden[key] = value
+        else:
+            entry.fields[key] = value
+    for key in _TOTP_KEYS:
+        value = strings.get(key, ("", False))[0]
+        if value:
+            normalise_totp(value, entry)
+            break
+    for binary in node.findall("Binary"):
+        entry.attachments.append(binary.findtext("Key") or "attachment")
+    return entry
+
+
+_CSV_KEYS = {
+    "title": ("title",),
+    "url": ("url",),
+    "username": ("username", "user name"),
+    "password": ("password",),
+    "otp": ("totp", "otp"),
+    "notes": ("notes",),
+    "tags": ("tags",),
+    "group": ("group",),
+}
+
+
+def parse_keepassxc_csv(data: bytes) -> Loaded:
+    """KeePassXC's CSV export: "Group","Title","Username","Password","URL","Notes","TOTP",…"""
+    loaded = parse_csv_logins(data, _CSV_KEYS, "keepassxc", tag_separator=",", group="group")
+    for entry in loaded.entries:
+        # KeePassXC writes the root group's name first ("Root/Internet"): keep the folders below it.
+        entry.tags = [t.split("/", 1)[1] if "/" in t else t for t in entry.tags if t != "Root"]
+    return loaded

@@ -1,0 +1,58 @@
+"""Typed requests of the login ops (CD-10, IM-1): unknown fields are rejected by the base class."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from engine.service.requests import AssetRef, Body, Request, Tags, Title
+
+__all__ = ["LoginEntry", "LoginNew", "LoginImportBatch", "LoginSecret", "LoginList"]
+
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=320)]
+Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+Urls = Annotated[list[Url], msgspec.Meta(max_length=32)]
+Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=16 * 1024)]
+Uri = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+FieldName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Fields = Annotated[dict[FieldName, Annotated[str, msgspec.Meta(max_length=10_000)]], msgspec.Meta(max_length=60)]
+HiddenFields = Annotated[dict[FieldName, Secret], msgspec.Meta(max_length=32)]
+Where = Annotated[str, msgspec.Meta(max_length=300)]
+
+
+class LoginEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One login: what `login new` sends, and one entry of an import batch."""
+
+    title: Title
+    username: Text | None = None
+    urls: Urls = []
+    password: Secret | None = None
+    totp: Uri | None = None  # otpauth://totp/…
+    notes: Body = ""
+    tags: Tags = []
+    fields: Fields = {}
+    hidden: HiddenFields = {}
+    where: Where = ""  # the entry's place in its source file, for error messages
+
+
+class LoginNew(LoginEntry, Request, tag="login_new"):
+    pass
+
+
+class LoginImportBatch(Request, tag="login_import_batch"):
+    """IM-1: every entry is validated first; the batch commits as one transaction, or not at all."""
+
+    entries: Annotated[list[LoginEntry], msgspec.Meta(min_length=1, max_length=1000)]
+    dry_run: bool = False
+
+
+class LoginSecret(Request, tag="login_secret"):
+    """The login's password or current TOTP code, for `login copy-*` only (local, elevated)."""
+
+    id: AssetRef
+    what: Literal["password", "otp"]
+
+
+class LoginList(Request, tag="login_list"):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
