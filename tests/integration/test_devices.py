@@ -22,7 +22,14 @@ from nacl.signing import SigningKey
 from engine.crypto.canonical import b64e
 from engine.crypto.keys import SignatureError
 from engine.vault.core import DecodedState, VaultCore
-from engine.vault.joining import APPROVAL_PREFIX, REQUEST_PREFIX, make_request
+from engine.vault.joining import (
+    APPROVAL_PREFIX,
+    REQUEST_PREFIX,
+    decode_request,
+    make_approval,
+    make_certificate,
+    make_request,
+)
 from engine.vault.revision import Revision, build_revision
 from tests.helpers import PASSWORD, Cli, pid_alive
 
@@ -374,3 +381,51 @@ def test_no_password_or_key_in_clear_in_either_home(homes: dict[str, Cli], tmp_p
     for output in outputs:
         for name, forms in needles.items():
             assert not any(form.decode("latin-1") in output for form in forms), f"{name} in CLI output"
+
+
+def test_join_password_attempts_are_budget_limited(homes: dict[str, Cli]) -> None:
+    """ST-3 at join: wrong passwords on the pending request spend the same budget as unlock."""
+    a, b = homes["a"], homes["b"]
+    a.init()
+    approval = _approve(a, _request(b, a, "laptop", B_PASSWORD)["request"])["approval"]
+    codes = [b.err("device", "join", approval, "--password-stdin", input=f"guess {i}\n")["code"] for i in range(5)]
+    assert codes == ["wrong_password"] * 5
+    assert b.err("device", "join", approval, "--password-stdin", input=B_PASSWORD + "\n")["code"] == "rate_limited"
+    assert not (b.home / "store.db").exists() and (b.home / "join-pending.bin").exists()
+
+
+def test_an_approval_signed_by_the_approver_with_a_bad_grant_is_refused(homes: dict[str, Cli]) -> None:
+    """ID-1, ID-5: the new device verifies the granted policy history itself, even from the pinned approver."""
+    a, b = homes["a"], homes["b"]
+    a.init()
+    request = _request(b, a, "laptop", B_PASSWORD)
+    genuine = _approve(a, request["request"])["approval"]
+    a.stop()
+    at_a = _open_store(a.home, PASSWORD)
+    identity, vault = at_a.state.identity, at_a.state.vault
+    req = decode_request(request["request"])
+    cert, cert_sig = make_certificate(identity.user_key, req.device_pub, req.exchange_pub, int(time.time() * 1000))
+    keys = [{"epoch": e, "key": k} for e, k in vault.epoch_keys.items()]
+
+    def grant(history: list[dict[str, Any]], **changes: Any) -> dict[str, Any]:
+        entry = {"vault_id": vault.vault_id, "name": "default", "default": True, "history": history, "epoch_keys": keys}
+        base = {"user_sk": bytes(identity.user_key), "cert": cert, "cert_sig": cert_sig, "vaults": [entry], "names": []}
+        return {**base, **changes}
+
+    full = [p.to_record() for p in vault.history]
+    genesis_only = full[:1]  # a history that never authorizes the new device
+    bad_sig = [full[0], {"body": full[1]["body"], "sig": bytes(64)}]
+    other_user = SigningKey.generate()
+    wrong_cert, wrong_sig = make_certificate(other_user, req.device_pub, req.exchange_pub, int(time.time() * 1000))
+    cases = {
+        "history without the device": grant(genesis_only),
+        "forged policy signature": grant(bad_sig),
+        "certificate of another user": grant(full, user_sk=bytes(other_user), cert=wrong_cert, cert_sig=wrong_sig),
+        "no current epoch key": grant(full) | {"vaults": [{**grant(full)["vaults"][0], "epoch_keys": []}]},
+    }
+    for name, bad in cases.items():
+        forged = make_approval(identity, req, bad, int(time.time() * 1000))
+        error = b.err("device", "join", forged, "--password-stdin", input=B_PASSWORD + "\n")
+        assert error["code"] == "join_approval_invalid", (name, error)
+        assert not (b.home / "store.db").exists(), name
+    _join(b, genuine, B_PASSWORD)
