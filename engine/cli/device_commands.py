@@ -133,6 +133,7 @@ def cmd_devices(ctx: Context, args: argparse.Namespace) -> int:
         name = one_line(row["name"]) if row["name"] else "(unnamed)"
         lines.append(f"{name}{'  [' + ', '.join(marks) + ']' if marks else ''}")
         lines.append(f"  fingerprint {grouped(row['fingerprint'])}")
+        lines.append(f"  user {row['user_id'][:12] + '…' if row['user_id'] else '(unknown)'}")
         lines.append(f"  added {_time(row['added_ms'], 'with the vault')}, last seen {_time(row['last_seen_ms'], 'never here')}")
     lines.append(f"(policy {result['policy_seq']}, epoch {result['epoch']})")
     ctx.emit(result, "\n".join(lines))

@@ -7,6 +7,7 @@ approval travel between them only as the CLI's text output, as they would betwee
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ from engine.vault.joining import (
 )
 from engine.vault.revision import Revision, build_revision
 from tests.helpers import PASSWORD, Cli, pid_alive
+from tests.terminal import run_in_terminal
 
 B_PASSWORD = "laptop password, not the approver's 7"
 C_PASSWORD = "third device password 9"
@@ -429,3 +431,28 @@ def test_an_approval_signed_by_the_approver_with_a_bad_grant_is_refused(homes: d
         assert error["code"] == "join_approval_invalid", (name, error)
         assert not (b.home / "store.db").exists(), name
     _join(b, genuine, B_PASSWORD)
+
+
+def test_on_a_terminal_the_request_asks_twice_and_approve_shows_the_full_fingerprint(homes: dict[str, Cli]) -> None:
+    """ID-4: the approver sees the full 64-digit fingerprint and must answer before anything changes."""
+    a, b = homes["a"], homes["b"]
+    a.init()
+    code, output = run_in_terminal(
+        b.command("device", "request", "--approver", _device_id(a), "--name", "laptop"),
+        [("New password for this device's vault: ", B_PASSWORD), ("Repeat the password: ", B_PASSWORD)],
+        b.environ(),
+    )
+    assert code == 0, output
+    request = next(line.strip() for line in output.splitlines() if line.strip().startswith(REQUEST_PREFIX))
+    fingerprint = decode_request(request).device_pub
+    full = hashlib.sha256(fingerprint).hexdigest()
+    a.sudo()
+    before = _policy(a)
+    code, output = run_in_terminal(a.command("device", "approve", request), [("? [y/N] ", "n")], a.environ())
+    assert code != 0 and f"fingerprint {full}?" in output, output
+    _unchanged(a, before)
+    code, output = run_in_terminal(a.command("device", "approve", request), [("? [y/N] ", "y")], a.environ())
+    assert code == 0, output
+    approval = next(line.strip() for line in output.splitlines() if line.strip().startswith(APPROVAL_PREFIX))
+    _join(b, approval, B_PASSWORD)
+    assert _policy(a)[0] == before[0] + 1
