@@ -45,7 +45,7 @@ MAX_URL = 2000
 MAX_PASSWORD = 16 * 1024
 MAX_USERNAME = 320
 MAX_HIDDEN_FIELDS = 32
-_FIELD_KEY = re.compile(r"[^a-z0-9_]+")
+_FIELD_KEY = re.compile(r"\W+")  # Unicode-aware: "工号" stays "工号"
 
 
 def _printable(value: str, limit: int) -> bool:
@@ -70,7 +70,7 @@ LOGIN_FIELDS: dict[str, tuple[Callable[[str], bool], str]] = {
 
 
 def custom_field_key(name: str) -> str:
-    """``x_`` + a lower-case slug of an outside field name (the name itself is kept in the value's label)."""
+    """``x_`` + a lower-case slug of an outside field name (letters of any script, digits, ``_``)."""
     slug = _FIELD_KEY.sub("_", name.strip().lower()).strip("_")[:60]
     if not slug:
         slug = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
