@@ -65,6 +65,10 @@ class Cli:
         proc = self.run(*args, "--json", input=input)
         assert proc.returncode == 0, f"{args} failed: {proc.stdout} {proc.stderr}"
         result: dict[str, Any] = json.loads(proc.stdout)
+        # Every --json object carries its shape version (docs/cli-json.md); checked here, then
+        # dropped so that tests compare the payload itself.
+        if isinstance(result, dict):
+            assert result.pop("v", None) == 1, f'{args}: --json output without "v": 1'
         return result
 
     def err(self, *args: str, input: str | None = None) -> dict[str, Any]:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 
 from engine.cli.context import UsageError
 
-__all__ = ["add_content_options", "body_from", "meta_pairs"]
+__all__ = ["add_content_options", "body_from", "meta_pairs", "stdin_has_body", "stdin_is_terminal"]
 
 
 ARGV_VISIBLE = "other users on this machine can see it in `ps` while the command runs"
 
 
-def add_content_options(p: argparse.ArgumentParser, *, meta_help: str = "repeatable", piped_body: bool = False) -> None:
+def add_content_options(
+    p: argparse.ArgumentParser,
+    *,
+    meta_help: str = "a KEY=VALUE metadata pair (repeatable)",
+    piped_body: bool = False,
+    tag_help: str = "a tag (repeatable)",
+) -> None:
     """``piped_body``: the command reads the body from a piped standard input when no body
     option is given (``put``); say so in the help."""
     p.add_argument("--title", help=f"the title ({ARGV_VISIBLE})")
@@ -24,7 +32,7 @@ def add_content_options(p: argparse.ArgumentParser, *, meta_help: str = "repeata
     )
     p.add_argument("--body-stdin", action="store_true", help=stdin_help)
     p.add_argument("--body-file", help="read the body from a UTF-8 file")
-    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help=tag_help)
     p.add_argument("--meta", action="append", metavar="KEY=VALUE", help=meta_help)
 
 
@@ -44,8 +52,9 @@ def meta_pairs(values: list[str] | None) -> dict[str, str] | None:
 def body_from(args: argparse.Namespace, *, piped: bool = False) -> str | None:
     """The body from --body, --body-stdin or --body-file (at most one); None if none was given.
 
-    With ``piped``, a standard input that is not a terminal is read when none of the three
-    was given (``echo text | memories put --title T``): an explicit option always wins.
+    With ``piped``, a standard input that is a pipe or a non-empty file is read when none of
+    the three was given (``echo text | memories put --title T``): an explicit option always
+    wins, and a terminal or ``/dev/null`` is never read (:func:`engine.cli.editor.stdin_has_body`).
     """
     sources = [args.body is not None, args.body_stdin, args.body_file is not None]
     if sum(sources) > 1:
@@ -66,10 +75,26 @@ def body_from(args: argparse.Namespace, *, piped: bool = False) -> str | None:
 
 
 def _stdin_piped() -> bool:
-    stdin = sys.stdin
-    if stdin is None:
+    return stdin_has_body()
+
+
+def stdin_has_body() -> bool:
+    """Standard input is a pipe, or a regular file with content (``< notes.txt``).
+
+    Not a terminal, and not ``/dev/null`` (a character device): a script that runs
+    ``memories edit ID </dev/null`` must not replace a body with nothing.
+    """
+    if sys.stdin is None:
         return False
     try:
-        return not stdin.isatty()
-    except (AttributeError, ValueError):  # closed or replaced stream
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0)
+
+
+def stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
         return False

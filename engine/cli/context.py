@@ -16,7 +16,11 @@ from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 from engine.terminal_text import block, use_color
 
-__all__ = ["Context", "UsageError"]
+__all__ = ["JSON_VERSION", "Context", "UsageError"]
+
+# The version of every `--json` output shape (docs/cli-json.md): each object printed has
+# "v" at its top level. Bump it when a key is removed or changes meaning.
+JSON_VERSION = 1
 
 
 class UsageError(Exception):
@@ -107,7 +111,8 @@ class Context:
         styling) is printed as it is.
         """
         if self.json_output:
-            print(json.dumps(result, ensure_ascii=False, sort_keys=True))
+            shown = {"v": JSON_VERSION, **result} if isinstance(result, dict) else result
+            print(json.dumps(shown, ensure_ascii=False, sort_keys=True))
             return
         if text is not None:
             print(block(text))

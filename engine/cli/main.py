@@ -6,10 +6,12 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from engine.cli.context import Context, UsageError
+from engine.cli.context import JSON_VERSION, Context, UsageError
 from engine.errors import MemoriesError
 from engine.terminal_text import one_line
 
@@ -31,6 +33,7 @@ COMMAND_MODULES = (
     "audit_commands",
     "login_commands",
     "password_commands",
+    "meta_commands",
     "vault_commands",
     "device_commands",
 )
@@ -74,6 +77,9 @@ COMMAND_TABLE = {
     "audit": "audit_commands",
     "login": "login_commands",
     "password": "password_commands",
+    "help": "meta_commands",
+    "completion": "meta_commands",
+    "__complete": "meta_commands",
     "vault": "vault_commands",
     "vaults": "vault_commands",
     "whoami": "device_commands",
@@ -100,7 +106,46 @@ def _command_word(argv: Sequence[str]) -> str | None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
+        raise UsageError(_friendlier(self, message))
+
+
+def _friendlier(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's message, with "did you mean" for a mistyped choice, command or option."""
+    import difflib
+
+    choice = re.match(r"argument (\S+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)$", message)
+    if choice:
+        name, word, listed = choice.groups()
+        options = [c.strip(" '\"") for c in listed.split(",")]
+        options = [o for o in options if not o.startswith("__")]
+        close = difflib.get_close_matches(word, options, n=1, cutoff=0.5)
+        if any(isinstance(a, argparse._SubParsersAction) and a.metavar == name for a in parser._actions):
+            where = " ".join(parser.prog.split()[1:])
+            what = f"unknown command {word[:40]!r}" if not where else f"unknown `{where}` action {word[:40]!r}"
+            more = f"`{parser.prog} --help` lists them"
+        else:
+            what, more = f"argument {name}: invalid choice {word[:40]!r}", "choose from " + ", ".join(options)
+        return f"{what}; did you mean `{close[0]}`?" if close else f"{what}; {more}"
+    unknown = re.match(r"unrecognized arguments: (.*)$", message)
+    if unknown:
+        known = _option_strings(parser)
+        for word in unknown.group(1).split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+                if close:
+                    return f"unknown option {word[:40]!r}; did you mean `{close[0]}`?"
+    return message
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    found: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found.extend(_option_strings(sub))
+        else:
+            found.extend(o for o in action.option_strings if o.startswith("--"))
+    return sorted(set(found))
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -120,6 +165,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     modules = (COMMAND_TABLE[word],) if word in COMMAND_TABLE else COMMAND_MODULES
     for name in modules:
         importlib.import_module(f"engine.cli.{name}").register(sub, common)
+    if argv is not None and ("-h" in argv or "--help" in argv):
+        from engine.cli.help_text import apply_examples  # only when help is shown
+
+        apply_examples(parser)
     return parser
 
 
@@ -143,8 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     args_list = list(argv) if argv is not None else sys.argv[1:]
-    parser = build_parser(args_list)
     json_output = "--json" in args_list
+    word = _command_word(args_list)
+    if word is not None and word not in COMMAND_TABLE:
+        import difflib
+
+        close = difflib.get_close_matches(word, [c for c in COMMAND_TABLE if not c.startswith("__")], n=1, cutoff=0.5)
+        hint = f"did you mean `{close[0]}`?" if close else "`memories --help` lists the commands"
+        _report("usage", f"unknown command {word[:40]!r}; {hint}", json_output)
+        return EXIT_USAGE
+    parser = build_parser(args_list)
     ctx: Context | None = None
     try:
         args = parser.parse_args(args_list)
@@ -158,7 +215,7 @@ def _run(argv: Sequence[str] | None) -> int:
         _report("usage", str(exc), json_output)
         return EXIT_USAGE
     except MemoriesError as exc:
-        _report(exc.code, exc.message, json_output)
+        _report(exc.code, exc.message, json_output, exc.details)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -167,11 +224,23 @@ def _run(argv: Sequence[str] | None) -> int:
             ctx.close()
 
 
-def _report(code: str, message: str, json_output: bool) -> None:
+def _report(code: str, message: str, json_output: bool, details: dict[str, Any] | None = None) -> None:
+    candidates = (details or {}).get("candidates")
     if json_output:
-        print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
-    else:
-        print(f"memories: error [{code}]: {one_line(message)}", file=sys.stderr)
+        error: dict[str, Any] = {"code": code, "message": message}
+        if isinstance(candidates, list):
+            error["candidates"] = candidates
+        print(json.dumps({"v": JSON_VERSION, "error": error}, ensure_ascii=False))
+        return
+    print(f"memories: error [{code}]: {one_line(message)}", file=sys.stderr)
+    if isinstance(candidates, list):
+        for item in candidates:
+            if isinstance(item, dict):
+                kind, title = one_line(str(item.get("kind", ""))), one_line(str(item.get("title", "")))
+                print(f"  {one_line(str(item.get('short_id', '')))}  {kind:<10}  {title}", file=sys.stderr)
+        more = (details or {}).get("more")
+        if isinstance(more, int) and more > 0:
+            print(f"  … and {more} more", file=sys.stderr)
 
 
 def console_main() -> None:

@@ -33,7 +33,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     a = actions.add_parser("grant", parents=[common], help="create a grant (needs `memories sudo`); prints the token once")
     a.add_argument("--name", required=True, help="a label for the agent, e.g. claude")
-    a.add_argument("--scope", required=True, choices=_SCOPES)
+    a.add_argument("--scope", required=True, choices=_SCOPES, help="what the agent may do")
     a.add_argument("--vault", action="append", dest="vaults", metavar="NAME", help="repeatable (default: default)")
     a.set_defaults(func=cmd_grant)
 
@@ -42,18 +42,18 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a.set_defaults(func=cmd_grants)
 
     a = actions.add_parser("revoke", parents=[common], help="revoke a grant (needs `memories sudo`)")
-    a.add_argument("name")
+    a.add_argument("name", help="the grant's name (see `memories mcp grants`)")
     a.set_defaults(func=cmd_revoke)
 
     a = actions.add_parser("config", parents=[common], help="print the config snippet for an agent client")
-    a.add_argument("--client", required=True, choices=_CLIENTS)
+    a.add_argument("--client", required=True, choices=_CLIENTS, help="the agent client to configure")
     a.add_argument("--http", action="store_true", dest="config_http", help="connect over HTTP instead of stdio")
-    a.add_argument("--port", type=int, default=8765, dest="config_port")
+    a.add_argument("--port", type=int, default=8765, dest="config_port", help="with --http: the port (default 8765)")
     a.set_defaults(func=cmd_config)
 
     p = sub.add_parser("inject", parents=[common], help="install the Memories SKILL.md for agent clients")
-    p.add_argument("--client", required=True, choices=(*_CLIENTS, "all"))
-    p.add_argument("--scope", choices=("user", "project"), default="user")
+    p.add_argument("--client", required=True, choices=(*_CLIENTS, "all"), help="the agent client, or all")
+    p.add_argument("--scope", choices=("user", "project"), default="user", help="for your user (default) or one project")
     p.add_argument("--dir", help="project directory for --scope project (default: the current directory)")
     p.add_argument("--force", action="store_true", help="replace a SKILL.md whose content differs")
     p.set_defaults(func=cmd_inject)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import base64
 import json
 import os
@@ -44,13 +43,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     csub = cred.add_subparsers(dest="credential_command", metavar="ACTION", parser_class=type(cred))
 
     p = csub.add_parser("new", parents=[common], help="store a remote target credential")
-    p.add_argument("type", choices=sorted(TYPES))
-    p.add_argument("--name", required=True)
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
-    p.add_argument("--user")
-    p.add_argument("--database")
-    p.add_argument("--tls", choices=["required", "disabled"])
+    p.add_argument("type", choices=sorted(TYPES), help="the kind of server or key")
+    p.add_argument("--name", required=True, help="a unique name to refer to it by")
+    p.add_argument("--host", help="the server's host name or address")
+    p.add_argument("--port", type=int, help="the server's port (default: the protocol's)")
+    p.add_argument("--user", help="the user to log in as")
+    p.add_argument("--database", help="the database to connect to")
+    p.add_argument("--tls", choices=["required", "disabled"], help="require TLS (default for most types) or not")
     p.add_argument("--tls-ca", help="a tls-ca credential whose PEM is added to the trust store")
     p.add_argument("--tls-cert", help="postgres/mysql/redis: a tls-cert credential presented as the TLS client certificate")
     p.add_argument("--allow-host", action="append", default=[], help="repeatable; default: --host")
@@ -77,53 +76,53 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_new)
 
     p = csub.add_parser("generate", parents=[common], help="generate an SSH key or TLS certificate (needs sudo)")
-    p.add_argument("kind", choices=["ssh", "tls"])
-    p.add_argument("--name", required=True)
-    p.add_argument("--comment", default="")
-    p.add_argument("--cn", default="")
-    p.add_argument("--days", type=int, default=365)
-    p.add_argument("--san", action="append", default=[])
+    p.add_argument("kind", choices=["ssh", "tls"], help="an SSH key pair or a TLS certificate")
+    p.add_argument("--name", required=True, help="a unique name to refer to it by")
+    p.add_argument("--comment", default="", help="ssh: the public key's comment")
+    p.add_argument("--cn", default="", help="tls: the certificate's common name")
+    p.add_argument("--days", type=int, default=365, help="tls: days the certificate is valid (default 365)")
+    p.add_argument("--san", action="append", default=[], help="tls: a subject alternative name (repeatable)")
     p.add_argument("--csr", action="store_true", help="also produce a certificate signing request")
     p.set_defaults(func=cmd_generate)
 
     p = csub.add_parser(
         "public", parents=[common], help="print the public key or certificate (ssh credentials: under sudo, key line + cert)"
     )
-    p.add_argument("id")
+    p.add_argument("id", help="the credential's name or ID")
     p.set_defaults(func=cmd_public)
 
     p = csub.add_parser("list", parents=[common], help="list credentials (never their secrets)")
-    p.add_argument("--type")
+    p.add_argument("--type", help="only credentials of this type")
     p.set_defaults(func=cmd_list)
 
     p = csub.add_parser("show", parents=[common], help="show a credential's public fields")
-    p.add_argument("id")
+    p.add_argument("id", help="the credential's name or ID")
     p.set_defaults(func=cmd_show)
 
     remote = sub.add_parser("remote", parents=[common], help="remote sessions with approval tickets")
     rsub = remote.add_subparsers(dest="remote_command", metavar="ACTION", parser_class=type(remote))
     p = rsub.add_parser("open", parents=[common], help="open a session; prints its ID")
-    p.add_argument("credential")
+    p.add_argument("credential", help="the credential's name or ID")
     p.add_argument("--host", help="another host from the credential's allowlist")
     p.set_defaults(func=cmd_open)
     p = rsub.add_parser("propose", parents=[common], help="propose an instruction; prints ticket and fingerprint")
-    p.add_argument("session")
-    p.add_argument("instruction")
+    p.add_argument("session", help="the session's ID or a unique prefix of it")
+    p.add_argument("instruction", help="a query, command or action in the session's language")
     p.add_argument("--data-file", help="ftp put / tcp: the bytes to send")
     p.set_defaults(func=cmd_propose)
     p = rsub.add_parser("approve", parents=[common], help="approve one ticket (needs sudo)")
-    p.add_argument("ticket")
+    p.add_argument("ticket", help="the ticket's ID or a unique prefix of it")
     p.add_argument("--fingerprint", help="refuse unless the ticket has this fingerprint")
     p.set_defaults(func=cmd_approve)
     p = rsub.add_parser("reject", parents=[common], help="reject a ticket")
-    p.add_argument("ticket")
+    p.add_argument("ticket", help="the ticket's ID or a unique prefix of it")
     p.set_defaults(func=cmd_reject)
     p = rsub.add_parser("exec", parents=[common], help="run an approved ticket")
-    p.add_argument("ticket")
+    p.add_argument("ticket", help="the ticket's ID or a unique prefix of it")
     p.add_argument("--output", help="ftp get / tcp: write the received bytes to this new file")
     p.set_defaults(func=cmd_exec)
     p = rsub.add_parser("close", parents=[common], help="close a session")
-    p.add_argument("session")
+    p.add_argument("session", help="the session's ID or a unique prefix of it")
     p.set_defaults(func=cmd_close)
     p = rsub.add_parser("list", parents=[common], help="open sessions, pending tickets and proxies")
     p.set_defaults(func=cmd_remote_list)
@@ -131,13 +130,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     proxy = sub.add_parser("proxy", parents=[common], help="local credential-injecting proxies")
     psub = proxy.add_subparsers(dest="proxy_command", metavar="ACTION", parser_class=type(proxy))
     p = psub.add_parser("start", parents=[common], help="start a loopback proxy; prints 127.0.0.1:PORT")
-    p.add_argument("credential")
-    p.add_argument("--port", type=int, default=0)
+    p.add_argument("credential", help="the credential's name or ID")
+    p.add_argument("--port", type=int, default=0, help="the loopback port (default: a free one)")
     p.add_argument("--host", help="another host from the credential's allowlist")
     p.add_argument("--forward", metavar="HOST:PORT", help="ssh: the destination reached through the server")
     p.set_defaults(func=cmd_proxy_start)
     p = psub.add_parser("stop", parents=[common], help="stop a proxy and wait for its connections")
-    p.add_argument("id")
+    p.add_argument("id", help="the proxy's ID (from `memories proxy list`)")
     p.set_defaults(func=cmd_proxy_stop)
     p = psub.add_parser("list", parents=[common], help="running proxies")
     p.set_defaults(func=cmd_proxy_list)
@@ -235,38 +234,8 @@ def cmd_open(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _looks_like_bytes(instruction: str) -> bool:
-    return instruction.startswith(("send b'", 'send b"'))
-
-
-def _instruction_text(instruction: str, session_type: str | None) -> str:
-    """The instruction as one escaped line. A TCP send arrives as ``send b'…'`` (a Python
-    bytes literal); it is shown as its text instead, with its size, so a reviewer reads
-    the bytes rather than Python syntax. Any other instruction is shown as it is."""
-    if session_type == "tcp" and _looks_like_bytes(instruction):
-        try:
-            data = ast.literal_eval(instruction[len("send ") :])
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            data = None
-        if isinstance(data, bytes):
-            size = f"{len(data)} byte{'' if len(data) == 1 else 's'}"
-            return f"send {one_line(data.decode('utf-8', 'backslashreplace'))}  ({size})"
-    return one_line(instruction)
-
-
-def _session_types(ctx: Context, tickets: list[dict[str, Any]]) -> dict[str, str]:
-    """Session ID → type, asked only when a ticket may be a TCP send (see _instruction_text)."""
-    if not any(_looks_like_bytes(str(t.get("instruction", ""))) for t in tickets):
-        return {}
-    try:
-        sessions = ctx.request({"op": "remote_list"})["sessions"]
-    except MemoriesError:
-        return {}
-    return {str(s["session"]): str(s["type"]) for s in sessions}
-
-
-def _ticket_text(t: dict[str, Any], types: dict[str, str]) -> str:
-    instruction = _instruction_text(t["instruction"], types.get(t["session"]))
+def _ticket_text(t: dict[str, Any]) -> str:
+    instruction = one_line(t["instruction"])  # the engine's display text (engine/remote/tickets.py)
     return (
         f"ticket      {t['ticket']}  ({t['state']})\nsession     {t['session']}  #{t['seq']}  {one_line(t['target'])}\n"
         f"fingerprint {t['fingerprint']}\ninstruction {instruction}"
@@ -282,7 +251,7 @@ def cmd_propose(ctx: Context, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {args.data_file}: {exc.__class__.__name__}") from None
     result = ctx.request(body)
-    ctx.emit(result, None if ctx.json_output else _ticket_text(result, _session_types(ctx, [result])))
+    ctx.emit(result, None if ctx.json_output else _ticket_text(result))
     return 0
 
 
@@ -291,7 +260,7 @@ def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
     if args.fingerprint:
         body["fingerprint"] = args.fingerprint
     result = ctx.request(body)
-    ctx.emit(result, None if ctx.json_output else _ticket_text(result, _session_types(ctx, [result])))
+    ctx.emit(result, None if ctx.json_output else _ticket_text(result))
     return 0
 
 
@@ -358,10 +327,9 @@ def _short(text: str, limit: int = 60) -> str:
 
 def cmd_remote_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "remote_list"})
-    types = {s["session"]: s["type"] for s in result["sessions"]}
     lines = [f"session {s['session']}  {s['type']}  {one_line(s['target'])}@{one_line(s['host'])}" for s in result["sessions"]]
     for t in result["tickets"]:
-        instruction = _short(_instruction_text(t["instruction"], types.get(t["session"])))
+        instruction = _short(one_line(t["instruction"]))
         lines.append(f"ticket  {t['ticket']}  {t['state']}  {t['fingerprint'][:16]}…  {instruction}")
     lines += [f"proxy   {p['proxy']}  {p['type']}  127.0.0.1:{p['port']}  {one_line(p['target'])}" for p in result["proxies"]]
     ctx.emit(result, "\n".join(lines) or "(nothing open)")

@@ -20,11 +20,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("unlock", parents=[common], help="unlock the vault (starts the engine if needed)")
-    p.add_argument("--password-stdin", action="store_true")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.set_defaults(func=cmd_unlock)
 
     p = sub.add_parser("sudo", parents=[common], help="elevate this shell session for a few minutes")
-    p.add_argument("--password-stdin", action="store_true")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.set_defaults(func=cmd_sudo)
 
     p = sub.add_parser("lock", parents=[common], help="lock the vault now")
@@ -92,19 +92,22 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     else:
         result = ctx.request({"op": "desktop_status"}, timeout=5)
     if result["state"] == "unlocked":
-        text = f"unlocked: {result['assets']} assets in {result['vaults']} vault(s)"
+        text = f"unlocked: {result['assets']} items in {result['vaults']} vault(s)"
         if result.get("conflicts"):
             text += f", {result['conflicts']} in conflict"
     else:
-        text = {"not_running": "engine not running (vault locked)", "uninitialized": "no vault yet: run `memories init`"}.get(
+        text = {"not_running": "engine not running (vault locked)", "uninitialized": NO_VAULT_YET}.get(
             result["state"], result["state"]
         )
+    if result["state"] in ("not_running", "uninitialized") and not ctx.paths.store.exists():
+        text = NO_VAULT_YET  # a fresh home (the tray reads the JSON state: the engine is not running)
     if "reason" in result:
         text += f": {result['reason']['message']}"
     ctx.emit(result, text)
     return 0
 
 
+NO_VAULT_YET = "No vault yet. Create one with `memories init`."
 DISK_FULL_STATUS = "The disk holding the data directory is full; the engine cannot start until some space is freed."
 
 

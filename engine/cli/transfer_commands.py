@@ -37,8 +37,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("export", parents=[common], help="export ordinary content (needs sudo)")
-    p.add_argument("--format", choices=("jsonl", "markdown"), required=True)
-    p.add_argument("dir")
+    p.add_argument(
+        "--format", choices=("jsonl", "markdown"), required=True, help="one JSONL file, or one Markdown file per memory"
+    )
+    p.add_argument("dir", help="a new or empty directory to write into")
     p.add_argument("--vault", metavar="NAME", help="export this vault (default: the default vault)")
     p.set_defaults(func=cmd_export)
 

@@ -87,7 +87,17 @@ def display(instruction: dict[str, Any]) -> str:
             else ""
         )
         return f"{instruction['action']} {instruction['path']}{extra}".strip()
-    return f"send {base64.b64decode(instruction['data_b64'])!r}"
+    return send_text(base64.b64decode(instruction["data_b64"]))
+
+
+def send_text(data: bytes) -> str:
+    """A TCP send as a person writes it: its text (bytes that are not UTF-8 as ``\\xNN``) and size.
+
+    Control characters stay in the text; every surface escapes them where it shows them
+    (the CLI through engine.terminal_text, the dashboard through HTML escaping).
+    """
+    size = f"{len(data)} byte{'' if len(data) == 1 else 's'}"
+    return f"send {data.decode('utf-8', 'backslashreplace')}  ({size})"
 
 
 def fingerprint(session_id: str, seq: int, instruction: dict[str, Any]) -> str:
@@ -132,7 +142,13 @@ class TicketBook:
         return ticket
 
     def get(self, ticket_id: str) -> Ticket:
+        """A ticket by its ID or a unique prefix of it (4+ characters)."""
         ticket = self.tickets.get(ticket_id)
+        if ticket is None and len(ticket_id) >= 4:
+            found = [t for tid, t in self.tickets.items() if tid.startswith(ticket_id.lower())]
+            if len(found) > 1:
+                raise MemoriesError("ambiguous_id", "That ticket ID prefix matches more than one ticket; type more.")
+            ticket = found[0] if found else None
         if ticket is None:
             raise MemoriesError("not_found", "No open ticket has that ID.")
         return ticket

@@ -7,7 +7,7 @@ features add their own request modules without touching this one.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -102,6 +102,8 @@ class ListAssets(Request, tag="list"):
     tag: Tag | None = None
     kind: Kind | None = None
     vault: VaultRef | None = None
+    # updated: most recently changed first; oldest: least recently changed first; title: A to Z.
+    sort: Literal["updated", "oldest", "title"] = "updated"
 
 
 class Delete(Request, tag="delete"):

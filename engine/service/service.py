@@ -148,6 +148,8 @@ class Service:
         try:
             result = self._run(spec, request, caller)
         except Exception as exc:
+            if isinstance(exc, MemoriesError) and exc.code == "ambiguous_id" and caller.surface != "mcp":
+                self._title_candidates(exc)
             raise self._after_commit_error(current, exc) from None
         finally:
             self._current.dispatch = outer
@@ -184,6 +186,24 @@ class Service:
         # Only the type: an exception's text could carry request data.
         log.error("op=%s internal error type=%s", current.op, type(exc).__name__)
         return MemoriesError("internal", SAVED_PARTLY if current.other_records else None)
+
+    def _title_candidates(self, exc: MemoriesError) -> None:
+        """An ambiguous ID prefix: add each candidate's title (never a body) for the person
+        choosing; agents get IDs and kinds only (titles of other kinds are not theirs)."""
+        state = self.state
+        candidates = exc.details.get("candidates")
+        if state is None or not isinstance(candidates, list):
+            return
+        with self.lock:
+            for item in candidates:
+                entry = state.index.assets.get(bytes.fromhex(item["id"]))
+                if entry is None:
+                    continue
+                head = max(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
+                try:
+                    item["title"] = str(self.vault.summary_of(state, head).get("title", ""))
+                except MemoriesError:
+                    item["title"] = ""
 
     @staticmethod
     def _short_id(state: Unlocked | None, asset_id: bytes) -> str:

@@ -17,6 +17,7 @@ __all__ = ["AssetIndex", "AssetEntry", "MIN_SHORT_ID", "REV_SHORT"]
 
 MIN_SHORT_ID = 8
 REV_SHORT = 12
+AMBIGUOUS_SHOWN = 10  # candidates listed with an ambiguous_id error
 
 
 @dataclass
@@ -56,7 +57,7 @@ class AssetIndex:
         for parent in parents:
             rev = self.revisions.get(parent)
             if rev is None or rev.asset_id != asset_id:
-                raise MemoriesError("store_corrupt", "A revision names a parent that is not in its asset's history.")
+                raise MemoriesError("store_corrupt", "A revision names a parent that is not in its item's history.")
 
     def apply(self, rev: Revision) -> None:
         """Add a verified revision: heads become (heads − parents) ∪ {rev}."""
@@ -130,17 +131,29 @@ class AssetIndex:
         """Accept any unique hex prefix of an asset ID."""
         text = prefix.strip().lower()
         if len(text) < 4 or any(c not in "0123456789abcdef" for c in text):
-            raise MemoriesError("invalid_input", "An asset ID is a hex prefix of at least 4 characters.")
+            raise MemoriesError("invalid_input", "An ID is a hex prefix of at least 4 characters.")
         ids = self._sorted_ids()
         pos = bisect.bisect_left(ids, text)
         matches: list[str] = []
-        while pos < len(ids) and ids[pos].startswith(text) and len(matches) < 2:
+        while pos < len(ids) and ids[pos].startswith(text):
             matches.append(ids[pos])
             pos += 1
         if not matches:
             raise MemoriesError("not_found")
         if len(matches) > 1:
-            raise MemoriesError("ambiguous_id")
+            # The candidates (ID and kind; the service adds titles, never bodies) so the user
+            # can type a longer prefix; deleted items are not offered.
+            visible = [m for m in matches if not self.is_deleted(self.assets[bytes.fromhex(m)])]
+            shown = visible[:AMBIGUOUS_SHOWN]
+            candidates = [
+                {"id": m, "short_id": self.short_id(bytes.fromhex(m)), "kind": self.assets[bytes.fromhex(m)].kind} for m in shown
+            ]
+            raise MemoriesError(
+                "ambiguous_id",
+                f"That ID prefix matches {len(matches)} items; type more characters.",
+                candidates=candidates,
+                more=len(visible) - len(shown),
+            )
         return self.assets[bytes.fromhex(matches[0])]
 
     def resolve_revision(self, entry: AssetEntry, prefix: str) -> Revision:
@@ -149,7 +162,7 @@ class AssetIndex:
             raise MemoriesError("invalid_input", "A revision ID is a hex prefix of at least 4 characters.")
         found = [r for r in entry.revisions if r.hex().startswith(text)]
         if not found:
-            raise MemoriesError("not_found", "No revision of this asset matches that ID.")
+            raise MemoriesError("not_found", "No revision of this item matches that ID.")
         if len(found) > 1:
             raise MemoriesError("ambiguous_id", "That revision prefix matches more than one revision.")
         return self.revisions[found[0]]

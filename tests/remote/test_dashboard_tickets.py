@@ -45,7 +45,7 @@ def test_browser_approves_one_ticket_with_the_password(rvault: Cli, dash: Dashbo
             item = f"li.ticket[data-ticket='{ticket['ticket']}']"
             await page.wait_for_selector(item)
             assert await page.text_content(f"{item} .ticket-fingerprint") == ticket["fingerprint"]
-            assert await page.text_content(f"{item} .ticket-instruction") == "send b'hello from the dashboard'"
+            assert await page.text_content(f"{item} .ticket-instruction") == "send hello from the dashboard  (24 bytes)"
             await page.fill(f"{item} .ticket-password", "wrong password")
             await page.click(f"{item} .ticket-approve")
             await page.wait_for_selector(f"{item} .ticket-result.error")

@@ -89,7 +89,7 @@ def write_one(
 def visible_entry(state: Unlocked, ref: str) -> AssetEntry:
     entry = state.index.resolve(ref)
     if state.index.is_deleted(entry):
-        raise MemoriesError("not_found", "That asset was deleted; it is still in `memories history`.")
+        raise MemoriesError("not_found", "That item was deleted; it is still in `memories history`.")
     return entry
 
 
@@ -121,7 +121,7 @@ def carried_secrets(service: Service, state: Unlocked, entry: AssetEntry, caller
     if not secrets:
         return {}
     if caller.surface == "mcp":
-        raise MemoriesError("secret_map_mismatch", "This asset has secret references; agents cannot update it.")
+        raise MemoriesError("secret_map_mismatch", "This item has secret references; agents cannot update it.")
     return {"secrets": secrets}
 
 
@@ -150,7 +150,7 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     entry = visible_entry(state, request.id)
     if entry.kind not in ORDINARY_KINDS:
-        raise MemoriesError("invalid_input", "This asset kind is not edited with a generic edit.")
+        raise MemoriesError("invalid_input", "This kind of item is edited with its own command (card, credential).")
     heads = state.index.head_revisions(entry)
     if request.resolve:
         parents = [h.rev_id for h in heads]
@@ -184,7 +184,7 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     entry = visible_entry(state, request.id)
     if request.vault is not None and entry.vault_id != vault_for(state, request.vault).vault_id:
-        raise MemoriesError("not_found", "That asset is not in the vault given to --vault.")
+        raise MemoriesError("not_found", "That item is not in the vault given to --vault.")
     if request.rev is not None:
         heads = [state.index.resolve_revision(entry, request.rev)]
     else:
@@ -210,7 +210,10 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
         if request.tag is not None and request.tag not in summary["tags"]:
             continue
         items.append(summary)
-    items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=True)
+    if request.sort == "title":
+        items.sort(key=lambda s: (s["title"].casefold(), s["id"]))
+    else:
+        items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=request.sort == "updated")
     page = items[request.offset : request.offset + request.limit]
     return {"items": page, "total": len(items), "conflicts": sum(1 for s in items if s["conflict"])}
 

@@ -136,7 +136,7 @@ def _secret_refs(state: Unlocked, summary: dict[str, Any]) -> dict[str, str]:
 def _card_entry(state: Unlocked, ref: str, kinds: tuple[str, ...] = CARD_KINDS) -> AssetEntry:
     entry = visible_entry(state, ref)
     if entry.kind not in kinds:
-        raise MemoriesError("invalid_input", f"That asset is a {entry.kind}, not a card of type {', '.join(kinds)}.")
+        raise MemoriesError("invalid_input", f"That item is a {entry.kind}, not a card of type {', '.join(kinds)}.")
     return entry
 
 
@@ -293,7 +293,7 @@ def _link_records(service: Service, state: Unlocked, item: crq.LinkItem) -> list
     src = _graph_node(state, item.src)
     dst = _graph_node(state, item.dst)
     if src.asset_id == dst.asset_id:
-        raise MemoriesError("invalid_input", "A link needs two different assets.")
+        raise MemoriesError("invalid_input", "A link needs two different items.")
     if src.vault_id != dst.vault_id:
         raise MemoriesError("invalid_input", "Links stay inside one vault.")
     ppm = round(item.confidence * PPM)
@@ -575,7 +575,7 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
     old = service.vault.summary_of(state, head)
     secrets = secret_map_of(service.vault, state, entry.asset_id)
     if label in secrets:
-        raise MemoriesError("invalid_input", "That label is already used in this asset's secret map.")
+        raise MemoriesError("invalid_input", "That label is already used in this item's secret map.")
     body, count = replace_exact(service.vault.body_of(state, head), request.value, label)
     if count == 0:
         raise MemoriesError("invalid_input", "The value does not occur in the current body; nothing was changed.")
@@ -637,7 +637,7 @@ def _by_label(service: Service, state: Unlocked, ref: str) -> bytes | None:
         return None
     hits = [m[label] for e, m in _secret_maps(service, state) if label in m and (owner is None or e.asset_id == owner)]
     if len(hits) > 1:
-        raise MemoriesError("ambiguous_id", "Several assets use that label; write ASSET:LABEL.")
+        raise MemoriesError("ambiguous_id", "Several items use that label; write ID:LABEL.")
     return hits[0] if hits else None
 
 

@@ -134,7 +134,14 @@ def _audit(service: Service, op_name: str, caller: Caller, **fields: Any) -> Non
 
 
 def _session(service: Service, session_id: str) -> SessionEntry:
-    entry = manager_of(service).sessions.get(session_id)
+    """A session by its ID or a unique prefix of it (4+ characters), like every other ID."""
+    sessions = manager_of(service).sessions
+    entry = sessions.get(session_id)
+    if entry is None and len(session_id) >= 4:
+        found = [e for sid, e in sessions.items() if sid.startswith(session_id.lower())]
+        if len(found) > 1:
+            raise MemoriesError("ambiguous_id", "That session ID prefix matches more than one open session; type more.")
+        entry = found[0] if found else None
     if entry is None:
         raise MemoriesError("session_closed")
     return entry
@@ -262,9 +269,7 @@ def remote_exec(service: Service, request: RemoteExec, caller: Caller) -> dict[s
 @op(RemoteClose)
 def remote_close(service: Service, request: RemoteClose, caller: Caller) -> dict[str, Any]:
     manager = manager_of(service)
-    entry = manager.sessions.pop(request.session, None)
-    if entry is None:
-        raise MemoriesError("session_closed")
+    entry = manager.sessions.pop(_session(service, request.session).session_id)
     manager.tickets.drop_session(entry.session_id)
     manager.runtime.call(entry.session.close(), 10)
     _audit(service, "remote.close", caller, assets=[entry.asset_id], session=entry.session_id)

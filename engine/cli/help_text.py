@@ -1,0 +1,211 @@
+"""Examples for every command's `--help` (an EXAMPLES epilog) and the `memories help TOPIC` pages.
+
+Only read when help is shown, so it costs nothing on an ordinary call. A command path is
+its words joined by spaces ("vault member add"). tests/unit/test_cli_help.py walks the
+whole parser and fails for a command without an entry here or an option without a help
+string, so a new command gets its examples when it is added.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["EXAMPLES", "TOPICS", "apply_examples", "topic_text"]
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": ("memories init", "memories put --title 'Wi-Fi' --body 'router in the hall'", "memories help ids"),
+    "init": ("memories init", "printf '%s\\n' \"$PW\" | memories init --password-stdin"),
+    "unlock": ("memories unlock", "printf '%s\\n' \"$PW\" | memories unlock --password-stdin"),
+    "sudo": ("memories sudo", "memories sudo && memories export --format jsonl ~/backup"),
+    "lock": ("memories lock",),
+    "status": ("memories status", "memories status --json"),
+    "daemon": ("memories daemon status", "memories daemon stop"),
+    "daemon start": ("memories daemon start",),
+    "daemon stop": ("memories daemon stop",),
+    "daemon status": ("memories daemon status --json",),
+    "daemon run": ("memories daemon run   # in the foreground, e.g. under a service manager",),
+    "put": (
+        "memories put --title 'Dentist' --body 'Tuesday 9:30' --tag health",
+        "pbpaste | memories put --title 'Meeting notes'",
+        "memories put   # on a terminal: write it in $EDITOR",
+    ),
+    "list": ("memories list", "memories list --tag health --sort title", "memories list --all | grep -i dentist"),
+    "get": ("memories get 3fa9c2d1", "memories get 3fa9 --rev 81c0aa12e4f0"),
+    "edit": (
+        "memories edit 3fa9c2d1   # opens $VISUAL/$EDITOR on a terminal",
+        "memories edit 3fa9c2d1 --add-tag done --remove-tag todo",
+        "pbpaste | memories edit 3fa9c2d1",
+        "memories edit 3fa9c2d1 --resolve --body-file merged.txt",
+    ),
+    "delete": ("memories delete 3fa9c2d1",),
+    "history": ("memories history 3fa9c2d1",),
+    "diff": ("memories diff 3fa9c2d1", "memories diff 3fa9c2d1 81c0aa12e4f0 d7e01b5a9c33"),
+    "import": ("memories import ~/notes", "memories import export.jsonl"),
+    "export": ("memories sudo && memories export --format markdown ~/backup",),
+    "search": ("memories search dentist", "memories search '\"exact phrase\"' --limit 5", "memories help search"),
+    "retrieve": ("memories retrieve 'when is the dentist'",),
+    "ask": ("memories ask 'when is my dentist appointment?'",),
+    "rag": ("memories rag status",),
+    "rag status": ("memories rag status --json",),
+    "rag index": ("memories rag index", "memories rag index --rebuild --no-vectors"),
+    "card": ("memories card new --type knowledge --title 'Postgres tuning'", "memories card link 3fa9 81c0 --rel depends_on"),
+    "card new": ("memories card new --type persona --title 'Me' --body 'prefers short answers'",),
+    "card show": ("memories card show 3fa9c2d1",),
+    "card edit": ("memories card edit 3fa9c2d1 --title 'Postgres tuning (2024)'",),
+    "card link": ("memories card link 3fa9c2d1 81c0aa12 --rel depends_on --confidence 0.8",),
+    "card unlink": ("memories card unlink 3fa9c2d1 81c0aa12 --rel depends_on",),
+    "card connections": ("memories card connections 3fa9c2d1 --depth 2 --direction out",),
+    "card recall": ("memories card recall 3fa9c2d1 81c0aa12 --hops 2",),
+    "graph": ("memories graph", "memories graph 3fa9c2d1 --depth 1"),
+    "protected": ("memories protected new --title GitHub --account me --token-stdin",),
+    "protected new": ("printf '%s' \"$TOKEN\" | memories protected new --title GitHub --env GITHUB_TOKEN --token-stdin",),
+    "otp": ("memories otp 3fa9c2d1",),
+    "secret": ("printf '%s' \"$VALUE\" | memories secret protect 3fa9c2d1 --label api --value-stdin",),
+    "secret protect": ("printf '%s' \"$VALUE\" | memories secret protect 3fa9c2d1 --label api --value-stdin",),
+    "local-config": ("memories local-config show",),
+    "local-config record": ("memories local-config record",),
+    "local-config show": ("memories local-config show --json",),
+    "copy": ("memories sudo && memories copy 3fa9c2d1:api --clear-after 20",),
+    "tray": ("memories tray",),
+    "dashboard": ("memories dashboard",),
+    "mcp": ("memories mcp   # stdio, started by the agent client", "memories mcp --http --port 8765"),
+    "mcp grant": ("memories sudo && memories mcp grant --name claude --scope read",),
+    "mcp grants": ("memories mcp grants --all",),
+    "mcp revoke": ("memories mcp revoke claude",),
+    "mcp config": ("memories mcp config --client claude-code",),
+    "inject": ("memories inject --client all", "memories inject --client claude-code --scope project --dir ."),
+    "credential": ("memories credential list", "memories credential new postgres --name db --host db.lan --password-stdin"),
+    "credential new": ("printf '%s' \"$PW\" | memories credential new postgres --name db --host db.lan --password-stdin",),
+    "credential generate": ("memories credential generate ssh --name deploy-key",),
+    "credential public": ("memories credential public deploy-key",),
+    "credential list": ("memories credential list --type ssh",),
+    "credential show": ("memories credential show db",),
+    "remote": ("memories remote open db", "memories remote propose 5c2e 'SELECT 1'"),
+    "remote open": ("memories remote open db",),
+    "remote propose": ("memories remote propose 5c2e 'SELECT count(*) FROM users'",),
+    "remote approve": ("memories sudo && memories remote approve 9d41 --fingerprint 6f1a…",),
+    "remote reject": ("memories remote reject 9d41",),
+    "remote exec": ("memories remote exec 9d41",),
+    "remote close": ("memories remote close 5c2e",),
+    "remote list": ("memories remote list",),
+    "proxy": ("memories proxy start db", "memories proxy list"),
+    "proxy start": ("memories proxy start db --port 6432",),
+    "proxy stop": ("memories proxy stop 1",),
+    "proxy list": ("memories proxy list --json",),
+    "audit": ("memories sudo && memories audit --since 1d --actor mcp:",),
+    "help": ("memories help", "memories help ids"),
+    "completion": (
+        "source <(memories completion bash)           # in ~/.bashrc",
+        'memories completion zsh > "${fpath[1]}/_memories"',
+        "memories completion fish > ~/.config/fish/completions/memories.fish",
+    ),
+    "login": ("memories login new --title GitHub --username me --url https://github.com --generate", "memories login list"),
+    "login new": (
+        "memories login new --title GitHub --username me --url https://github.com --generate",
+        "printf '%s' \"$PW\" | memories login new --title Bank --username me --password-stdin",
+    ),
+    "login show": ("memories login show 3fa9c2d1",),
+    "login list": ("memories login list",),
+    "login copy-password": ("memories sudo && memories login copy-password 3fa9c2d1",),
+    "login copy-username": ("memories login copy-username 3fa9c2d1",),
+    "login copy-otp": ("memories login copy-otp 3fa9c2d1 --clear-after 20",),
+    "password": ("memories password generate", "memories password generate --words 6"),
+    "password generate": ("memories password generate --length 32", "memories password generate --words 6"),
+    "vaults": ("memories vaults",),
+    "vault": ("memories vault new family", "memories vault members family"),
+    "vault new": ("memories vault new family",),
+    "vault members": ("memories vault members --vault family",),
+    "vault member": ("memories sudo && memories vault member add 7c1d… --role editor --vault family",),
+    "vault member add": ("memories sudo && memories vault member add 7c1d… --role editor --vault family",),
+    "vault member role": ("memories vault member role 7c1d… --role viewer --vault family",),
+    "vault member remove": ("memories vault member remove 7c1d… --vault family",),
+    "vault transfer": ("memories vault transfer 7c1d… --vault family",),
+    "vault rotate": ("memories vault rotate --vault family",),
+    "whoami": ("memories whoami",),
+    "devices": ("memories devices",),
+    "device": ("memories device request   # on the new device", "memories device approve request.txt"),
+    "device request": ("memories device request --name laptop --out request.txt",),
+    "device approve": ("memories sudo && memories device approve request.txt --out approval.txt",),
+    "device join": ("memories device join approval.txt",),
+    "device revoke": ("memories sudo && memories device revoke laptop",),
+}
+
+
+TOPICS: dict[str, str] = {
+    "ids": """IDs
+
+Every memory, card, credential and file has an ID of 32 hex digits. Commands show the
+shortest prefix that is unique in your vault (at least 8 digits), and accept any unique
+prefix of at least 4 digits:
+
+    memories get 3fa9c2d1
+    memories get 3fa9
+
+If a prefix matches more than one item, the command fails with `ambiguous_id` and lists
+the candidates (ID, kind and title); type more digits. Revisions have IDs too
+(`memories history ID` shows them, 12 digits), accepted the same way by `get --rev`,
+`edit --base` and `diff`.
+""",
+    "conflicts": """CONFLICTS
+
+Two edits made from the same revision (on two devices, or by two programs at once) are
+both kept: the memory then has two heads and shows CONFLICT in `list` and `get`. Nothing
+is lost and nothing is chosen for you. To settle it:
+
+    memories get ID                 # shows every head
+    memories diff ID REV_A REV_B    # compare two of them
+    memories edit ID --resolve      # writes a revision whose parents are all heads
+
+`edit --resolve` starts from the newest head (or `--base REV`), with the fields you give.
+""",
+    "search": """SEARCH
+
+`memories search QUERY` finds memories and cards by their words, in English and Chinese.
+Words are matched in any order and results are ranked: items with more of the words, rarer
+words and words in the title come first. Case and accents do not matter.
+
+    memories search dentist tuesday          either word; both rank higher
+    memories search '"exact phrase"'         matches those words in that order
+    memories search 长期记忆                   Chinese is segmented into words
+    memories search dentist --kind memory    only one kind
+    memories search dentist --mode lexical   words only, no embedding model
+
+Results show the ID, title and a snippet; `memories get ID` shows the whole memory. Just
+after an unlock the index may still be building: results then say they are partial.
+`memories retrieve` gives passages with sources, `memories ask` an answer with citations.
+""",
+    "secrets": """SECRETS
+
+Secrets (passwords, tokens, keys, one-time-password seeds) live in credentials, never in a
+memory's body. They are stored encrypted like everything else, are never printed, never
+returned by `get`, `search`, `export` or to agents, and are only used by the engine:
+
+    memories credential new postgres --name db --host db.lan --password-stdin
+    memories protected new --title GitHub --env GITHUB_TOKEN --token-stdin
+    printf '%s' "$VALUE" | memories secret protect ID --label api --value-stdin
+    memories sudo && memories copy ID:api          # to the clipboard, cleared after 30 s
+
+Give secrets on standard input (`--…-stdin`), never as arguments: other users on the
+machine can see a command's arguments in `ps`. Copying needs `memories sudo` first.
+""",
+}
+
+
+def _path_of(parser: argparse.ArgumentParser) -> str:
+    return " ".join(parser.prog.split()[1:])
+
+
+def apply_examples(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` and every subcommand parser its EXAMPLES epilog (kept as written)."""
+    examples = EXAMPLES.get(_path_of(parser))
+    if examples:
+        parser.epilog = "EXAMPLES\n" + "\n".join(f"  {line}" for line in examples)
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                apply_examples(sub)
+
+
+def topic_text(name: str) -> str | None:
+    return TOPICS.get(name.lower())
