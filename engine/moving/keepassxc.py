@@ -29,7 +29,11 @@ def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded
         from pykeepass import PyKeePass  # type: ignore[import-untyped]
         from pykeepass.exceptions import CredentialsError, HeaderChecksumError, PayloadChecksumError  # type: ignore[import-untyped]
     except ImportError:
-        raise fail("the file", "needs the pykeepass package to read KDBX databases (pip install pykeepass).") from None
+        raise fail(
+            "the file",
+            "needs the optional pykeepass package (GPL-3.0, not installed by default) to read KDBX databases: "
+            "`.venv/bin/pip install 'memories[keepass]'`, or export XML from KeePassXC and import that.",
+        ) from None
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise fail("the file", "is larger than 256 MiB.")
