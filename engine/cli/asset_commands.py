@@ -182,7 +182,9 @@ def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
     if no_fields and stdin_has_body():
         text = body_from(args, piped=True)  # `… | memories edit ID`: the pipe is the new body
         no_fields = False
-    use_editor = no_fields
+    # `edit ID --resolve` alone is a change: one revision over every head (the newest head's
+    # content), as the conflict message suggests; it needs no field and no editor.
+    use_editor = no_fields and not args.resolve
     if use_editor and (ctx.json_output or not stdin_is_terminal()):
         raise UsageError(
             "nothing to change: give --title, --body, --tag, --add-tag, --remove-tag or --meta, pipe the new body "
