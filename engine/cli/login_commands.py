@@ -33,8 +33,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     lsub = login.add_subparsers(dest="login_command", metavar="SUBCOMMAND", parser_class=type(login))
 
     p = lsub.add_parser("new", parents=[common], help="create a login card and its credential together")
-    p.add_argument("--title", required=True)
-    p.add_argument("--username")
+    p.add_argument("--title", required=True, help="the login's name, e.g. the site (visible to other users in `ps`)")
+    p.add_argument("--username", help="the account name or e-mail used to sign in")
     p.add_argument("--url", action="append", dest="urls", metavar="URL", default=[], help="repeatable")
     secret = p.add_mutually_exclusive_group()
     secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
@@ -43,11 +43,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-symbols", action="store_true", help="with --generate: letters and digits only")
     p.add_argument("--totp-uri-stdin", action="store_true", help="read an otpauth://totp URI from standard input")
     p.add_argument("--notes", help="non-secret notes (the card's body)")
-    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[])
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[], help="a tag (repeat for several)")
     p.set_defaults(func=cmd_new)
 
     p = lsub.add_parser("show", parents=[common], help="show a login (the password only as a cred: reference)")
-    p.add_argument("id")
+    p.add_argument("id", help="the login's ID or a unique prefix (from `memories login list`)")
     p.set_defaults(func=cmd_show)
 
     p = lsub.add_parser("list", parents=[common], help="list login cards")
@@ -55,7 +55,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     for what, text in (("password", "the password"), ("username", "the username"), ("otp", "the current TOTP code")):
         p = lsub.add_parser(f"copy-{what}", parents=[common], help=f"copy {text} to the clipboard (auto-clears)")
-        p.add_argument("id")
+        p.add_argument("id", help="the login's ID or a unique prefix (from `memories login list`)")
         p.add_argument("--clear-after", type=int, help="seconds before the clipboard is cleared (default 30)")
         p.set_defaults(func=cmd_copy, what=what)
 

@@ -24,7 +24,7 @@ def parse_user_id(text: str) -> str:
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("vaults", parents=[common], help="list this device's vaults: role, members, epoch, assets")
+    p = sub.add_parser("vaults", parents=[common], help="list this device's vaults: role, members, epoch, items")
     p.set_defaults(func=cmd_vaults)
 
     vault = sub.add_parser("vault", parents=[common], help="create vaults; manage members, roles and keys")
@@ -44,23 +44,27 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     member.set_defaults(func=_usage)
     p = msub.add_parser("add", parents=[common], help="add a member with a role (needs sudo)")
     p.add_argument("user_id", metavar="USER_ID", help="the member's user ID from `memories whoami`")
-    p.add_argument("--role", choices=ROLES, required=True)
+    p.add_argument(
+        "--role", choices=ROLES, required=True, help="owner, admin, editor or reader (see `memories help` for what each may do)"
+    )
     _vault_option(p)
     p.set_defaults(func=cmd_member_add)
     p = msub.add_parser("role", parents=[common], help="change a member's role (needs sudo)")
-    p.add_argument("user_id", metavar="USER_ID")
-    p.add_argument("--role", choices=ROLES, required=True)
+    p.add_argument("user_id", metavar="USER_ID", help="the member's user ID (64 hex, from `memories whoami` on their device)")
+    p.add_argument(
+        "--role", choices=ROLES, required=True, help="owner, admin, editor or reader (see `memories help` for what each may do)"
+    )
     _vault_option(p)
     p.set_defaults(func=cmd_member_role)
     p = msub.add_parser(
         "remove", parents=[common], help="remove a member and their devices; later writes use a new key (needs sudo)"
     )
-    p.add_argument("user_id", metavar="USER_ID")
+    p.add_argument("user_id", metavar="USER_ID", help="the member's user ID (64 hex, from `memories whoami` on their device)")
     _vault_option(p)
     p.set_defaults(func=cmd_member_remove)
 
     p = vsub.add_parser("transfer", parents=[common], help="make a member the Owner; you become Admin (needs sudo)")
-    p.add_argument("user_id", metavar="USER_ID")
+    p.add_argument("user_id", metavar="USER_ID", help="the member's user ID (64 hex, from `memories whoami` on their device)")
     _vault_option(p)
     p.set_defaults(func=cmd_transfer)
 
@@ -91,7 +95,7 @@ def cmd_vaults(ctx: Context, args: argparse.Namespace) -> int:
         note = f"  ({', '.join(flags)})" if flags else ""
         lines.append(
             f"{one_line(v['name']):<20} {v['short_id']}  {v['role'] or 'not a member':<8} "
-            f"members {v['members']}  epoch {v['epoch']}  assets {v['assets']}{note}"
+            f"members {v['members']}  epoch {v['epoch']}  items {v['assets']}{note}"
         )
     ctx.emit(result, "\n".join(lines))
     return 0
