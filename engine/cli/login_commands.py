@@ -99,7 +99,7 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "card_read", "id": args.id})
     if result.get("kind") != "login":
-        raise MemoriesError("invalid_input", "That asset is not a login; use `memories card show`.")
+        raise MemoriesError("invalid_input", "That item is not a login; use `memories card show`.")
     meta = result.get("meta", {})
     lines = [f"{result['short_id']}  {one_line(result['title'])}"]
     if meta.get("username"):
@@ -142,7 +142,7 @@ def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
     if args.what == "username":
         card = ctx.request({"op": "card_read", "id": args.id})
         if card.get("kind") != "login":
-            raise MemoriesError("invalid_input", "That asset is not a login.")
+            raise MemoriesError("invalid_input", "That item is not a login.")
         value = card.get("meta", {}).get("username")
         if not value:
             raise MemoriesError("nothing_to_copy", "That login has no username.")

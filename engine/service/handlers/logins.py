@@ -160,7 +160,7 @@ def login_import_batch(service: Service, request: lrq.LoginImportBatch, caller: 
 def _login_credential(service: Service, state: Unlocked, ref: str) -> tuple[bytes, bytes]:
     entry = visible_entry(state, ref)
     if entry.kind != LOGIN_KIND:
-        raise MemoriesError("invalid_input", f"That asset is a {entry.kind}, not a login.")
+        raise MemoriesError("invalid_input", f"That item is a {entry.kind}, not a login.")
     summary = service.vault.summary_of(state, _current_head(state, entry))
     return entry.asset_id, bytes(summary["protected"]["credential"])
 

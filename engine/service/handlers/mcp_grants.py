@@ -201,7 +201,7 @@ def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None
         except MemoriesError:
             return  # the op itself answers not_found / ambiguous_id
         if entry.vault_id not in grant.vaults:
-            raise MemoriesError("scope_denied", "This grant does not cover the vault that asset is in.")
+            raise MemoriesError("scope_denied", "This grant does not cover the vault that item is in.")
 
 
 @op(rq.McpCall, lock_free=True)
