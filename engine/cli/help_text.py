@@ -128,6 +128,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "device approve": ("memories sudo && memories device approve request.txt --out approval.txt",),
     "device join": ("memories device join approval.txt",),
     "device revoke": ("memories sudo && memories device revoke laptop",),
+    "serve": ("memories serve", "memories serve --listen 0.0.0.0:7700 --allow-non-loopback --tls-cert c.pem --tls-key k.pem"),
+    "sync": (
+        "memories sudo && memories sync token new --device laptop",
+        "MEMORIES_SYNC_TOKEN=msync1.… memories sync http://127.0.0.1:7700 --watch",
+        "memories sync --relay https://relay.example:7701 --room \"$ROOM\"",
+        "memories sync status",
+    ),
+    "relay": ("memories relay serve --listen 127.0.0.1:7701",),
+    "relay serve": ("memories relay serve --listen 0.0.0.0:7701 --allow-non-loopback --tls-cert c.pem --tls-key k.pem",),
 }
 
 

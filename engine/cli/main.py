@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "meta_commands",
     "vault_commands",
     "device_commands",
+    "sync_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -85,6 +86,9 @@ COMMAND_TABLE = {
     "whoami": "device_commands",
     "devices": "device_commands",
     "device": "device_commands",
+    "serve": "sync_commands",
+    "sync": "sync_commands",
+    "relay": "sync_commands",
 }
 
 

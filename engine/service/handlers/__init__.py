@@ -11,6 +11,7 @@ from engine.service.handlers import (
     remote,  # remote sessions, tickets, proxies (issue 7)
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
+    sync,  # sync listener, tokens, sync runs, status (issue 14)
     transfer,  # import, export
     vaults,  # vault new, vaults, members, roles, transfer, rotate (issue 13)
 )
@@ -26,6 +27,7 @@ __all__ = [
     "remote",
     "search",
     "session",
+    "sync",
     "transfer",
     "vaults",
 ]

@@ -46,6 +46,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         extra = contribute()
         status["connections"] += int(extra.get("connections", 0))
         status["attention"] = bool(status["attention"] or extra.get("attention", False))
+        status["sync_queue"]["outbox"] += int(extra.get("sync_outbox", 0))  # engine/service/handlers/sync.py
+        status["sync_queue"]["inbox"] += int(extra.get("sync_inbox", 0))
     return status
 
 

@@ -1,0 +1,670 @@
+"""The sync wire protocol over WebSocket `/v1/channel` (SY-4, API-4, API-5, ID-2).
+
+One session between two devices, the *initiator* (the client, or the second to join a relay
+room) and the *responder*:
+
+1. ``hello`` both ways, in clear: protocol version, device key, its user-signed certificate,
+   a fresh 32-byte nonce. The certificate gives the peer's X25519 exchange key.
+2. ``auth`` both ways: an Ed25519 signature by the device key over the transcript (both
+   nonces, both device keys, the roles). Each side then asks the engine whether the peer
+   device is authorized by the current policy of a shared vault (and, on a listener, is the
+   device the token is bound to). Everything after this is a signed envelope sealed to the
+   peer device's exchange key (purpose ``"sync"``), so a relay sees only sizes and timing.
+3. ``inv``: the inventories of every shared vault (engine/sync/bundle.py ``Inventory``).
+4. ``chunk`` … ``done``: the bundle chunks the peer lacks, sent while the peer's are received
+   (both directions at once, so two large bundles cannot deadlock on full socket buffers).
+5. Only after ``done`` is every received chunk merged, one merge per vault with the whole
+   incoming set (SY-1: a disconnect before that merges nothing; a retry resends; items
+   already held are skipped). ``report`` both ways, then close.
+
+Bounds: every frame ≤ ``Limits.frame_bytes``; a session receives at most
+``Limits.total_bytes`` and ``Limits.max_chunks``; each message must arrive within
+``Limits.message_seconds`` and the whole session within ``Limits.session_seconds``. A peer that
+breaks any of these gets ``sync_invalid``/``sync_timeout`` and the connection is closed.
+
+The engine side (keys, policy checks, inventories, bundles, merge) is a :class:`LocalSide`
+of blocking callables the service builds; they run in worker threads, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+from aiohttp import web
+from nacl.public import PrivateKey
+from nacl.signing import SigningKey
+
+from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_bytes
+from engine.crypto.envelope import EnvelopeError, open_envelope, seal_envelope
+from engine.crypto.keys import CERT_TAG, SignatureError, sign, verify
+from engine.errors import CODES, MemoriesError
+
+__all__ = [
+    "PROTOCOL",
+    "CHANNEL_PATH",
+    "Limits",
+    "LocalSide",
+    "SessionResult",
+    "Channel",
+    "WsChannel",
+    "run_session",
+    "SyncServer",
+    "sync_with",
+    "sync_via_relay",
+    "channel_url",
+    "is_loopback",
+    "server_ssl",
+    "client_ssl",
+]
+
+log = logging.getLogger("memories.sync")
+
+PROTOCOL = 1
+CHANNEL_PATH = "/v1/channel"
+RELAY_PATH = "/v1/relay/"
+PURPOSE = "sync"
+TRANSCRIPT_TAG = "memories.sync.channel"
+CHUNK_BYTES = 4 * 1024 * 1024  # make_bundle's max_bytes; a frame adds the envelope and header
+_NONCE = 32
+_MAX_VAULTS = 1000
+
+
+@dataclass(frozen=True)
+class Limits:
+    frame_bytes: int = CHUNK_BYTES + 64 * 1024
+    total_bytes: int = 1024 * 1024 * 1024
+    max_chunks: int = 200_000
+    message_seconds: float = 60.0
+    session_seconds: float = 1800.0
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """Defaults, narrowed by ``MEMORIES_SYNC_MAX_BYTES`` / ``MEMORIES_SYNC_MESSAGE_SECONDS`` /
+        ``MEMORIES_SYNC_SESSION_SECONDS`` (read when the engine starts a session)."""
+        base = cls()
+
+        def number(name: str, default: float) -> float:
+            text = os.environ.get(name, "")
+            try:
+                value = float(text) if text else default
+            except ValueError:
+                return default
+            return value if value > 0 else default
+
+        return cls(
+            frame_bytes=base.frame_bytes,
+            total_bytes=int(number("MEMORIES_SYNC_MAX_BYTES", base.total_bytes)),
+            max_chunks=base.max_chunks,
+            message_seconds=number("MEMORIES_SYNC_MESSAGE_SECONDS", base.message_seconds),
+            session_seconds=number("MEMORIES_SYNC_SESSION_SECONDS", base.session_seconds),
+        )
+
+
+@dataclass
+class LocalSide:
+    """This device, as the engine lends it to one session (blocking callables run in threads)."""
+
+    device_key: SigningKey
+    exchange_key: PrivateKey
+    certificate: dict[str, Any]
+    certificate_sig: bytes
+    # (peer device, peer user from its certificate) -> None, or sync_unauthorized.
+    check_peer: Callable[[bytes, bytes], None]
+    # peer device -> the wire form of every shared vault's Inventory.
+    inventories: Callable[[bytes], list[dict[str, Any]]]
+    # (peer device, the peer's inventories) -> [(vault_id, chunks)] the peer lacks.
+    bundles: Callable[[bytes, list[dict[str, Any]]], list[tuple[bytes, list[bytes]]]]
+    # (peer device, {vault_id: chunks}) -> one MergeReport wire form per vault.
+    merge: Callable[[bytes, dict[bytes, list[bytes]]], list[dict[str, Any]]]
+    # Pending received chunks not yet merged (the status inbox).
+    inbox: Callable[[int], None] = lambda _count: None
+
+    @property
+    def device_pub(self) -> bytes:
+        return bytes(self.device_key.verify_key)
+
+
+@dataclass
+class SessionResult:
+    peer_device: bytes
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    peer_merged: list[dict[str, Any]] = field(default_factory=list)
+    peer_error: dict[str, str] | None = None
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    chunks_sent: int = 0
+    chunks_received: int = 0
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "peer": self.peer_device.hex(),
+            "vaults": self.merged,
+            "peer_vaults": self.peer_merged,
+            "peer_error": self.peer_error,
+            "sent_bytes": self.sent_bytes,
+            "received_bytes": self.received_bytes,
+            "chunks_sent": self.chunks_sent,
+            "chunks_received": self.chunks_received,
+        }
+
+
+def _invalid(message: str) -> MemoriesError:
+    return MemoriesError("sync_invalid", message)
+
+
+# -- channels --------------------------------------------------------------------------------
+
+
+class Channel(Protocol):
+    sent_bytes: int
+    received_bytes: int
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def recv(self, timeout: float) -> bytes: ...
+
+    async def close(self) -> None: ...
+
+
+class WsChannel:
+    """Binary frames over an aiohttp WebSocket (server or client side)."""
+
+    def __init__(self, ws: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.sent_bytes = 0
+        self.received_bytes = 0
+
+    async def send(self, data: bytes) -> None:
+        if self.ws.closed:
+            raise MemoriesError("sync_unreachable", "The peer closed the connection before the sync finished.")
+        try:
+            await self.ws.send_bytes(data)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
+            raise MemoriesError("sync_unreachable", "The connection to the peer broke; nothing was merged.") from exc
+        self.sent_bytes += len(data)
+
+    async def recv(self, timeout: float) -> bytes:
+        try:
+            msg = await asyncio.wait_for(self.ws.receive(), timeout)
+        except TimeoutError:
+            raise MemoriesError("sync_timeout", f"The peer sent nothing for {timeout:g} s; the connection was closed.") from None
+        if msg.type == aiohttp.WSMsgType.BINARY:
+            data = bytes(msg.data)
+            self.received_bytes += len(data)
+            return data
+        if msg.type == aiohttp.WSMsgType.ERROR:
+            exc = msg.data
+            if isinstance(exc, aiohttp.WebSocketError) and exc.code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+                raise _invalid("The peer sent a message larger than the frame limit; the connection was closed.")
+            raise MemoriesError("sync_unreachable", "The connection to the peer broke; nothing was merged.")
+        if msg.type == aiohttp.WSMsgType.TEXT:
+            raise _invalid("The peer sent a text frame; the sync channel carries binary frames only.")
+        if self.ws.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            raise _invalid("The peer sent a message larger than the frame limit; the connection was closed.")
+        raise MemoriesError("sync_unreachable", "The peer closed the connection before the sync finished; nothing was merged.")
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close()
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+
+def _plain(obj: dict[str, Any]) -> bytes:
+    return canonical_bytes(obj)
+
+
+def _parse_plain(data: bytes, expected: str) -> dict[str, Any]:
+    try:
+        obj = decode_canonical(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise _invalid("The peer sent a frame that is not a sync message.") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("t"), str):
+        raise _invalid("The peer sent a frame that is not a sync message.")
+    if obj["t"] == "error":
+        _raise_peer_error(obj)
+    if obj["t"] != expected:
+        raise _invalid(f"The peer sent {str(obj['t'])[:20]!r} where {expected!r} was due.")
+    return obj
+
+
+def _raise_peer_error(obj: dict[str, Any]) -> None:
+    code = obj.get("code")
+    shown = code if isinstance(code, str) and code in CODES else "sync_rejected"
+    # The peer's own sentence is untrusted text: only its registered code is repeated.
+    raise MemoriesError(shown, f"The peer refused the sync ({shown}); nothing was merged there.", peer=True)
+
+
+class _Sealed:
+    """Signed envelopes to and from one authenticated peer (ID-2, purpose "sync")."""
+
+    def __init__(self, local: LocalSide, peer_device: bytes, peer_exchange: bytes) -> None:
+        self.local = local
+        self.peer_device = peer_device
+        self.peer_exchange = peer_exchange
+
+    def seal(self, header: dict[str, Any], data: bytes = b"") -> bytes:
+        # header (canonical JSON, never a raw newline) || "\n" || raw data: no base64 on the wire.
+        return seal_envelope(self.local.device_key, self.peer_exchange, _plain(header) + b"\n" + data, purpose=PURPOSE)
+
+    def open(self, frame: bytes) -> tuple[dict[str, Any], bytes]:
+        try:
+            opened = open_envelope(self.local.exchange_key, frame, purpose=PURPOSE, expected_sender=self.peer_device)
+        except EnvelopeError as exc:
+            raise MemoriesError(
+                "sync_rejected", f"A message from the peer failed authentication ({exc.reason}); nothing was merged."
+            ) from None
+        head, sep, data = opened.payload.partition(b"\n")
+        if not sep:
+            raise _invalid("The peer sent a sealed message without a header.")
+        try:
+            obj = decode_canonical(head)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise _invalid("The peer sent a sealed message whose header is not a sync message.") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("t"), str):
+            raise _invalid("The peer sent a sealed message whose header is not a sync message.")
+        if obj["t"] == "error":
+            _raise_peer_error(obj)
+        return obj, data
+
+
+def _error_frame(exc: MemoriesError) -> dict[str, Any]:
+    return {"t": "error", "code": exc.code, "message": exc.message[:300]}
+
+
+def _transcript(initiator: dict[str, Any], responder: dict[str, Any]) -> bytes:
+    return domain_bytes(
+        TRANSCRIPT_TAG,
+        PROTOCOL,
+        {
+            "i_device": initiator["device"],
+            "i_nonce": initiator["nonce"],
+            "r_device": responder["device"],
+            "r_nonce": responder["nonce"],
+        },
+    )
+
+
+def _check_hello(hello: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
+    """(device key, user key, exchange key) of a peer's hello whose certificate verifies."""
+    if hello.get("v") != PROTOCOL:
+        raise _invalid("The peer speaks another sync protocol version; update both devices.")
+    device, nonce, cert, cert_sig = hello.get("device"), hello.get("nonce"), hello.get("cert"), hello.get("cert_sig")
+    if not (isinstance(device, bytes) and len(device) == 32 and isinstance(nonce, bytes) and len(nonce) == _NONCE):
+        raise _invalid("The peer's hello is malformed.")
+    if not isinstance(cert, dict) or not isinstance(cert_sig, bytes):
+        raise _invalid("The peer's hello has no device certificate.")
+    user, exchange = cert.get("user"), cert.get("exchange")
+    if cert.get("device") != device or not isinstance(user, bytes) or not isinstance(exchange, bytes) or len(exchange) != 32:
+        raise MemoriesError("sync_unauthorized", "The peer's device certificate does not name its device.")
+    try:
+        verify(user, domain_bytes(CERT_TAG, 1, cert), cert_sig)
+    except (SignatureError, ValueError, TypeError):
+        raise MemoriesError("sync_unauthorized", "The peer's device certificate is not signed by its user.") from None
+    return device, user, exchange
+
+
+async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+async def run_session(
+    channel: Channel,
+    local: LocalSide,
+    *,
+    initiator: bool,
+    limits: Limits,
+    expected_peer: bytes | None = None,
+) -> SessionResult:
+    """Run the whole protocol on ``channel``; raises a typed error (after telling the peer)."""
+    try:
+        return await asyncio.wait_for(
+            _session(channel, local, initiator=initiator, limits=limits, expected_peer=expected_peer),
+            limits.session_seconds,
+        )
+    except TimeoutError:
+        raise MemoriesError("sync_timeout", f"The sync did not finish within {limits.session_seconds:g} s.") from None
+    finally:
+        await channel.close()
+
+
+async def _session(
+    channel: Channel, local: LocalSide, *, initiator: bool, limits: Limits, expected_peer: bytes | None
+) -> SessionResult:
+    wait = limits.message_seconds
+    mine = {
+        "t": "hello",
+        "v": PROTOCOL,
+        "device": local.device_pub,
+        "cert": local.certificate,
+        "cert_sig": local.certificate_sig,
+        "nonce": os.urandom(_NONCE),
+    }
+    await channel.send(_plain(mine))
+    theirs = _parse_plain(await channel.recv(wait), "hello")
+    try:
+        peer_device, peer_user, peer_exchange = _check_hello(theirs)
+        if peer_device == local.device_pub:
+            raise MemoriesError("sync_unauthorized", "The peer is this very device.")
+        if expected_peer is not None and peer_device != expected_peer:
+            raise MemoriesError("sync_unauthorized", "The sync token is bound to another device.")
+        transcript = _transcript(mine, theirs) if initiator else _transcript(theirs, mine)
+        await channel.send(_plain({"t": "auth", "sig": sign(local.device_key, transcript)}))
+        auth = _parse_plain(await channel.recv(wait), "auth")
+        sig = auth.get("sig")
+        try:
+            verify(peer_device, transcript, sig if isinstance(sig, bytes) else b"")
+        except (SignatureError, ValueError, TypeError):
+            raise MemoriesError("sync_unauthorized", "The peer did not prove it holds its device key.") from None
+        await _blocking(local.check_peer, peer_device, peer_user)
+    except MemoriesError as exc:
+        with contextlib.suppress(MemoriesError):
+            await channel.send(_plain(_error_frame(exc)))
+        raise
+    sealed = _Sealed(local, peer_device, peer_exchange)
+    result = SessionResult(peer_device)
+    try:
+        await _exchange(channel, sealed, local, limits, result)
+    except MemoriesError as exc:
+        if not exc.details.get("peer"):
+            with contextlib.suppress(MemoriesError):
+                await channel.send(sealed.seal(_error_frame(exc)))
+        raise
+    finally:
+        local.inbox(0)
+        result.sent_bytes, result.received_bytes = channel.sent_bytes, channel.received_bytes
+    return result
+
+
+async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits: Limits, result: SessionResult) -> None:
+    wait = limits.message_seconds
+    peer = sealed.peer_device
+    own_invs: list[dict[str, Any]] = await _blocking(local.inventories, peer)
+    await channel.send(sealed.seal({"t": "inv", "vaults": own_invs}))
+    header, _ = sealed.open(await channel.recv(wait))
+    peer_invs = header.get("vaults")
+    if header["t"] != "inv" or not isinstance(peer_invs, list) or len(peer_invs) > 10_000:
+        raise _invalid("The peer's inventory message is malformed.")
+    bundles: list[tuple[bytes, list[bytes]]] = await _blocking(local.bundles, peer, peer_invs)
+    received: dict[bytes, list[bytes]] = {}
+
+    async def send_all() -> None:
+        for vault_id, chunks in bundles:
+            for chunk in chunks:
+                await channel.send(sealed.seal({"t": "chunk", "vault": vault_id}, chunk))
+                result.chunks_sent += 1
+        await channel.send(sealed.seal({"t": "done", "chunks": result.chunks_sent}))
+
+    async def receive_all() -> None:
+        total = 0
+        while True:
+            head, data = sealed.open(await channel.recv(wait))
+            if head["t"] == "done":
+                if head.get("chunks") != result.chunks_received:
+                    raise _invalid("The peer's bundle ended with a different chunk count than it sent.")
+                return
+            if head["t"] != "chunk" or not isinstance(head.get("vault"), bytes) or len(head["vault"]) > 64:
+                raise _invalid("The peer sent a malformed bundle chunk.")
+            if head["vault"] not in received and len(received) >= _MAX_VAULTS:
+                raise _invalid("The peer sent chunks of more vaults than one sync carries.")
+            total += len(data)
+            result.chunks_received += 1
+            if total > limits.total_bytes or result.chunks_received > limits.max_chunks:
+                raise _invalid(
+                    f"The peer sent more than this engine accepts in one sync ({limits.total_bytes} bytes); "
+                    "the connection was closed and nothing was merged."
+                )
+            received.setdefault(head["vault"], []).append(data)
+            local.inbox(result.chunks_received)
+
+    sender = asyncio.ensure_future(send_all())
+    try:
+        await receive_all()
+        await sender
+    finally:
+        if not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, MemoriesError):
+                await sender
+    # SY-1: merge only now, with everything the peer sent, one merge per vault.
+    result.merged = await _blocking(local.merge, peer, received) if received else []
+    received.clear()
+    local.inbox(0)
+    await channel.send(sealed.seal({"t": "report", "vaults": result.merged}))
+    try:
+        head, _ = sealed.open(await channel.recv(wait))
+    except MemoriesError as exc:
+        if not exc.details.get("peer"):
+            raise
+        result.peer_error = {"code": exc.code, "message": exc.message}
+        return
+    reports = head.get("vaults")
+    if head["t"] != "report" or not isinstance(reports, list):
+        raise _invalid("The peer's report is malformed.")
+    result.peer_merged = [r for r in reports[:1000] if isinstance(r, dict)]
+
+
+# -- addresses and TLS ---------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def server_ssl(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise MemoriesError("invalid_input", "TLS needs both --tls-cert and --tls-key.")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError):
+        raise MemoriesError("invalid_input", "The TLS certificate or key could not be read or do not match.") from None
+    return context
+
+
+def client_ssl(ca_file: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    return context
+
+
+def channel_url(url: str, path: str = CHANNEL_PATH) -> str:
+    """``http(s)://host:port`` or ``ws(s)://…`` → the WebSocket URL of ``path``."""
+    parts = urlsplit(url.strip())
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
+    if scheme is None or not parts.hostname:
+        raise MemoriesError("invalid_input", "The peer URL must look like http://HOST:PORT or https://HOST:PORT.")
+    current = parts.path.rstrip("/")
+    return urlunsplit((scheme, parts.netloc, current if current.endswith(path.rstrip("/")) else current + path, "", ""))
+
+
+# -- listener ------------------------------------------------------------------------------------
+
+Authorize = Callable[[str | None], bytes]  # bearer token -> the device it is bound to (blocking)
+
+
+class SyncServer:
+    """The `/v1/channel` listener (runs on a private loop; see engine/service/handlers/sync.py)."""
+
+    MAX_SESSIONS = 4
+
+    def __init__(
+        self,
+        authorize: Authorize,
+        local_side: Callable[[], LocalSide],
+        limits: Limits,
+        on_result: Callable[[bytes | None, SessionResult | None, MemoriesError | None], None],
+    ) -> None:
+        self.authorize = authorize
+        self.local_side = local_side
+        self.limits = limits
+        self.on_result = on_result
+        self.url = ""
+        self.sessions = 0
+        self._runner: web.AppRunner | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> str:
+        app = web.Application(client_max_size=1024)
+        app.router.add_get(CHANNEL_PATH, self._channel)
+        app.router.add_get("/v1/health", self._health)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise MemoriesError("invalid_input", f"Cannot listen on {host}:{port} ({exc.strerror or 'in use'}).") from None
+        self._runner = runner
+        sockets = getattr(site._server, "sockets", None) or []
+        bound = sockets[0].getsockname() if sockets else (host, port)
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if tls else 'http'}://{shown}:{bound[1]}"
+        return self.url
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "protocol": PROTOCOL})
+
+    @staticmethod
+    def _refuse(status: int, exc: MemoriesError) -> web.Response:
+        return web.json_response({"error": {"code": exc.code, "message": exc.message}}, status=status)
+
+    async def _channel(self, request: web.Request) -> web.StreamResponse:
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header[:7].lower() == "bearer " else None
+        try:
+            device: bytes = await _blocking(self.authorize, token)
+        except MemoriesError as exc:
+            log.info("sync connection refused error=%s", exc.code)
+            return self._refuse(401 if exc.code == "sync_unauthorized" else 503, exc)
+        if self.sessions >= self.MAX_SESSIONS:
+            return self._refuse(503, MemoriesError("sync_unreachable", "The listener is busy; try again."))
+        ws = web.WebSocketResponse(max_msg_size=self.limits.frame_bytes, autoping=True)
+        await ws.prepare(request)
+        self.sessions += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            local = await _blocking(self.local_side)
+            result = await run_session(WsChannel(ws), local, initiator=False, limits=self.limits, expected_peer=device)
+        except MemoriesError as exc:
+            log.info("sync session failed error=%s", exc.code)
+            self.on_result(device, None, exc)
+        except asyncio.CancelledError:
+            await ws.close()
+            raise
+        except Exception as exc:  # never let a peer crash the listener; log the type only
+            log.error("sync session internal error type=%s", type(exc).__name__)
+            self.on_result(device, None, MemoriesError("internal"))
+        else:
+            self.on_result(device, result, None)
+        finally:
+            self.sessions -= 1
+            if task is not None:
+                self._tasks.discard(task)
+            await ws.close()
+        return ws
+
+
+# -- client --------------------------------------------------------------------------------------
+
+
+async def _connect(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str], limits: Limits, ca_file: str | None
+) -> aiohttp.ClientWebSocketResponse:
+    tls: ssl.SSLContext | bool = client_ssl(ca_file) if url.startswith("wss://") else False
+    try:
+        return await asyncio.wait_for(
+            session.ws_connect(url, headers=headers, max_msg_size=limits.frame_bytes, ssl=tls, autoping=True),
+            limits.message_seconds,
+        )
+    except aiohttp.WSServerHandshakeError as exc:
+        if exc.status == 401:
+            raise MemoriesError("sync_unauthorized") from None
+        raise MemoriesError("sync_unreachable", f"The peer refused the connection (HTTP {exc.status}).") from None
+    except TimeoutError:
+        raise MemoriesError("sync_timeout", "The peer did not accept the connection in time.") from None
+    except aiohttp.ClientConnectorCertificateError:
+        raise MemoriesError("sync_unreachable", "The peer's TLS certificate did not verify; nothing was sent.") from None
+    except (aiohttp.ClientError, OSError):
+        raise MemoriesError("sync_unreachable", "The peer could not be reached; nothing was sent.") from None
+
+
+async def sync_with(url: str, token: str, local: LocalSide, limits: Limits, *, ca_file: str | None = None) -> SessionResult:
+    """Connect to a listener as the initiator and run one session."""
+    target = channel_url(url)
+    async with aiohttp.ClientSession() as session:
+        ws = await _connect(session, target, {"Authorization": f"Bearer {token}"}, limits, ca_file)
+        return await run_session(WsChannel(ws), local, initiator=True, limits=limits)
+
+
+async def sync_via_relay(
+    relay_url: str,
+    room: str,
+    local: LocalSide,
+    limits: Limits,
+    *,
+    relay_token: str | None = None,
+    ca_file: str | None = None,
+    wait_seconds: float = 300.0,
+) -> SessionResult:
+    """Join ``room`` on a relay, wait for the other device, run one session through it."""
+    target = channel_url(relay_url, RELAY_PATH + room)
+    headers = {"Authorization": f"Bearer {relay_token}"} if relay_token else {}
+    async with aiohttp.ClientSession() as session:
+        ws = await _connect(session, target, headers, limits, ca_file)
+        channel = WsChannel(ws)
+        paired = _parse_plain(await channel.recv(wait_seconds), "paired")
+        role = paired.get("role")
+        if role not in ("i", "r"):
+            await channel.close()
+            raise _invalid("The relay sent a malformed pairing message.")
+        channel.received_bytes = 0
+        return await run_session(channel, local, initiator=role == "i", limits=limits)
+
+
+def deadline_call(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any], timeout: float) -> Any:
+    """Run ``coro`` on ``loop`` (another thread's) and wait; a deadline cancels it."""
+    import concurrent.futures
+
+    async def wrapped() -> Any:
+        return await coro
+
+    future = asyncio.run_coroutine_threadsafe(wrapped(), loop)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise MemoriesError("sync_timeout", "The sync did not finish in time.") from None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
