@@ -100,6 +100,10 @@ CODES: dict[str, str] = {
     "device_not_found": "No device of this vault has that name, fingerprint or ID; see `memories devices`.",
     "device_ambiguous": "More than one device matches; give more hex digits of the fingerprint.",
     "confirmation_required": "This needs a confirmation: run it in a terminal, or pass --yes after checking the fingerprint.",
+    # -- sync domain: verification, quarantine, forks (SPEC SY-1, SY-2, SY-3) --
+    "sync_invalid": "The sync data is malformed or exceeds a size bound; nothing was merged.",
+    "sync_rejected": "The sync data failed verification; nothing was merged.",
+    "policy_fork": "The peer holds another signed branch of this vault's policy; an Owner must resolve it. Nothing was merged.",
     # -- sync transport (SPEC SY-4, API-4, API-5) --
     "sync_unauthorized": "The sync token or the peer device is missing, wrong or revoked; nothing was exchanged.",
     "sync_unreachable": "The sync peer or relay could not be reached or closed the connection; nothing was merged.",

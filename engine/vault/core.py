@@ -13,6 +13,7 @@ feature updates such as the search index).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -95,6 +96,11 @@ class Unlocked:
     extra_records: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
     # The signed bytes of every audit entry, oldest first; handlers/audit.py reads and extends it (AU-1).
     audit_log: list[bytes] = field(default_factory=list)
+    # sha256(signed) -> signature of each of this device's audit entries (sync sends them), and
+    # the digest of the newest one: the next entry names it as ``prev`` (a per-device hash
+    # chain, so a peer that reorders or drops entries is caught; docs/sync.md).
+    audit_sigs: dict[bytes, bytes] = field(default_factory=dict)
+    audit_tip: bytes | None = None
 
     @property
     def vault(self) -> VaultKeys:
@@ -174,6 +180,10 @@ class VaultCore:
                     keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
                     earlier = vaults.get(vault_id)
                     history = [*earlier.history, policy] if earlier is not None else [policy]
+                    if "history" in record:
+                        # A resolved permission fork (SY-3, engine/sync/forks.py) stores the
+                        # kept history whole; it replaces the discarded branch.
+                        earlier, history = None, [Policy.parse(r) for r in record["history"]]
                     if earlier is not None and earlier.policy.head == policy.head:
                         # The same policy stored again (its signature is outside the head):
                         # only a byte-identical copy is harmless.
@@ -209,6 +219,10 @@ class VaultCore:
         for rev in revisions:
             index.apply(rev)
         state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log)
+        for record in audits:
+            digest = hashlib.sha256(bytes(record["signed"])).digest()
+            state.audit_sigs[digest] = bytes(record["sig"])
+            state.audit_tip = digest
         return DecodedState(state, revisions, audits)
 
     @staticmethod
@@ -331,7 +345,12 @@ class VaultCore:
         return vault
 
     def audit_record(self, state: Unlocked, op: str, actor: Actor, **fields: Any) -> dict[str, Any]:
-        """An encrypted, signed audit entry. It records ops and asset IDs, never content."""
+        """An encrypted, signed audit entry. It records ops and asset IDs, never content.
+
+        ``prev`` is the SHA-256 of this device's previous committed entry (absent on its
+        first entry and on entries written before sync existed): a per-device hash chain.
+        """
+        chain = {} if state.audit_tip is None else {"prev": state.audit_tip}
         entry = {
             "v": 1,
             "op": op,
@@ -340,6 +359,7 @@ class VaultCore:
             "ts_ms": int(time.time() * 1000),
             "nonce": os.urandom(8),
             **fields,
+            **chain,
         }
         signed = domain_bytes(AUDIT_TAG, 1, entry)
         return {"t": "audit", "signed": signed, "sig": sign(state.identity.device_key, signed)}
@@ -363,6 +383,11 @@ class VaultCore:
             state.index.apply(rev)
             self._remember_content_key(state, state.index.assets[rev.asset_id])
         state.audit_entries += sum(1 for r in extra_records if r.get("t") == "audit")
+        for record in extra_records:
+            if record.get("t") == "audit":
+                digest = hashlib.sha256(bytes(record["signed"])).digest()
+                state.audit_sigs[digest] = bytes(record["sig"])
+                state.audit_tip = digest
         for record, seq in zip(extra_records, seqs[len(revisions) :], strict=True):
             kind = str(record.get("t"))
             if kind != "audit":
