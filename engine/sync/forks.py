@@ -124,9 +124,13 @@ def parse_resolution(record: object) -> Resolution:
             raise TypeError
         if body["v"] != 1 or not isinstance(sig, bytes) or len(sig) != 64:
             raise TypeError
-        for key in ("vault", "base", "keep", "discard_digest", "signer"):
+        for key in ("keep", "discard_digest", "signer"):
             if not isinstance(body[key], bytes) or len(body[key]) != _ID:
                 raise TypeError
+        if not isinstance(body["vault"], bytes) or not 1 <= len(body["vault"]) <= _ID:
+            raise TypeError
+        if not isinstance(body["base"], bytes) or len(body["base"]) not in (0, _ID):
+            raise TypeError
         if not isinstance(body["discard"], list) or not 0 < len(body["discard"]) <= 10_000:
             raise TypeError
         if any(not isinstance(h, bytes) or len(h) != _ID for h in body["discard"]):

@@ -245,6 +245,8 @@ class _PolicyOutcome:
     added: int
     resolution: Resolution | None = None
     replaced: bool = False  # our branch was discarded by a valid resolution
+    discarded: list[Policy] = field(default_factory=list)
+    fork_id: bytes = b""
 
 
 def _verify(chain: list[Policy]) -> None:
@@ -289,7 +291,8 @@ def _merge_policies(state: Unlocked, vault: VaultKeys, bundle: _Bundle) -> tuple
         if resolution.discard == [p.head for p in our_branch] and resolution.keep in {p.head for p in theirs_branch}:
             kept_upto = next(i for i, p in enumerate(theirs_branch) if p.head == resolution.keep)
             resolution.check(theirs_branch[: kept_upto + 1], our_branch)
-            return _PolicyOutcome(candidate, len(theirs_branch), resolution, replaced=True), None
+            fork_id = hashlib.sha256(base + our_branch[0].head + theirs_branch[0].head).digest()
+            return _PolicyOutcome(candidate, len(theirs_branch), resolution, True, our_branch, fork_id), None
     fork = {
         "t": FORK_RECORD,
         "fork": hashlib.sha256(base + our_branch[0].head + theirs_branch[0].head).digest(),
@@ -513,7 +516,7 @@ def merge(
     keys = _merge_keys(state, vault, head, bundle.keys)
     if head.authorizes_device(state.identity.device_pub) and head.epoch not in keys:
         raise _rejected("The bundle lacks the vault's current epoch key for this device")
-    merged = VaultKeys(vault.vault_id, vault.name, head, keys, outcome.history)
+    merged = VaultKeys(vault.vault_id, vault.name, head, keys, outcome.history, [*vault.discarded, *outcome.discarded])
     candidate = {**state.vaults, vault.vault_id: merged}
 
     held = state.index.revisions
@@ -570,7 +573,14 @@ def merge(
         if not vault_rows and keys != vault.epoch_keys:
             vault_rows.append(merged.record(default=default))
     if outcome.resolution is not None:
-        vault_rows.append({"t": RESOLUTION_RECORD, "vault": vault.vault_id, "resolution": outcome.resolution.to_record()})
+        vault_rows.append(
+            {
+                "t": RESOLUTION_RECORD,
+                "vault": vault.vault_id,
+                "fork": outcome.fork_id,
+                "resolution": outcome.resolution.to_record(),
+            }
+        )
 
     report = MergeReport(vault.vault_id, len(applied), outcome.added, len(audit_rows), len(quarantine_rows))
     if not (applied or vault_rows or audit_rows or quarantine_rows):

@@ -56,6 +56,9 @@ class VaultKeys:
     epoch_keys: dict[int, bytes]
     # The signed linear policy history, genesis first; ``policy`` is its last entry.
     history: list[Policy] = field(default_factory=list)
+    # Policies of a branch an Owner discarded when resolving a permission fork (SY-3): they
+    # still verify the revisions written under them, but are no longer in the history.
+    discarded: list[Policy] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -70,6 +73,9 @@ class VaultKeys:
         for policy in reversed(self.history):
             if policy.head == head:
                 return policy
+        for policy in self.discarded:
+            if policy.head == head:
+                return policy
         return None
 
     def record(self, *, default: bool) -> dict[str, Any]:
@@ -81,6 +87,7 @@ class VaultKeys:
             "default": default,
             "policy": self.policy.to_record(),
             "epoch_keys": [{"epoch": epoch, "key": key} for epoch, key in sorted(self.epoch_keys.items())],
+            **({"discarded": [p.to_record() for p in self.discarded]} if self.discarded else {}),
         }
 
 
@@ -180,17 +187,24 @@ class VaultCore:
                     keys = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
                     earlier = vaults.get(vault_id)
                     history = [*earlier.history, policy] if earlier is not None else [policy]
+                    discarded = earlier.discarded if earlier is not None else []
+                    if "discarded" in record:
+                        discarded = [Policy.parse(r) for r in record["discarded"]]
                     if "history" in record:
                         # A resolved permission fork (SY-3, engine/sync/forks.py) stores the
-                        # kept history whole; it replaces the discarded branch.
-                        earlier, history = None, [Policy.parse(r) for r in record["history"]]
+                        # kept history whole; the discarded branch still verifies old revisions.
+                        history = [Policy.parse(r) for r in record["history"]]
+                        kept = {p.head for p in history}
+                        old = earlier.history if earlier is not None else []
+                        discarded = [*discarded, *(p for p in old if p.head not in kept)]
+                        earlier = None
                     if earlier is not None and earlier.policy.head == policy.head:
                         # The same policy stored again (its signature is outside the head):
                         # only a byte-identical copy is harmless.
                         if bytes(earlier.policy.signature) != bytes(policy.signature):
                             raise MemoriesError("store_corrupt", "A vault policy failed verification.")
                         history = earlier.history
-                    vaults[vault_id] = VaultKeys(vault_id, str(record["name"]), policy, keys, history)
+                    vaults[vault_id] = VaultKeys(vault_id, str(record["name"]), policy, keys, history, discarded)
                     if record.get("default"):
                         default_vault = vault_id
                 elif kind == "revision":
@@ -429,7 +443,7 @@ class VaultCore:
             keys = dict(vault.epoch_keys)
             if policy.epoch != vault.policy.epoch:
                 keys[policy.epoch] = os.urandom(32)
-            updated.append(VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy]))
+            updated.append(VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy], vault.discarded))
         audit = self.audit_record(
             state,
             "policy_change",

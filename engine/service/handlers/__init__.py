@@ -12,6 +12,7 @@ from engine.service.handlers import (
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
     sync,  # sync listener, tokens, sync runs, status (issue 14)
+    sync_local,  # quarantine review, vault fork resolve (issue 14, SY-2, SY-3)
     transfer,  # import, export
     vaults,  # vault new, vaults, members, roles, transfer, rotate (issue 13)
 )
@@ -28,6 +29,7 @@ __all__ = [
     "search",
     "session",
     "sync",
+    "sync_local",
     "transfer",
     "vaults",
 ]
