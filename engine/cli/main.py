@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "vault_commands",
     "device_commands",
     "sync_commands",
+    "quarantine_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -76,6 +77,7 @@ COMMAND_TABLE = {
     "remote": "remote_commands",
     "proxy": "remote_commands",
     "audit": "audit_commands",
+    "quarantine": "quarantine_commands",
     "login": "login_commands",
     "password": "password_commands",
     "help": "meta_commands",

@@ -72,6 +72,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     _vault_option(p)
     p.set_defaults(func=cmd_rotate)
 
+    from engine.cli.quarantine_commands import register_vault_forks
+
+    register_vault_forks(vsub, common, _vault_option)
+
 
 def _vault_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vault", metavar="NAME", help="the vault (default: the default vault)")
