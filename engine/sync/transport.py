@@ -180,8 +180,13 @@ class Channel(Protocol):
 class WsChannel:
     """Binary frames over an aiohttp WebSocket (server or client side)."""
 
-    def __init__(self, ws: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
+    CLOSE_SECONDS = 5.0
+
+    def __init__(
+        self, ws: web.WebSocketResponse | aiohttp.ClientWebSocketResponse, transport: asyncio.BaseTransport | None = None
+    ) -> None:
         self.ws = ws
+        self.transport = transport
         self.sent_bytes = 0
         self.received_bytes = 0
 
@@ -215,8 +220,14 @@ class WsChannel:
         raise MemoriesError("sync_unreachable", "The peer closed the connection before the sync finished; nothing was merged.")
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.ws.close()
+        """Close politely, but never wait on a peer that keeps sending (aiohttp's close reads
+        until the peer's close frame): after a short deadline the socket is aborted."""
+        try:
+            await asyncio.wait_for(self.ws.close(), self.CLOSE_SECONDS)
+        except (TimeoutError, Exception):
+            abort = getattr(self.transport, "abort", None)
+            if callable(abort):
+                abort()
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -574,12 +585,13 @@ class SyncServer:
             self._tasks.add(task)
         try:
             local = await _blocking(self.local_side)
-            result = await run_session(WsChannel(ws), local, initiator=False, limits=self.limits, expected_peer=device)
+            channel = WsChannel(ws, request.transport)
+            result = await run_session(channel, local, initiator=False, limits=self.limits, expected_peer=device)
         except MemoriesError as exc:
             log.info("sync session failed error=%s", exc.code)
             self.on_result(device, None, exc)
         except asyncio.CancelledError:
-            await ws.close()
+            await WsChannel(ws, request.transport).close()
             raise
         except Exception as exc:  # never let a peer crash the listener; log the type only
             log.error("sync session internal error type=%s", type(exc).__name__)
@@ -590,7 +602,7 @@ class SyncServer:
             self.sessions -= 1
             if task is not None:
                 self._tasks.discard(task)
-            await ws.close()
+            await WsChannel(ws, request.transport).close()
         return ws
 
 
@@ -618,12 +630,18 @@ async def _connect(
         raise MemoriesError("sync_unreachable", "The peer could not be reached; nothing was sent.") from None
 
 
+def _client_transport(ws: aiohttp.ClientWebSocketResponse) -> asyncio.BaseTransport | None:
+    connection = getattr(ws, "_conn", None) or getattr(getattr(ws, "_response", None), "connection", None)
+    transport = getattr(connection, "transport", None)
+    return transport if isinstance(transport, asyncio.BaseTransport) else None
+
+
 async def sync_with(url: str, token: str, local: LocalSide, limits: Limits, *, ca_file: str | None = None) -> SessionResult:
     """Connect to a listener as the initiator and run one session."""
     target = channel_url(url)
     async with aiohttp.ClientSession() as session:
         ws = await _connect(session, target, {"Authorization": f"Bearer {token}"}, limits, ca_file)
-        return await run_session(WsChannel(ws), local, initiator=True, limits=limits)
+        return await run_session(WsChannel(ws, _client_transport(ws)), local, initiator=True, limits=limits)
 
 
 async def sync_via_relay(
@@ -641,7 +659,7 @@ async def sync_via_relay(
     headers = {"Authorization": f"Bearer {relay_token}"} if relay_token else {}
     async with aiohttp.ClientSession() as session:
         ws = await _connect(session, target, headers, limits, ca_file)
-        channel = WsChannel(ws)
+        channel = WsChannel(ws, _client_transport(ws))
         paired = _parse_plain(await channel.recv(wait_seconds), "paired")
         role = paired.get("role")
         if role not in ("i", "r"):
