@@ -1,0 +1,130 @@
+"""Sync benchmark (issue 14): two real engines (two homes, two daemons) on this machine.
+
+    .venv/bin/python bench/sync.py [--sizes 1000,10000] [--offline 1000]
+
+For each vault size N (notes imported on A, B joined through A, A serving with `memories serve`):
+  * initial sync of N notes to B: seconds, MiB moved over the socket (both directions), and the
+    ratio to copying A's store file (its size, and a timed copy);
+  * one edit on the synced pair: bytes sent in each direction by the next sync (should not
+    grow with N: reported at each size) and the time from `memories sync` starting until B's
+    search finds the edited word;
+then, once: a merge of --offline edits made on each side while apart (seconds).
+No assertions: it prints the figures. Uses the real CLI, so process start-up is included.
+
+Measured on the 2-core box (notes of ~270 bytes):
+  N=1000:  initial sync 0.92 s, 1.29 MiB moved, store files 2.26 MiB (ratio 0.57), copy 1.2 ms;
+           one edit: 55.9 KB sent / 57.7 KB received, searchable on B 0.15 s after sync starts
+  N=10000: initial sync 5.82 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 8.7 ms;
+           one edit: 534 KB sent / 536 KB received, searchable on B 0.25 s after sync starts
+  1,000 offline edits on each side: merged both ways in 0.96 s
+The one-edit cost GROWS with the vault: each side's inventory lists every revision ID
+(~53 B each on the wire). Not fixed yet: the next step is a per-peer watermark (send only IDs
+added since the last completed sync with that peer, full inventory only when it mismatches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.helpers import Cli
+from tests.sync.support import Listener, free_port, make_pair, sync, token_for
+
+
+def _import(cli: Cli, where: Path, prefix: str, count: int) -> None:
+    source = where / f"{prefix}.jsonl"
+    filler = "lorem ipsum " * 20
+    lines = (json.dumps({"title": f"{prefix} note {i}", "body": f"{prefix} body {i} {filler}"}) for i in range(count))
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cli.ok("import", str(source))
+
+
+def _store_files(home: Path) -> list[Path]:
+    """The store and its WAL (SQLite keeps recent pages there until a checkpoint)."""
+    return [p for p in (home / "store.db", home / "store.db-wal") if p.exists()]
+
+
+def _copy_seconds(paths: list[Path], where: Path) -> float:
+    start = time.perf_counter()
+    for path in paths:
+        shutil.copyfile(path, where / f"copy-{path.name}")
+    return time.perf_counter() - start
+
+
+def one_size(n: int, root: Path) -> None:
+    home = root / f"n{n}"
+    home.mkdir()
+    a, b = make_pair(home)
+    try:
+        _import(a, home, "bulk", n)
+        token = token_for(a, b)
+        with Listener(a, free_port()).start() as listener:
+            start = time.perf_counter()
+            first = sync(b, listener.url, token, timeout=3600)
+            seconds = time.perf_counter() - start
+            moved = first["sent_bytes"] + first["received_bytes"]
+            files = _store_files(a.home)
+            size = sum(p.stat().st_size for p in files)
+            copy = _copy_seconds(files, home)
+            print(
+                f"N={n}: initial sync {seconds:.2f} s, {moved / 2**20:.2f} MiB moved; "
+                f"store files {size / 2**20:.2f} MiB (bytes ratio {moved / size:.2f}), copy {copy * 1000:.1f} ms"
+            )
+            target = a.ok("list", "--limit", "1")["items"][0]["id"]
+            a.ok("edit", target, "--body", f"zebracorn edit at size {n}")
+            start = time.perf_counter()
+            edit = sync(b, listener.url, token)
+            while not b.ok("search", "zebracorn")["results"]:
+                time.sleep(0.05)
+            until = time.perf_counter() - start
+            print(
+                f"N={n}: one edit: sent {edit['sent_bytes']} B, received {edit['received_bytes']} B by B; "
+                f"searchable on B {until:.2f} s after `memories sync` started"
+            )
+    finally:
+        a.stop()
+        b.stop()
+
+
+def offline(count: int, root: Path) -> None:
+    home = root / "offline"
+    home.mkdir()
+    a, b = make_pair(home)
+    try:
+        token = token_for(a, b)
+        _import(a, home, "on-a", count)
+        _import(b, home, "on-b", count)
+        with Listener(a, free_port()).start() as listener:
+            start = time.perf_counter()
+            result = sync(b, listener.url, token, timeout=3600)
+            seconds = time.perf_counter() - start
+        added = [v["revisions_added"] for v in result["vaults"]], [v["revisions_added"] for v in result["peer_vaults"]]
+        print(f"offline: {count} edits on each side merged in {seconds:.2f} s (added on B, on A: {added})")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--offline", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="memories-bench-sync-") as tmp:
+        root = Path(tmp)
+        for n in (int(x) for x in args.sizes.split(",") if x):
+            one_size(n, root)
+        if args.offline:
+            offline(args.offline, root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
