@@ -348,7 +348,7 @@ class VaultCore:
         if vault is None:
             vault = state.vaults[existing.vault_id] if existing is not None else state.vault
         elif existing is not None and existing.vault_id != vault.vault_id:
-            raise MemoriesError("invalid_input", "That asset belongs to another vault; its revisions stay there.")
+            raise MemoriesError("invalid_input", "That item belongs to another vault; its revisions stay there.")
         role = vault.policy.role_of(state.identity.user_pub)
         if role == "reader":
             raise MemoriesError("read_only", f"You are a Reader of vault {vault.name!r}; readers cannot write.")
