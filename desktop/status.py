@@ -52,9 +52,12 @@ def tray_state(probe: Probe) -> TrayState:
     status = probe.status
     if status.get("attention"):
         return TrayState.ATTENTION
+    # Busy is work under way: an op holding the engine, or received changes being merged. An
+    # outbox waiting for a peer is not (a laptop away from its desktop would look busy for days);
+    # the dashboard shows that count instead.
     queue = status.get("sync_queue")
-    queued = isinstance(queue, dict) and any(isinstance(v, int) and v > 0 for v in queue.values())
-    if status.get("busy") or queued:
+    merging = isinstance(queue, dict) and isinstance(queue.get("inbox"), int) and queue["inbox"] > 0
+    if status.get("busy") or merging:
         return TrayState.BUSY
     return TrayState.UNLOCKED
 

@@ -32,7 +32,9 @@ def test_each_state_has_a_distinct_icon() -> None:
         (Probe("uninitialized"), TrayState.LOCKED),
         (Probe("unlocked", {"state": "unlocked"}), TrayState.UNLOCKED),
         (Probe("unlocked", {"busy": True}), TrayState.BUSY),
-        (Probe("unlocked", {"sync_queue": {"outbox": 2, "inbox": 0}}), TrayState.BUSY),
+        # An outbox waiting for a peer is not work under way; merging received changes is.
+        (Probe("unlocked", {"sync_queue": {"outbox": 2, "inbox": 0}}), TrayState.UNLOCKED),
+        (Probe("unlocked", {"sync_queue": {"outbox": 0, "inbox": 3}}), TrayState.BUSY),
         (Probe("unlocked", {"attention": True, "busy": True}), TrayState.ATTENTION),
         (Probe("error", error="internal"), TrayState.ATTENTION),
     ],

@@ -168,7 +168,8 @@ def test_json_shape(vault: Cli) -> None:
     """AU-1: --json is a stable shape: {"v": 1, "entries": [...], "more": bool}."""
     note = vault.put("Shape", "x")["id"]
     vault.sudo()
-    result = vault.ok("audit")
+    proc = vault.run("audit", "--json")
+    result = json.loads(proc.stdout)  # raw: Cli.ok drops the envelope's "v"
     assert set(result) == {"v", "entries", "more"} and result["v"] == 1 and result["more"] is False
     for entry in result["entries"]:
         assert set(entry) == ENTRY_KEYS

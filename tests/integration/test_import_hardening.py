@@ -291,7 +291,7 @@ def test_a_batch_that_fails_mid_import_reports_exactly_what_was_committed(vault:
     assert vault.ok("list", "--limit", "1")["total"] == committed
     code, result = _import_json(vault, notes)
     assert code == 0
-    assert result == {"created": total - committed, "skipped": committed, "total": total, "warnings": []}
+    assert result == {"v": 1, "created": total - committed, "skipped": committed, "total": total, "warnings": []}
     assert vault.ok("list", "--limit", "1")["total"] == total
 
 

@@ -28,3 +28,9 @@ def test_review_actions_need_sudo_and_a_real_id(vault: Cli) -> None:
     err = vault.err("vault", "fork", "resolve", "--keep", "3f9a0c2e")
     assert err["code"] == "not_found" and "nothing was changed" in err["message"]
     assert vault.ok("quarantine")["entries"] == []
+
+
+def test_a_single_device_has_no_sync_queue(vault: Cli) -> None:
+    """SY-4/DT-4: with nobody to sync with, writes queue nothing (the tray must not look busy forever)."""
+    vault.put("alone", "no peer")
+    assert vault.ok("status")["sync_queue"] == {"outbox": 0, "inbox": 0}

@@ -118,8 +118,11 @@ def outbox_count(state: Unlocked) -> int:
     """What a peer does not have yet: changes since the last completed sync (or, before any
     sync, every revision this device wrote)."""
     marks = state.extra_records.get(WATERMARK_RECORD, [])
+    own = state.identity.device_pub
+    held = [v for v in state.vaults.values() if not is_device_only(state, v.vault_id)]
+    if not any(device != own and v.policy.authorizes_device(device) for v in held for device in v.policy.devices()):
+        return 0  # nobody to sync with: a single device has no queue
     if not marks:
-        own = state.identity.device_pub
         shared = {v for v in state.vaults if not is_device_only(state, v)}
         return sum(1 for rev in state.index.revisions.values() if rev.author == own and bytes(rev.body["vault"]) in shared)
     return max(0, _totals(state) - int(marks[-1][1]["totals"]))
