@@ -16,6 +16,7 @@ from engine.search.fusion import rrf
 from engine.search.normalize import fold, fold_fast
 from engine.search.query import ParsedQuery
 from engine.search.rerank import RERANK_WINDOW, Candidate, rerank
+from engine.search.script import to_simplified
 from engine.search.vectors import VectorStore
 
 __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
@@ -126,10 +127,11 @@ class VaultIndex:
                     prepared.meta.bigrams,
                 )
             )
-        folded_title = fold(doc.title)
+        folded_title = to_simplified(fold(doc.title))
         # The chunk texts hold the body; keeping the whole body too would double memory.
         kept = Document(doc.asset_id, doc.rev_id, doc.kind, doc.title, "", doc.tags, doc.meta, doc.updated_ms)
-        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_title + "\n" + fold(doc.meta_text))
+        folded_head = folded_title + "\n" + to_simplified(fold(doc.meta_text))
+        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_head)
         self.text_bytes += size
         stamp = self._next_rowid  # unique and increasing: ties on updated_ms keep insertion order
         self._age_stamp[doc.asset_id] = stamp
@@ -261,4 +263,4 @@ class VaultIndex:
 
     def _candidate_text(self, asset_id: bytes, rowid: int) -> str:
         # Folded per query for the few candidates only: a folded copy of every chunk would double memory.
-        return self.assets[asset_id].folded_head + "\n" + fold_fast(self.chunks[rowid].text)
+        return self.assets[asset_id].folded_head + "\n" + to_simplified(fold_fast(self.chunks[rowid].text))

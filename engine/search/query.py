@@ -6,12 +6,15 @@ import re
 from dataclasses import dataclass, field
 
 from engine.search.normalize import fold, is_cjk_text
-from engine.search.segment import CJK_RUN, STOPWORDS, Segmenter, cjk_bigrams
+from engine.search.script import to_simplified
+from engine.search.segment import CJK_RUN, STOPWORDS, Segmenter, cjk_bigrams, has_cjk
 
 __all__ = ["ParsedQuery", "parse_query", "MAX_QUERY_CHARS"]
 
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 32
+# Shorter prefixes match too much to help: "ca" would find every note with a word in ca….
+PREFIX_MIN_CHARS = 3
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」')
 WORD_COLS = "{title body meta}"
 BIGRAM_COLS = "{title_bg body_bg meta_bg}"
@@ -55,13 +58,17 @@ class ParsedQuery:
 
 def _term_clause(term: str) -> str:
     word = f"{WORD_COLS} : {_fts_string(term)}"
+    if len(term) >= PREFIX_MIN_CHARS and not has_cjk(term):
+        # SR-7: an unfinished word ("cab") also matches the words it begins ("cabin"). A note
+        # with the exact word matches both the word and the prefix, so BM25 ranks it first.
+        return f"({word} OR {WORD_COLS} : {_fts_string(term)} *)"
     if is_cjk_text(term) and len(term) >= 2:
         return f"({word} OR {BIGRAM_COLS} : {_fts_string(' '.join(cjk_bigrams(term)))})"
     return word
 
 
 def parse_query(text: str, segmenter: Segmenter) -> ParsedQuery:
-    folded = fold(text[:MAX_QUERY_CHARS])
+    folded = to_simplified(fold(text[:MAX_QUERY_CHARS]))  # SR-8: the index holds Simplified forms too
     parsed = ParsedQuery(text=folded)
     for match in _QUOTED.finditer(folded):
         phrase = next(g for g in match.groups() if g is not None).strip()

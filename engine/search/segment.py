@@ -19,11 +19,12 @@ import regex
 
 from engine.search.dictcache import default_cache_dir, load_dictionary
 from engine.search.normalize import fold, is_cjk
+from engine.search.script import SCRIPT_VERSION, to_simplified
 
 __all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN", "HANGUL_RUN"]
 
 # Bump when tokenization changes: stored token streams of an older version are re-segmented lazily (SR-6).
-SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1/hangul-1"
+SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1/hangul-1/{SCRIPT_VERSION}"
 CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 # Korean separates words with spaces; Jieba, which knows no Hangul, cut every syllable apart,
 # so a query matched any note sharing one syllable with it. A Hangul run is one word; its
@@ -208,7 +209,7 @@ class Segmenter:
         return out
 
     def segment(self, text: str) -> Segmented:
-        folded = fold(text)
+        folded = to_simplified(fold(text))  # SR-8: one script for index and query
         return Segmented(" ".join(self.words(folded)), " ".join(cjk_bigrams(folded)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.search.normalize import fold
+from engine.search.script import to_simplified
 
 __all__ = ["snippet", "SNIPPET_CHARS"]
 
@@ -29,8 +30,9 @@ def _spans(folded: str, terms: list[str]) -> list[tuple[int, int]]:
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
-    folded = fold(text)
-    # Offsets map 1:1 only when folding kept the length (true for ASCII, CJK and full-width forms).
+    folded = to_simplified(fold(text))  # query terms are in Simplified form (SR-8); the output keeps `text`
+    # Offsets map 1:1 only when folding kept the length (true for ASCII, CJK, full-width forms and
+    # nearly all Traditional → Simplified conversions).
     spans = _spans(folded, terms) if len(folded) == len(text) else []
     start = max(0, spans[0][0] - width // 4) if spans else 0
     end = min(len(text), start + width)
