@@ -108,6 +108,9 @@ CODES: dict[str, str] = {
     "sync_unauthorized": "The sync token or the peer device is missing, wrong or revoked; nothing was exchanged.",
     "sync_unreachable": "The sync peer or relay could not be reached or closed the connection; nothing was merged.",
     "sync_timeout": "The sync peer did not answer in time; the connection was closed and nothing was merged.",
+    # -- cloud object sync (SPEC CL-1 … CL-4) --
+    "cloud_denied": "The storage refused this account's credentials, bucket or token; sign in or fix the keys.",
+    "cloud_unreachable": "The storage could not be reached or kept failing; what was sent stays queued for the next sync.",
 }
 
 

@@ -137,6 +137,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "device join": ("memories device join approval.txt",),
     "device revoke": ("memories sudo && memories device revoke laptop",),
     "serve": ("memories serve", "memories serve --listen 0.0.0.0:7700 --allow-non-loopback --tls-cert c.pem --tls-key k.pem"),
+    "cloud": ("memories cloud accounts", "memories cloud sync --watch"),
+    "cloud add": ("memories sudo && memories cloud add s3 --name team --endpoint https://s3.example.com --bucket notes",),
+    "cloud add s3": (
+        "memories sudo && AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… memories cloud add s3 --name team "
+        "--endpoint https://s3.eu-central-1.amazonaws.com --bucket notes --region eu-central-1",
+        "printf '%s\\n%s\\n' \"$KEY_ID\" \"$SECRET\" | memories cloud add s3 --name lab --endpoint http://127.0.0.1:9000 "
+        "--bucket notes --keys-stdin",
+    ),
+    "cloud accounts": ("memories cloud accounts", "memories cloud accounts --json"),
+    "cloud remove": ("memories sudo && memories cloud remove team",),
+    "cloud sync": ("memories cloud sync", "memories cloud sync team --watch --interval 30"),
     "sync": (
         "memories sudo && memories sync token new --device laptop",
         "MEMORIES_SYNC_TOKEN=msync1.… memories sync http://127.0.0.1:7700 --watch",

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "vault_commands",
     "device_commands",
     "sync_commands",
+    "cloud_commands",
     "quarantine_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
@@ -91,6 +92,7 @@ COMMAND_TABLE = {
     "serve": "sync_commands",
     "sync": "sync_commands",
     "relay": "sync_commands",
+    "cloud": "cloud_commands",
 }
 
 

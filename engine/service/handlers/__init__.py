@@ -4,6 +4,7 @@ from engine.service.handlers import (
     assets,  # put, edit, get, list, delete, history, diff
     audit,  # the audit log, readable by its owner (AU-1, issue 13)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
+    cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     logins,  # login cards and moving-in batches (issue 15)
@@ -21,6 +22,7 @@ __all__ = [
     "assets",
     "audit",
     "cards",
+    "cloud",
     "credentials",
     "devices",
     "logins",

@@ -48,6 +48,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         status["attention"] = bool(status["attention"] or extra.get("attention", False))
         status["sync_queue"]["outbox"] += int(extra.get("sync_outbox", 0))  # engine/service/handlers/sync.py
         status["sync_queue"]["inbox"] += int(extra.get("sync_inbox", 0))
+        kinds = (k.removeprefix("provider_") for k, v in extra.items() if k.startswith("provider_") and v)
+        status["providers"] = sorted({*status["providers"], *kinds})  # handlers/cloud.py
     return status
 
 

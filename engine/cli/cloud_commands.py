@@ -1,0 +1,179 @@
+"""cloud add s3 | accounts | remove | sync (issue 21; CL-2, CL-3; docs/cloud.md).
+
+S3 keys never come from config.toml: ``cloud add s3`` reads them from the environment
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``) or, with ``--keys-stdin``, from two lines of
+standard input; the engine stores them sealed on this device and never shows them again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from engine.cli.context import Context, UsageError
+from engine.errors import MemoriesError
+from engine.terminal_text import one_line
+
+__all__ = ["register", "ACCESS_KEY_ENV", "SECRET_KEY_ENV"]
+
+ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
+SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 (a variable name)
+_IPC_TIMEOUT = 4 * 3600.0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    cloud = sub.add_parser("cloud", parents=[common], help="sync through S3-compatible storage: add, accounts, remove, sync")
+    csub = cloud.add_subparsers(dest="cloud_command", metavar="COMMAND", parser_class=cloud.__class__)
+    cloud.set_defaults(func=_usage(cloud))
+
+    add = csub.add_parser("add", parents=[common], help="add a storage account (needs sudo)")
+    asub = add.add_subparsers(dest="cloud_kind", metavar="PROVIDER", parser_class=cloud.__class__)
+    add.set_defaults(func=_usage(add))
+    p = asub.add_parser("s3", parents=[common], help="an S3-compatible bucket (AWS, R2, MinIO, Garage)")
+    p.add_argument("--name", required=True, help="a short name for this account (letters, digits, . _ -)")
+    p.add_argument("--endpoint", required=True, metavar="URL", help="the S3 endpoint, https:// (http:// only on loopback)")
+    p.add_argument("--bucket", required=True, metavar="B", help="the bucket (it must exist)")
+    p.add_argument("--prefix", default="", metavar="P", help="keep this device group's objects under this key prefix")
+    p.add_argument("--region", default="", metavar="R", help="the bucket's region (default us-east-1)")
+    p.add_argument(
+        "--keys-stdin",
+        action="store_true",
+        help=f"read the access key ID and the secret key as two lines of stdin (else ${ACCESS_KEY_ENV}, ${SECRET_KEY_ENV})",
+    )
+    p.set_defaults(func=cmd_add_s3)
+
+    p = csub.add_parser("accounts", parents=[common], help="the storage accounts: bucket, queue, last sync (never keys)")
+    p.set_defaults(func=cmd_accounts)
+
+    p = csub.add_parser("remove", parents=[common], help="remove a storage account (needs sudo; the bucket is left as it is)")
+    p.add_argument("name", metavar="NAME", help="the account's name")
+    p.set_defaults(func=cmd_remove)
+
+    p = csub.add_parser("sync", parents=[common], help="send your changes to the storage and merge what other devices put there")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the account (optional when there is only one)")
+    p.add_argument("--watch", action="store_true", help="keep syncing every --interval seconds until Ctrl-C")
+    p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="--watch: how often (default 60)")
+    p.set_defaults(func=cmd_sync)
+
+
+def _usage(parser: argparse.ArgumentParser) -> Any:
+    def show(ctx: Context, args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    return show
+
+
+def _keys(args: argparse.Namespace) -> tuple[str, str]:
+    if args.keys_stdin:
+        access = sys.stdin.readline().strip()
+        secret = sys.stdin.readline().strip()
+    else:
+        access = os.environ.get(ACCESS_KEY_ENV, "").strip()
+        secret = os.environ.get(SECRET_KEY_ENV, "").strip()
+    if not access or not secret:
+        raise MemoriesError(
+            "invalid_input", f"No S3 keys: set {ACCESS_KEY_ENV} and {SECRET_KEY_ENV}, or pass --keys-stdin with two lines."
+        )
+    return access, secret
+
+
+def cmd_add_s3(ctx: Context, args: argparse.Namespace) -> int:
+    access, secret = _keys(args)
+    body: dict[str, Any] = {
+        "op": "cloud_add",
+        "kind": "s3",
+        "name": args.name,
+        "endpoint": args.endpoint,
+        "bucket": args.bucket,
+        "prefix": args.prefix,
+        "region": args.region,
+        "access_key_id": access,
+        "secret_access_key": secret,
+    }
+    result = ctx.request(body, timeout=120)
+    added = result["added"]
+    ctx.emit(result, f"cloud account {one_line(added['name'])} added: s3 {one_line(added['endpoint'])} bucket {added['bucket']}")
+    return 0
+
+
+def cmd_accounts(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "cloud_accounts"})
+    lines = []
+    for row in result["accounts"]:
+        where = f"{row['bucket']}/{row['prefix']}" if row["prefix"] else row["bucket"]
+        line = f"{one_line(row['name']):<16} {row['kind']:<6} {one_line(row['endpoint'])}  {where}"
+        line += f"  outbox {row['outbox']}  inbox {row['inbox']}"
+        last = row.get("last")
+        if last:
+            line += f"  last sync: {'error [' + last['error'] + ']' if last.get('error') else 'ok'}"
+        lines.append(line)
+    ctx.emit(result, "\n".join(lines) or "no cloud accounts (add one: memories cloud add s3 …)")
+    return 0
+
+
+def cmd_remove(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "cloud_remove", "name": args.name})
+    ctx.emit(result, f"cloud account {one_line(result['removed'])} removed (its bucket was not touched)")
+    return 0
+
+
+def _report(result: dict[str, Any]) -> str:
+    merged = result["merged"]
+    added = sum(int(r.get("revisions_added", 0)) for r in merged)
+    lines = [
+        f"{one_line(result['account'])}: sent {result['uploaded']} bundle(s) ({result['requests']['sent_bytes']} B), "
+        f"merged {len(merged)} (+{added} revisions), {len(result['pending'])} pending, {len(result['rejected'])} refused"
+    ]
+    for item in result["rejected"]:
+        lines.append(f"  refused from device {item['from']}… #{item['seq']}: [{item['code']}] {one_line(item['message'])}")
+    for item in result["pending"]:
+        lines.append(f"  waiting for device {item['from']}… #{item['seq']}: retry in {item['retry_in_ms'] // 1000} s")
+    if result["ignored"] or result["corrupt"]:
+        lines.append(
+            f"  ignored {result['ignored']} foreign key(s) and {result['corrupt']} object(s) whose bytes do not match their ID"
+        )
+    return "\n".join(lines)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, frame: Any) -> None:
+    raise _Stop()
+
+
+def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "cloud_sync"}
+    if args.name:
+        body["name"] = args.name
+    tty = sys.stderr.isatty() and not ctx.json_output
+    if not args.watch:
+        if tty:
+            print("syncing with the storage…", file=sys.stderr, flush=True)
+        result = ctx.request(body, timeout=_IPC_TIMEOUT)
+        ctx.emit(result, _report(result))
+        return 0
+    if args.interval <= 0:
+        raise UsageError("--interval must be positive")
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        while True:
+            try:
+                result = ctx.request(body, timeout=_IPC_TIMEOUT)
+                ctx.emit(result, _report(result))
+            except MemoriesError as exc:
+                if exc.code in ("locked", "not_initialized", "not_found", "cloud_denied"):
+                    raise
+                print(f"memories: cloud sync failed [{exc.code}]: {one_line(exc.message)}; retrying", file=sys.stderr)
+            sys.stdout.flush()
+            time.sleep(max(1.0, args.interval))
+    except (KeyboardInterrupt, _Stop):
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)

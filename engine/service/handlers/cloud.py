@@ -1,0 +1,210 @@
+"""Cloud object sync ops (issue 21; CL-2, CL-3; design in docs/cloud.md).
+
+* ``cloud_add`` (sudo) checks the bucket with the given keys, then stores the account with its
+  keys in a sealed device-local record. ``cloud_remove`` (sudo) ends it.
+* ``cloud_accounts`` shows account metadata and queue counts, never a key (CL-2).
+* ``cloud_sync`` runs one account's worker (one at a time per account): enqueue under the
+  service lock, transfer without it, acknowledge under it after re-checking the session
+  generation. A lock during the transfer voids the acknowledgement: the same objects are
+  sent again next time (CL-3).
+* DesktopStatus: ``providers`` lists the provider kinds with an account; the sync queue
+  counts unacknowledged uploads (outbox) and pending descriptors (inbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from engine.cloud import state as cs
+from engine.cloud.s3 import S3Transport, check_endpoint
+from engine.cloud.transport import ObjectStore
+from engine.cloud.worker import acknowledge, enqueue, now_ms, transfer
+from engine.errors import MemoriesError
+from engine.service import requests_cloud as rq
+from engine.service.caller import Caller
+from engine.service.registry import op
+from engine.service.service import EXTENSIONS, Service, Unlocked
+
+__all__ = ["CloudManager", "transport_for"]
+
+_ATTR = "cloud_manager"
+T = TypeVar("T")
+
+
+class CloudManager:
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._workers: dict[bytes, threading.Lock] = {}
+        self.last: dict[bytes, dict[str, Any]] = {}
+
+    def worker_lock(self, account: bytes) -> threading.Lock:
+        with self._guard:
+            return self._workers.setdefault(account, threading.Lock())
+
+
+def _manager(service: Service) -> CloudManager:
+    manager = getattr(service, _ATTR, None)
+    if not isinstance(manager, CloudManager):
+        raise RuntimeError("cloud extension not installed")
+    return manager
+
+
+def _queue(state: Unlocked) -> tuple[int, int, list[str]]:
+    outbox = inbox = 0
+    kinds: set[str] = set()
+    for account in cs.accounts(state.extra_records):
+        kinds.add(account.kind)
+        outbox += len(cs.outbox(state.extra_records, account.account_id))
+        inbox += len(cs.inbox(state.extra_records, account.account_id))
+    return outbox, inbox, sorted(kinds)
+
+
+def install(service: Service) -> None:
+    setattr(service, _ATTR, CloudManager())
+
+    def contribute() -> dict[str, int | bool]:
+        state = service.state
+        if state is None:
+            return {}
+        try:
+            outbox, inbox, kinds = _queue(state)
+        except (RuntimeError, KeyError):  # the state changed under us: next poll
+            return {}
+        # DesktopStatus lists each provider kind with an account (``provider_s3`` -> "s3").
+        return {"sync_outbox": outbox, "sync_inbox": inbox, **{f"provider_{kind}": True for kind in kinds}}
+
+    service.status_contributors.append(contribute)
+
+
+EXTENSIONS.append(install)
+
+
+def transport_for(account: cs.Account) -> ObjectStore:
+    if account.kind == "s3":
+        return S3Transport(
+            account.endpoint,
+            account.bucket,
+            account.region,
+            account.secret["access_key_id"],
+            account.secret["secret_access_key"],
+        )
+    raise MemoriesError("invalid_input", "This engine has no transport for that provider yet.")
+
+
+def _run(coro: Any) -> Any:
+    deadline = float(os.environ.get("MEMORIES_CLOUD_DEADLINE_S", "1800"))
+
+    async def bounded() -> Any:
+        try:
+            return await asyncio.wait_for(coro, deadline)
+        except TimeoutError:
+            raise MemoriesError("cloud_unreachable", "The storage did not finish in time; what was sent stays queued.") from None
+
+    return asyncio.run(bounded())
+
+
+def _elevated(service: Service, caller: Caller) -> Unlocked:
+    with service.lock:
+        state = service.require_unlocked()
+        if not service.session.is_elevated(caller.namespace):
+            raise MemoriesError("elevation_required")
+        return state
+
+
+@op(rq.CloudAdd, lock_free=True)
+def cloud_add(service: Service, request: rq.CloudAdd, caller: Caller) -> dict[str, Any]:
+    _elevated(service, caller)
+    endpoint = check_endpoint(request.endpoint)
+    prefix = request.prefix.strip("/")
+    secret = {"access_key_id": request.access_key_id, "secret_access_key": request.secret_access_key}
+    probe = S3Transport(endpoint, request.bucket, request.region, request.access_key_id, request.secret_access_key)
+    _run(probe.check())  # the keys and bucket work before anything is stored
+    with service.lock:
+        state = service.require_unlocked()
+        if not service.session.is_elevated(caller.namespace):
+            raise MemoriesError("elevation_required")
+        if any(a.name == request.name for a in cs.accounts(state.extra_records)):
+            raise MemoriesError("invalid_input", "A cloud account already has that name; remove it first or pick another.")
+        record = cs.new_account_record(
+            request.name, request.kind, endpoint, request.bucket, prefix, request.region, secret, now_ms()
+        )
+        audit = service.vault.audit_record(state, "cloud_add", caller, outcome="ok", account=request.name, kind=request.kind)
+        service.vault.commit(state, [], [], [record, audit])
+        account = cs.accounts(state.extra_records)[-1]
+        return {"added": account.view()}
+
+
+@op(rq.CloudAccounts)
+def cloud_accounts(service: Service, request: rq.CloudAccounts, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    manager = _manager(service)
+    rows = []
+    for account in cs.accounts(state.extra_records):
+        pending = cs.inbox(state.extra_records, account.account_id)
+        rows.append(
+            {
+                **account.view(),
+                "outbox": len(cs.outbox(state.extra_records, account.account_id)),
+                "inbox": len(pending),
+                "pending": [
+                    {"from": sender.hex()[:16], "seq": seq, "attempts": int(r["attempts"]), "next_ms": int(r["next_ms"])}
+                    for (sender, seq), r in sorted(pending.items())
+                ],
+                "last": manager.last.get(account.account_id),
+            }
+        )
+    return {"accounts": rows}
+
+
+@op(rq.CloudRemove, needs_elevation=True)
+def cloud_remove(service: Service, request: rq.CloudRemove, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    account = cs.find_account(state.extra_records, request.name)
+    audit = service.vault.audit_record(state, "cloud_remove", caller, outcome="ok", account=account.name)
+    service.vault.commit(state, [], [], [{"t": cs.REMOVED, "id": account.account_id, "ts_ms": now_ms()}, audit])
+    return {"removed": account.name}
+
+
+@op(rq.CloudSync, lock_free=True)
+def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[str, Any]:
+    manager = _manager(service)
+    with service.lock:
+        service.require_unlocked()
+        generation = service.session.generation
+        service.session.touch()
+
+    def locked(fn: Callable[[Unlocked], T]) -> T:
+        with service.lock:
+            current = service.state
+            if current is None or service.session.generation != generation:
+                raise MemoriesError(
+                    "locked",
+                    "The vault was locked during the cloud sync; nothing was acknowledged, and the next sync resends it.",
+                )
+            return fn(current)
+
+    account = locked(lambda current: cs.find_account(current.extra_records, request.name))
+    with manager.worker_lock(account.account_id):  # one worker per account
+        plan = locked(lambda current: enqueue(service.vault, current, account, caller))
+        store = transport_for(account)
+        now = now_ms()
+        try:
+            moved = _run(transfer(store, plan, now))
+            result = locked(lambda current: acknowledge(service.vault, current, plan, moved, caller, now))
+        except MemoriesError as exc:
+            manager.last[account.account_id] = {"ts_ms": now, "error": exc.code}
+            raise
+    result.update(account=account.name, enqueued=plan.enqueued, requests=store.counters.to_wire())
+    manager.last[account.account_id] = {
+        "ts_ms": now,
+        "uploaded": result["uploaded"],
+        "merged": len(result["merged"]),
+        "pending": len(result["pending"]),
+        "rejected": len(result["rejected"]),
+    }
+    service.session.touch()
+    return result
