@@ -74,6 +74,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "mcp revoke": ("memories mcp revoke claude",),
     "mcp config": ("memories mcp config --client claude-code",),
     "inject": ("memories inject --client all", "memories inject --client claude-code --scope project --dir ."),
+    "agent": ("memories agent connect claude-code", "memories agent list"),
+    "agent connect": (
+        "memories sudo && memories agent connect claude-code",
+        "memories agent connect codex --scope read --project .",
+    ),
+    "agent list": ("memories agent list",),
+    "agent disconnect": ("memories agent disconnect claude-code",),
     "credential": ("memories credential list", "memories credential new postgres --name db --host db.lan --password-stdin"),
     "credential new": ("printf '%s' \"$PW\" | memories credential new postgres --name db --host db.lan --password-stdin",),
     "credential generate": ("memories credential generate ssh --name deploy-key",),

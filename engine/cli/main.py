@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "sync_commands",
     "cloud_commands",
     "quarantine_commands",
+    "agent_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -74,6 +75,7 @@ COMMAND_TABLE = {
     "dashboard": "desktop_commands",
     "mcp": "mcp_commands",
     "inject": "mcp_commands",
+    "agent": "agent_commands",
     "credential": "remote_commands",
     "remote": "remote_commands",
     "proxy": "remote_commands",

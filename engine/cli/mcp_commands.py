@@ -28,6 +28,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP on 127.0.0.1 instead of stdio")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (0 picks a free one; default 8765)")
+    p.add_argument("--agent", metavar="NAME", help="use the token `memories agent connect` stored for this agent")
     p.set_defaults(func=cmd_serve)
     actions = p.add_subparsers(dest="mcp_command", metavar="ACTION", parser_class=type(p))
 
@@ -67,8 +68,35 @@ def _token() -> str:
     return token
 
 
+def _agent_token(ctx: Context, name: str) -> str:
+    from pathlib import Path
+
+    from engine.agents.connect import load_token
+
+    token = load_token(Path(ctx.paths.home), name)
+    if not token:
+        raise MemoriesError(
+            "unauthorized", f"No token is stored for agent {name} in this data home; run `memories agent connect {name}`."
+        )
+    return token
+
+
 def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
-    token = _token()
+    if args.agent:
+        token = _agent_token(ctx, args.agent)
+        try:
+            return _serve(ctx, args, token)
+        except MemoriesError as exc:
+            if exc.code != "unauthorized":
+                raise
+            raise MemoriesError(
+                "unauthorized",
+                f"The grant of agent {args.agent} is revoked or unknown here; run `memories agent connect {args.agent}`.",
+            ) from None
+    return _serve(ctx, args, _token())
+
+
+def _serve(ctx: Context, args: argparse.Namespace, token: str) -> int:
     if args.http:
         if not 0 <= args.port <= 65535:
             raise UsageError("--port must be 0..65535")

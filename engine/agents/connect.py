@@ -1,0 +1,365 @@
+"""`memories agent connect` (AG-6): where an agent's token lives and what goes into its client's config.
+
+The token of an agent's grant is kept out of every file a client or a project shares: in
+the OS keyring through ``keyring`` where a usable backend exists, else in a 0600 file
+``agents/NAME.token`` of the data home. The client's config gets only the absolute path
+of the command, ``--home DATA_HOME mcp --agent NAME``: a project's ``.mcp.json`` can be
+committed, and ``memories mcp --agent NAME`` finds the token itself.
+
+What connect wrote is recorded in ``agents/NAME.json`` (no secret in it), so that
+``disconnect`` removes exactly that and nothing a user added.
+
+Config locations (merged, never replaced):
+- claude-code: ``DIR/.mcp.json`` with ``--project DIR``, else ``~/.claude.json`` (``mcpServers``);
+- codex: ``DIR/.codex/config.toml``, else ``$CODEX_HOME/config.toml`` or ``~/.codex/config.toml``
+  (a ``[mcp_servers.memories]`` table between two marker comments);
+- opencode: ``DIR/opencode.json``, else ``~/.config/opencode/opencode.json`` (``mcp``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import MemoriesError
+
+__all__ = [
+    "CLIENTS",
+    "SERVER_KEY",
+    "Manifest",
+    "agent_command",
+    "config_path",
+    "write_config",
+    "remove_config",
+    "save_token",
+    "load_token",
+    "delete_token",
+    "load_manifest",
+    "save_manifest",
+    "delete_manifest",
+    "manifests",
+]
+
+CLIENTS = ("claude-code", "codex", "opencode")
+SERVER_KEY = "memories"
+KEYRING_SERVICE = "memories-agent"
+_BEGIN = "# >>> memories agent connect (managed; `memories agent disconnect {name}` removes it)"
+_END = "# <<< memories agent connect"
+log = logging.getLogger(__name__)
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+# -- where things are ------------------------------------------------------------------------
+def _agents_dir(home: Path) -> Path:
+    return home / "agents"
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise MemoriesError("invalid_input", "An agent name is 1-32 lowercase letters, digits, '-' or '_'.")
+    return name
+
+
+def agent_command(home: Path, name: str) -> list[str]:
+    """The exact command line a client starts: absolute paths only, no token, no shell."""
+    exe = Path(sys.executable).parent / ("memories.exe" if os.name == "nt" else "memories")
+    if not exe.is_file():
+        found = shutil.which("memories")
+        exe = Path(found) if found else Path()
+    prefix = [str(exe.resolve())] if str(exe) not in ("", ".") else [str(Path(sys.executable).resolve()), "-m", "engine.cli"]
+    return [*prefix, "--home", str(home.resolve()), "mcp", "--agent", name]
+
+
+def config_path(client: str, project: Path | None, user_home: Path | None = None) -> Path:
+    base = user_home if user_home is not None else Path.home()
+    if client == "claude-code":
+        return project / ".mcp.json" if project else base / ".claude.json"
+    if client == "codex":
+        if project:
+            return project / ".codex" / "config.toml"
+        codex_home = os.environ.get("CODEX_HOME")
+        return (Path(codex_home) if codex_home and os.path.isabs(codex_home) else base / ".codex") / "config.toml"
+    if client == "opencode":
+        if project:
+            return project / "opencode.json"
+        xdg = os.environ.get("XDG_CONFIG_HOME")
+        return (Path(xdg) if xdg and os.path.isabs(xdg) else base / ".config") / "opencode" / "opencode.json"
+    raise MemoriesError("invalid_input", "The client must be claude-code, codex or opencode.")
+
+
+# -- atomic small-file writes ------------------------------------------------------------------
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    if path.is_symlink():
+        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".memories-", dir=path.parent)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _mode_of(path: Path, default: int) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return default
+
+
+# -- client configs --------------------------------------------------------------------------
+def _json_entry(client: str, command: list[str]) -> tuple[str, dict[str, Any]]:
+    if client == "claude-code":
+        return "mcpServers", {"type": "stdio", "command": command[0], "args": command[1:]}
+    return "mcp", {"type": "local", "command": command, "enabled": True}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        raise MemoriesError("invalid_input", f"{path} is not valid JSON; fix it first, nothing was changed.") from None
+    if not isinstance(data, dict):
+        raise MemoriesError("invalid_input", f"{path} does not hold a JSON object; nothing was changed.")
+    return data
+
+
+def _toml_block(name: str, command: list[str]) -> str:
+    args = ", ".join(json.dumps(a) for a in command[1:])
+    table = f"[mcp_servers.{SERVER_KEY}]\ncommand = {json.dumps(command[0])}\nargs = [{args}]\n"
+    return f"{_BEGIN.format(name=name)}\n{table}{_END}\n"
+
+
+def _strip_block(text: str) -> str:
+    start = text.find("# >>> memories agent connect")
+    if start < 0:
+        return text
+    end = text.find(_END, start)
+    if end < 0:
+        raise MemoriesError("invalid_input", "The managed Memories block in the Codex config has no end marker; fix it first.")
+    end += len(_END)
+    if text[end : end + 1] == "\n":
+        end += 1
+    return text[:start] + text[end:]
+
+
+def write_config(client: str, path: Path, name: str, command: list[str]) -> bool:
+    """Merge the server entry into ``path``; returns whether the file was created."""
+    if client == "codex":
+        try:
+            old = path.read_text(encoding="utf-8")
+            created = False
+        except FileNotFoundError:
+            old, created = "", True
+        rest = _strip_block(old)
+        try:
+            parsed = tomllib.loads(rest)
+        except tomllib.TOMLDecodeError:
+            raise MemoriesError("invalid_input", f"{path} is not valid TOML; fix it first, nothing was changed.") from None
+        if SERVER_KEY in parsed.get("mcp_servers", {}):
+            raise MemoriesError(
+                "invalid_input", f"{path} already has an [mcp_servers.{SERVER_KEY}] table of its own; remove it first."
+            )
+        text = rest + ("\n" if rest and not rest.endswith("\n") else "") + _toml_block(name, command)
+        tomllib.loads(text)  # what we write must parse
+        if text != old:
+            _write_atomic(path, text.encode(), _mode_of(path, 0o644))
+        return created
+    data = _read_json(path)
+    created = data is None
+    data = {} if data is None else data
+    if created and client == "opencode":
+        data["$schema"] = "https://opencode.ai/config.json"
+    section, entry = _json_entry(client, command)
+    servers = data.get(section)
+    if servers is not None and not isinstance(servers, dict):
+        raise MemoriesError("invalid_input", f"{path}: '{section}' is not an object; nothing was changed.")
+    servers = dict(servers or {})
+    if servers.get(SERVER_KEY) != entry:
+        servers[SERVER_KEY] = entry
+        data[section] = servers
+        _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
+    return created
+
+
+def remove_config(client: str, path: Path, created: bool) -> bool:
+    """Remove our server entry (only ours); delete the file if connect created it and nothing else is left."""
+    if client == "codex":
+        try:
+            old = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return False
+        rest = _strip_block(old)
+        if rest == old:
+            return False
+        if created and not rest.strip():
+            path.unlink()
+        else:
+            _write_atomic(path, rest.encode(), _mode_of(path, 0o644))
+        return True
+    data = _read_json(path)
+    if data is None:
+        return False
+    section = "mcpServers" if client == "claude-code" else "mcp"
+    servers = data.get(section)
+    if not isinstance(servers, dict) or SERVER_KEY not in servers:
+        return False
+    entry = servers[SERVER_KEY]
+    command = entry.get("args", []) if client == "claude-code" else entry.get("command", [])
+    if not (isinstance(command, list) and "--agent" in command):
+        return False  # a `memories` entry the user wrote by hand: not ours to remove
+    del servers[SERVER_KEY]
+    if not servers:
+        del data[section]
+    leftover = {k: v for k, v in data.items() if k != "$schema"}
+    if created and not leftover:
+        path.unlink()
+    else:
+        _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
+    return True
+
+
+# -- tokens ---------------------------------------------------------------------------------
+def _keyring_user(home: Path, name: str) -> str:
+    return f"{home.resolve()}:{name}"
+
+
+def _keyring() -> Any | None:
+    """The keyring module if a real backend is there (not the 'fail' or a null one), else None."""
+    if os.environ.get("MEMORIES_AGENT_KEYRING") == "0":
+        return None
+    try:
+        import keyring
+        from keyring.backends import fail
+
+        backend = keyring.get_keyring()
+    except Exception:  # a broken backend configuration is the same as none
+        return None
+    if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 0) <= 0:
+        return None
+    return keyring
+
+
+def _token_file(home: Path, name: str) -> Path:
+    return _agents_dir(home) / f"{_check_name(name)}.token"
+
+
+def save_token(home: Path, name: str, token: str) -> str:
+    """Store the token; returns where: ``keyring`` or ``file``."""
+    ring = _keyring()
+    if ring is not None:
+        try:
+            ring.set_password(KEYRING_SERVICE, _keyring_user(home, name), token)
+        except Exception as exc:  # a locked or absent keyring daemon: fall back to the file
+            log.info("keyring unavailable (%s); the token goes to a 0600 file", type(exc).__name__)
+        else:
+            _token_file(home, name).unlink(missing_ok=True)
+            return "keyring"
+    directory = _agents_dir(home)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    _write_atomic(_token_file(home, name), token.encode(), 0o600)
+    return "file"
+
+
+def load_token(home: Path, name: str) -> str | None:
+    try:
+        token = _token_file(home, name).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = ""
+    if token:
+        return token
+    ring = _keyring()
+    if ring is None:
+        return None
+    try:
+        found = ring.get_password(KEYRING_SERVICE, _keyring_user(home, name))
+    except Exception:
+        return None
+    return str(found) if found else None
+
+
+def delete_token(home: Path, name: str) -> None:
+    _token_file(home, name).unlink(missing_ok=True)
+    ring = _keyring()
+    if ring is not None:
+        with contextlib.suppress(Exception):  # nothing stored there
+            ring.delete_password(KEYRING_SERVICE, _keyring_user(home, name))
+
+
+# -- what connect wrote ------------------------------------------------------------------------
+@dataclass
+class Manifest:
+    name: str
+    client: str
+    scope: str
+    token_store: str
+    configs: dict[str, bool]  # config path -> connect created the file
+    skills: list[str]  # SKILL.md paths connect created
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "client": self.client,
+            "scope": self.scope,
+            "token_store": self.token_store,
+            "configs": self.configs,
+            "skills": self.skills,
+        }
+
+
+def load_manifest(home: Path, name: str) -> Manifest | None:
+    path = _agents_dir(home) / f"{_check_name(name)}.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return Manifest(
+            name=str(raw["name"]),
+            client=str(raw["client"]),
+            scope=str(raw["scope"]),
+            token_store=str(raw["token_store"]),
+            configs={str(k): bool(v) for k, v in dict(raw["configs"]).items()},
+            skills=[str(s) for s in raw["skills"]],
+        )
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        raise MemoriesError("invalid_input", f"{path} is damaged; remove it and connect again.") from None
+
+
+def save_manifest(home: Path, manifest: Manifest) -> None:
+    directory = _agents_dir(home)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = json.dumps(manifest.to_json(), indent=2) + "\n"
+    _write_atomic(directory / f"{_check_name(manifest.name)}.json", data.encode(), 0o600)
+
+
+def delete_manifest(home: Path, name: str) -> None:
+    (_agents_dir(home) / f"{_check_name(name)}.json").unlink(missing_ok=True)
+
+
+def manifests(home: Path) -> list[Manifest]:
+    directory = _agents_dir(home)
+    if not directory.is_dir():
+        return []
+    found = [load_manifest(home, p.stem) for p in sorted(directory.glob("*.json")) if _NAME.match(p.stem)]
+    return [m for m in found if m is not None]

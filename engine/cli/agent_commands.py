@@ -1,0 +1,181 @@
+"""``memories agent connect|list|disconnect`` (AG-6): one command connects an agent client.
+
+Connect creates (or keeps) the MCP grant through the engine's grant ops, stores its token
+outside every shared file (engine/agents/connect.py), merges the client's config with the
+absolute command ``memories --home HOME mcp --agent NAME``, and installs the skill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from engine.cli.context import Context
+from engine.errors import MemoriesError
+
+_CLIENTS = ("claude-code", "codex", "opencode")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("agent", parents=[common], help="connect an AI agent client (Claude Code, Codex, OpenCode) in one step")
+    actions = p.add_subparsers(dest="agent_command", metavar="ACTION", parser_class=type(p))
+    p.set_defaults(func=lambda ctx, args: p.print_help() or 2)
+
+    a = actions.add_parser("connect", parents=[common], help="grant, store the token, write the client config, install the skill")
+    a.add_argument("client", choices=_CLIENTS, help="the agent client to connect (also the agent's name)")
+    a.add_argument("--scope", choices=("read", "read_write"), default="read_write", help="what the agent may do")
+    a.add_argument("--project", metavar="DIR", help="write the project's config in DIR (else the client's user config)")
+    a.set_defaults(func=cmd_connect)
+
+    a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
+    a.set_defaults(func=cmd_list)
+
+    a = actions.add_parser("disconnect", parents=[common], help="revoke the grant and remove what connect wrote")
+    a.add_argument("name", help="the agent's name (see `memories agent list`)")
+    a.set_defaults(func=cmd_disconnect)
+
+
+def _active_grant(ctx: Context, name: str) -> dict[str, Any] | None:
+    grants = ctx.request({"op": "mcp_grants", "include_revoked": False})["grants"]
+    return next((g for g in grants if g["name"] == name and g["active"]), None)
+
+
+def _token_works(ctx: Context, token: str) -> bool:
+    try:
+        ctx.request({"op": "mcp_whoami", "token": token})
+    except MemoriesError as exc:
+        if exc.code == "unauthorized":
+            return False
+        raise
+    return True
+
+
+def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.agents import connect as c
+    from engine.skills.inject import inject
+
+    home = Path(ctx.paths.home)
+    name = client = args.client
+    project = Path(args.project).resolve() if args.project else None
+    if project is not None and not project.is_dir():
+        raise MemoriesError("invalid_input", "--project must be an existing directory.")
+    manifest = c.load_manifest(home, name)
+    grant = _active_grant(ctx, name)
+    token = c.load_token(home, name)
+    reuse = (
+        grant is not None
+        and token is not None
+        and grant["scope"] == args.scope
+        and manifest is not None
+        and _token_works(ctx, token)
+    )
+    if not reuse:
+        if grant is not None:  # its token is lost or its scope changes: replace the grant
+            ctx.request({"op": "mcp_revoke", "name": name})
+        token = str(ctx.request({"op": "mcp_grant", "name": name, "scope": args.scope})["token"])
+    assert token is not None
+    store = c.save_token(home, name, token) if not reuse else (manifest.token_store if manifest else "file")
+    command = c.agent_command(home, name)
+    path = c.config_path(client, project)
+    created = c.write_config(client, path, name, command)
+    configs = dict(manifest.configs) if manifest else {}
+    configs[str(path)] = configs.get(str(path), created)
+    skills = list(manifest.skills) if manifest else []
+    skill_note = ""
+    try:
+        for item in inject([client], "project" if project else "user", project=project):
+            if item["action"] == "created" and item["path"] not in skills:
+                skills.append(item["path"])
+    except MemoriesError as exc:  # a SKILL.md the user changed is kept as it is
+        skill_note = f" (skill kept: {exc.message})"
+    c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills))
+    result = {
+        "name": name,
+        "client": client,
+        "scope": args.scope,
+        "grant": "kept" if reuse else "created",
+        "token_store": store,
+        "config": str(path),
+        "command": command,
+        "skills": skills,
+    }
+    where = "the OS keyring" if store == "keyring" else f"{home / 'agents' / (name + '.token')} (0600)"
+    text = (
+        f"connected {name} ({args.scope}; grant {result['grant']})\n"
+        f"config: {path}\n"
+        f"command: {' '.join(command)}\n"
+        f"token: in {where}, never in the config{skill_note}"
+    )
+    ctx.emit(result, text)
+    return 0
+
+
+def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.agents import connect as c
+
+    home = Path(ctx.paths.home)
+    grants = {g["name"]: g for g in ctx.request({"op": "mcp_grants", "include_revoked": False})["grants"]}
+    items: list[dict[str, Any]] = []
+    for m in c.manifests(home):
+        grant = grants.get(m.name)
+        items.append(
+            {
+                "name": m.name,
+                "client": m.client,
+                "scope": m.scope,
+                "active": grant is not None,
+                "token_store": m.token_store,
+                "token_present": c.load_token(home, m.name) is not None,
+                "configs": sorted(m.configs),
+                "last_used_ms": grant["last_used_ms"] if grant else None,
+            }
+        )
+    lines = [
+        f"{i['name']:<12} {i['scope']:<10} {'active' if i['active'] else 'REVOKED':<8} token:{i['token_store']}"
+        f"{'' if i['token_present'] else ' (missing)'}  {', '.join(i['configs'])}"
+        for i in items
+    ]
+    ctx.emit({"agents": items}, "\n".join(lines) or "(no connected agents; `memories agent connect claude-code`)")
+    return 0
+
+
+def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.agents import connect as c
+
+    home = Path(ctx.paths.home)
+    manifest = c.load_manifest(home, args.name)
+    revoked = False
+    if _active_grant(ctx, args.name) is not None:
+        ctx.request({"op": "mcp_revoke", "name": args.name})
+        revoked = True
+    if manifest is None and not revoked:
+        raise MemoriesError("not_found", "No connected agent has that name (see `memories agent list`).")
+    removed: list[str] = []
+    if manifest is not None:
+        for path, created in manifest.configs.items():
+            if c.remove_config(manifest.client, Path(path), created):
+                removed.append(path)
+        for skill in manifest.skills:
+            _remove_skill(Path(skill))
+            removed.append(skill)
+    c.delete_token(home, args.name)
+    c.delete_manifest(home, args.name)
+    result = {"name": args.name, "revoked": revoked, "removed": removed}
+    ctx.emit(result, f"disconnected {args.name}" + "".join(f"\nremoved {p}" for p in removed))
+    return 0
+
+
+def _remove_skill(path: Path) -> None:
+    """Remove a SKILL.md connect created, if it is still ours, and its directory if empty."""
+    from engine.skills.inject import skill_bytes
+
+    try:
+        if path.is_symlink() or path.read_bytes() != skill_bytes():
+            return  # changed by the user since: theirs now
+    except FileNotFoundError:
+        return
+    path.unlink()
+    with contextlib.suppress(OSError):  # not empty: other files are the user's
+        path.parent.rmdir()

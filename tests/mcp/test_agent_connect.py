@@ -1,0 +1,165 @@
+"""`memories agent connect|list|disconnect` (AG-6): one command connects an agent client.
+
+The official MCP client starts the exact command line that connect wrote into the client's
+config, with an environment that holds no token: the server must find the token itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.helpers import Cli
+from tests.mcp.support import environ_without_token, result_of
+
+
+@pytest.fixture
+def connected(vault: Cli, tmp_path: Path) -> Cli:
+    """An elevated vault whose CLI runs with its own user home (configs and skills land there)."""
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    vault.env.update({"HOME": str(user_home), "XDG_CONFIG_HOME": str(user_home / ".config"), "MEMORIES_AGENT_KEYRING": "0"})
+    vault.env.pop("CODEX_HOME", None)
+    vault.sudo()
+    return vault
+
+
+def _files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if p.is_file()]
+
+
+def _token_file(cli: Cli, name: str) -> Path:
+    return cli.home / "agents" / f"{name}.token"
+
+
+def _server_env(cli: Cli) -> dict[str, str]:
+    env = environ_without_token()
+    env.pop("MEMORIES_HOME", None)
+    env.update(cli.environ())
+    env.pop("MEMORIES_MCP_TOKEN", None)
+    return env
+
+
+async def _write_and_search(command: str, args: list[str], env: dict[str, str], cwd: Path) -> list[str]:
+    params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
+    async with Client(params, read_timeout_seconds=60) as client:
+        result_of(await client.call_tool("memory_write", {"title": "Cabin booking", "body": "Lake cabin, week 32"}))
+        found = result_of(await client.call_tool("search", {"query": "cabin"}))
+        return [r["title"] for r in found["results"]]
+
+
+def test_connect_claude_code_project_runs_the_written_command_without_a_secret(connected: Cli, tmp_path: Path) -> None:
+    """AG-6: grant + token outside the project (0600 file here, no keyring backend) + .mcp.json with
+    absolute paths only + skill; the official client runs exactly that command; re-running is idempotent."""
+    project = tmp_path / "project"
+    project.mkdir()
+    out = connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    assert out["grant"] == "created" and out["token_store"] == "file"
+
+    config = json.loads((project / ".mcp.json").read_text())
+    server = config["mcpServers"]["memories"]
+    assert set(server) == {"type", "command", "args"}
+    assert os.path.isabs(server["command"]) and Path(server["command"]).is_file()
+    assert server["args"] == ["--home", str(connected.home.resolve()), "mcp", "--agent", "claude-code"]
+
+    token_file = _token_file(connected, "claude-code")
+    token = token_file.read_text().strip()
+    assert len(token) >= 20
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    user_home = Path(connected.env["HOME"])
+    for path in _files_under(project, user_home):
+        assert token not in path.read_text(errors="replace"), path
+    assert (project / ".claude" / "skills" / "memories" / "SKILL.md").is_file()
+
+    titles = asyncio.run(_write_and_search(server["command"], server["args"], _server_env(connected), project))
+    assert titles == ["Cabin booking"]
+
+    before = (project / ".mcp.json").read_bytes()
+    again = connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    assert again["grant"] == "kept"
+    assert (project / ".mcp.json").read_bytes() == before
+    assert token_file.read_text().strip() == token
+    grants = connected.ok("mcp", "grants", "--all")["grants"]
+    assert [g["name"] for g in grants] == ["claude-code"]
+
+    listed = connected.ok("agent", "list")["agents"]
+    assert [(a["name"], a["active"], a["token_present"]) for a in listed] == [("claude-code", True, True)]
+
+
+def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, tmp_path: Path) -> None:
+    """AG-6: disconnect revokes the grant, removes our entries (files connect created go entirely),
+    keeps the user's other servers and settings, and deletes the stored token."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "opencode.json").write_text(json.dumps({"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}}))
+    codex_home = Path(connected.env["HOME"]) / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n')
+
+    connected.ok("agent", "connect", "opencode", "--project", str(project), "--scope", "read")
+    connected.ok("agent", "connect", "codex")
+    opencode = json.loads((project / "opencode.json").read_text())
+    assert opencode["theme"] == "dark" and set(opencode["mcp"]) == {"other", "memories"}
+    assert opencode["mcp"]["memories"]["command"][-2:] == ["--agent", "opencode"]
+    codex = tomllib.loads((codex_home / "config.toml").read_text())
+    assert codex["model"] == "o3" and set(codex["mcp_servers"]) == {"other", "memories"}
+    assert codex["mcp_servers"]["memories"]["args"][-2:] == ["--agent", "codex"]
+    scopes = {g["name"]: g["scope"] for g in connected.ok("mcp", "grants")["grants"]}
+    assert scopes == {"opencode": "read", "codex": "read_write"}
+
+    connected.ok("agent", "disconnect", "codex")
+    connected.ok("agent", "disconnect", "opencode")
+    assert json.loads((project / "opencode.json").read_text()) == {"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}}
+    assert (codex_home / "config.toml").read_text() == 'model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n'
+    assert not _token_file(connected, "codex").exists() and not _token_file(connected, "opencode").exists()
+    assert connected.ok("mcp", "grants")["grants"] == []
+    assert connected.ok("agent", "list")["agents"] == []
+    assert connected.err("agent", "disconnect", "codex")["code"] == "not_found"
+
+
+def _run_server(connected: Cli, project: Path) -> subprocess.CompletedProcess[str]:
+    server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["memories"]
+    return subprocess.run(
+        [server["command"], *server["args"]],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_server_env(connected),
+        cwd=project,
+    )
+
+
+def test_revoked_or_missing_token_names_the_command_that_fixes_it(connected: Cli, tmp_path: Path) -> None:
+    """AG-6: the written command with a revoked grant, or with no stored token, fails with a clear
+    error naming `memories agent connect`; connecting again repairs it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    token = _token_file(connected, "claude-code").read_text().strip()
+
+    connected.ok("mcp", "revoke", "claude-code")
+    revoked = _run_server(connected, project)
+    assert revoked.returncode != 0
+    assert "revoked" in revoked.stderr and "memories agent connect claude-code" in revoked.stderr
+    assert token not in revoked.stderr + revoked.stdout
+
+    _token_file(connected, "claude-code").unlink()
+    missing = _run_server(connected, project)
+    assert missing.returncode != 0
+    assert "No token is stored" in missing.stderr and "memories agent connect claude-code" in missing.stderr
+
+    again = connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    assert again["grant"] == "created"
+    assert _token_file(connected, "claude-code").read_text().strip() != token
+    listed = connected.ok("agent", "list")["agents"]
+    assert [(a["name"], a["active"]) for a in listed] == [("claude-code", True)]
