@@ -163,6 +163,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "relay": ("memories relay serve --listen 127.0.0.1:7701",),
     "relay serve": ("memories relay serve --listen 0.0.0.0:7701 --allow-non-loopback --tls-cert c.pem --tls-key k.pem",),
+    "file": ("memories file add contract.pdf --tag legal", "memories file get 3fa9c2d1 -o contract.pdf"),
+    "file add": ("memories file add contract.pdf --tag legal", "memories file add v2.pdf --update 3fa9c2d1"),
+    "file get": ("memories file get 3fa9c2d1 --output contract.pdf", "memories file get 3fa9c2d1 | sha256sum"),
+    "file list": ("memories file list", "memories file list --tag legal --json"),
+    "file history": ("memories file history 3fa9c2d1",),
+    "file exec": ("memories file exec 3fa9c2d1 -- evince {file}", "memories file exec 7c01 -- ssh-keygen -l -f {file}"),
+    "run": (
+        "memories sudo && memories run --env DB_PASSWORD=db_password -- ./deploy.sh",
+        "memories run --env API_KEY=card:3fa9c2d1#token -- curl -H @headers.txt https://api.example",
+        "memories run --template app.env.tpl -- ./app --env-file {template}",
+    ),
 }
 
 

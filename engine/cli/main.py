@@ -40,6 +40,8 @@ COMMAND_MODULES = (
     "cloud_commands",
     "quarantine_commands",
     "agent_commands",
+    "file_commands",
+    "run_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -95,6 +97,8 @@ COMMAND_TABLE = {
     "sync": "sync_commands",
     "relay": "sync_commands",
     "cloud": "cloud_commands",
+    "file": "file_commands",
+    "run": "run_commands",
 }
 
 

@@ -11,7 +11,7 @@ import struct
 
 from engine.crypto.aead import AeadError, open_sealed, seal
 
-__all__ = ["CHUNK_BYTES", "seal_chunks", "open_chunks", "ChunkError"]
+__all__ = ["CHUNK_BYTES", "seal_chunks", "open_chunks", "seal_chunk", "open_chunk", "ChunkError"]
 
 CHUNK_BYTES = 256 * 1024
 _AAD_TAG = b"memories.chunk\x00\x01"
@@ -43,3 +43,15 @@ def open_chunks(key: bytes, chunks: list[bytes], context: bytes) -> bytes:
         except AeadError as exc:
             raise ChunkError(f"chunk {index} of {total} failed authentication") from exc
     return b"".join(parts)
+
+
+def seal_chunk(key: bytes, plaintext: bytes, context: bytes, index: int, total: int) -> bytes:
+    """One chunk of ``total``, sealed exactly as :func:`seal_chunks` seals it (streamed files, FI-1)."""
+    return seal(key, plaintext, _aad(context, index, total))
+
+
+def open_chunk(key: bytes, sealed: bytes, context: bytes, index: int, total: int) -> bytes:
+    try:
+        return open_sealed(key, sealed, _aad(context, index, total))
+    except AeadError as exc:
+        raise ChunkError(f"chunk {index} of {total} failed authentication") from exc

@@ -233,6 +233,31 @@ class StoreFile:
         start = self._cursor.last_content_seq + 1
         return list(range(start, start + count))
 
+    def write_content(self, content: Sequence[tuple[int, bytes]]) -> None:
+        """Write content rows ahead of the commit that will reference them (streamed files, FI-1).
+
+        The rows are ciphertext under a data key only the pending revision holds; until a
+        commit references them they are unreachable. The cursor moves past them so no other
+        write reuses their numbers; :meth:`discard_content` removes them if the upload ends.
+        """
+        with self._db_lock:
+            self._key()
+            try:
+                with self._transaction():
+                    self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+            except sqlite3.Error as exc:
+                if is_disk_full(exc, self.path):
+                    raise MemoriesError("disk_full") from exc
+                raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+            top = max((s for s, _ in content), default=0)
+            if top > self._cursor.last_content_seq:
+                self._cursor.last_content_seq = top
+
+    def discard_content(self, seqs: Sequence[int]) -> None:
+        """Remove content rows no committed revision references (an abandoned upload)."""
+        with self._db_lock, contextlib.suppress(sqlite3.Error), self._transaction():
+            self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+
     def commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = ()) -> list[int]:
         """Append ``records`` and ``content`` with a new checkpoint in ONE transaction (ST-5).
 

@@ -171,3 +171,50 @@ def chunk_count(body_len: int) -> int:
     from engine.crypto.chunks import CHUNK_BYTES
 
     return max(1, -(-body_len // CHUNK_BYTES))
+
+
+def wrap_data_key(epoch_key: bytes, dek: bytes, vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
+    """The data key sealed under the epoch key, as every revision carries it."""
+    return seal(epoch_key, dek, _dek_aad(vault_id, asset_id, epoch))
+
+
+def build_streamed_revision(
+    *,
+    identity: DeviceIdentity,
+    vault_id: bytes,
+    policy_head: bytes,
+    epoch: int,
+    epoch_key: bytes,
+    asset_id: bytes,
+    kind: str,
+    parents: list[bytes],
+    summary: dict[str, Any],
+    dek: bytes,
+    body_digests: list[bytes],
+    body_len: int,
+    content_seqs: list[int],
+) -> Revision:
+    """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
+    written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`."""
+    if len(body_digests) != len(content_seqs) or len(body_digests) != chunk_count(body_len):
+        raise ValueError("body chunks, row numbers and length do not agree")
+    signed: dict[str, Any] = {
+        "v": 1,
+        "vault": vault_id,
+        "asset": asset_id,
+        "kind": kind,
+        "parents": sorted(parents),
+        "policy": policy_head,
+        "tombstone": False,
+        "epoch": epoch,
+        "wrapped_key": wrap_data_key(epoch_key, dek, vault_id, asset_id, epoch),
+        "summary": seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary"),
+        "body": list(body_digests),
+        "body_len": body_len,
+        "device": identity.device_pub,
+        "cert": identity.certificate_hash,
+        "created_ms": int(time.time() * 1000),
+    }
+    signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
+    signature = sign(identity.device_key, signed_bytes)
+    return Revision(signed_bytes, signature, list(content_seqs), body=signed, summary_cache=summary)

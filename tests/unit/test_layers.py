@@ -54,6 +54,7 @@ DOMAIN = (
     "engine.center",
     "engine.transcripts",
     "engine.moving",  # parsers of other password managers' exports (IM-1)
+    "engine.files",  # file assets streamed in sealed chunks (FI-1)
 )
 BOTTOM = ("engine.store", "engine.crypto")
 # Standard library (plus platformdirs, lazily) only; importable from everywhere.

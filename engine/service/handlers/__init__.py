@@ -7,9 +7,11 @@ from engine.service.handlers import (
     cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
+    files,  # file add/get/list/history: chunked upload and download (issue 16, FI-1)
     logins,  # login cards and moving-in batches (issue 15)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     remote,  # remote sessions, tickets, proxies (issue 7)
+    run,  # memories run: secrets into a child's environment (issue 16, RN-1, API-7)
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
     sync,  # sync listener, tokens, sync runs, status (issue 14)
@@ -25,9 +27,11 @@ __all__ = [
     "cloud",
     "credentials",
     "devices",
+    "files",
     "logins",
     "mcp_grants",
     "remote",
+    "run",
     "search",
     "session",
     "sync",

@@ -1,0 +1,281 @@
+"""file add|get|list|history|exec: files in the vault, streamed in 256 KiB chunks (FI-1, JB-4)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from engine.cli.context import Context, UsageError
+from engine.errors import MemoriesError
+from engine.terminal_text import one_line
+
+__all__ = ["register", "upload", "download"]
+
+CHUNK_BYTES = 256 * 1024  # engine/crypto/chunks.py CHUNK_BYTES (the CLI does not import crypto)
+# Generous per-request deadline: a request moves at most 2 MiB.
+_REQUEST_TIMEOUT = 120.0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("file", parents=[common], help="store files in the vault and get them back")
+    fsub = p.add_subparsers(dest="file_command", metavar="ACTION", required=True)
+
+    a = fsub.add_parser("add", parents=[common], help="encrypt a file into the vault (any size, streamed)")
+    a.add_argument("path", metavar="PATH", help="the file to add")
+    a.add_argument("--title", help="its title (default: the file name)")
+    a.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    a.add_argument("--vault", help="the vault to add it to (default: the default vault)")
+    a.add_argument("--update", metavar="ID", help="save PATH as a new revision of this file instead of a new file")
+    a.set_defaults(func=cmd_add)
+
+    g = fsub.add_parser("get", parents=[common], help="decrypt a file from the vault")
+    g.add_argument("id", metavar="ID", help="the file's ID or short ID")
+    g.add_argument("--output", "-o", metavar="PATH", help="where to write it (default: stdout when it is not a terminal)")
+    g.add_argument("--rev", help="an older revision (see `memories file history ID`)")
+    g.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    g.set_defaults(func=cmd_get)
+
+    ls = fsub.add_parser("list", parents=[common], help="list the files in a vault")
+    ls.add_argument("--vault", help="the vault to list (default: the default vault)")
+    ls.add_argument("--tag", help="only files with this tag")
+    ls.set_defaults(func=cmd_list)
+
+    h = fsub.add_parser("history", parents=[common], help="the revisions of a file")
+    h.add_argument("id", metavar="ID", help="the file's ID or short ID")
+    h.set_defaults(func=cmd_history)
+
+    x = fsub.add_parser("exec", parents=[common], help="run a program on a private temporary copy of a file")
+    x.add_argument("id", metavar="ID", help="the file's ID or short ID")
+    x.add_argument("--rev", help="an older revision")
+    x.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program; {file} is replaced by the copy's path"
+    )
+    x.set_defaults(func=cmd_exec)
+
+
+# -- progress on a terminal ----------------------------------------------------------------
+class _Progress:
+    def __init__(self, ctx: Context, verb: str, total: int) -> None:
+        self.on = not ctx.json_output and sys.stderr.isatty()
+        self.verb, self.total, self.shown = verb, total, -1
+
+    def update(self, done: int) -> None:
+        if not self.on:
+            return
+        percent = 100 if self.total == 0 else done * 100 // self.total
+        if percent != self.shown:
+            self.shown = percent
+            sys.stderr.write(f"\r{self.verb} {done / 1048576:,.1f} of {self.total / 1048576:,.1f} MiB ({percent}%)")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.on:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+# -- upload ----------------------------------------------------------------------------------
+def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> dict[str, Any]:
+    """Send ``size`` bytes of ``source`` as a file revision; memory stays a few chunks."""
+    started = ctx.request({"op": "file_begin", "size": size, **begin})
+    handle, per = started["upload"], int(started["per_request"])
+    hasher = hashlib.sha256()
+    progress = _Progress(ctx, "adding", size)
+    sent = index = 0
+    try:
+        while True:
+            block = source.read(CHUNK_BYTES * per)
+            pieces = [block[i : i + CHUNK_BYTES] for i in range(0, len(block), CHUNK_BYTES)]
+            if index == 0 and not pieces:
+                pieces = [b""]  # an empty file is one empty chunk
+            if not pieces:
+                break
+            if sent + len(block) > size:
+                raise MemoriesError("invalid_input", "The file grew while it was read; nothing was saved.")
+            hasher.update(block)
+            data = [base64.b64encode(p).decode("ascii") for p in pieces]
+            ctx.request({"op": "file_chunk", "upload": handle, "index": index, "data": data}, timeout=_REQUEST_TIMEOUT)
+            index += len(pieces)
+            sent += len(block)
+            progress.update(sent)
+            if len(block) < CHUNK_BYTES * per:
+                break
+        if sent != size:
+            raise MemoriesError("invalid_input", "The file shrank while it was read; nothing was saved.")
+        result = ctx.request({"op": "file_commit", "upload": handle, "sha256": hasher.hexdigest()}, timeout=_REQUEST_TIMEOUT)
+    except BaseException:
+        with contextlib.suppress(MemoriesError, OSError):
+            ctx.request({"op": "file_abort", "upload": handle}, timeout=10)
+        raise
+    finally:
+        progress.done()
+    return result
+
+
+def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    try:
+        source = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise MemoriesError("not_found", "That file does not exist.") from None
+    except IsADirectoryError:
+        raise MemoriesError("invalid_input", "That is a directory; add files one by one.") from None
+    except OSError as exc:
+        raise MemoriesError("io_error", f"The file could not be read ({exc.strerror}).") from None
+    with source:
+        info = os.fstat(source.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise MemoriesError("invalid_input", "Only a regular file can be added.")
+        title = args.title if args.title is not None else path.name
+        begin: dict[str, Any] = {"title": title, "tags": args.tag, "name": path.name[:255]}
+        if args.vault is not None:
+            begin["vault"] = args.vault
+        if args.update is not None:
+            begin["id"] = args.update
+        result = upload(ctx, source, info.st_size, begin)
+    ctx.emit(result, f"{result['short_id']}  {one_line(title)}  ({_size(result['size'])})")
+    return 0
+
+
+# -- download --------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _opened(ctx: Context, ref: str, rev: str | None) -> Iterator[dict[str, Any]]:
+    body: dict[str, Any] = {"op": "file_open", "id": ref}
+    if rev is not None:
+        body["rev"] = rev
+    opened = ctx.request(body)
+    try:
+        yield opened
+    finally:
+        with contextlib.suppress(MemoriesError, OSError):
+            ctx.request({"op": "file_close", "read": opened["read"]}, timeout=10)
+
+
+def download(ctx: Context, opened: dict[str, Any], sink: BinaryIO) -> str:
+    """Write every chunk of an opened file to ``sink``; return the SHA-256 checked against the signed one."""
+    hasher = hashlib.sha256()
+    progress = _Progress(ctx, "getting", int(opened["size"]))
+    done = 0
+    try:
+        index, total, per = 0, int(opened["chunks"]), int(opened["per_request"])
+        while index < total:
+            answer = ctx.request(
+                {"op": "file_read", "read": opened["read"], "index": index, "count": per}, timeout=_REQUEST_TIMEOUT
+            )
+            for text in answer["data"]:
+                data = base64.b64decode(text)
+                hasher.update(data)
+                sink.write(data)
+                done += len(data)
+            index += len(answer["data"])
+            progress.update(done)
+    finally:
+        progress.done()
+    digest = hasher.hexdigest()
+    if done != int(opened["size"]) or (opened["sha256"] and digest != opened["sha256"]):
+        raise MemoriesError("store_corrupt", "The file read back does not match its signed length and digest.")
+    return digest
+
+
+def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
+    if args.output is None:
+        if sys.stdout.isatty() or ctx.json_output:
+            raise UsageError("name the file to write with --output PATH (or redirect stdout)")
+        with _opened(ctx, args.id, args.rev) as opened:
+            download(ctx, opened, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return 0
+    target = Path(args.output)
+    if target.exists() and not args.force:
+        raise MemoriesError("invalid_input", "The output file exists; add --force to replace it.")
+    directory = target.parent if str(target.parent) else Path(".")
+    with _opened(ctx, args.id, args.rev) as opened:
+        fd, temp = tempfile.mkstemp(prefix=".memories-", dir=directory)  # 0600
+        try:
+            with os.fdopen(fd, "wb") as sink:
+                digest = download(ctx, opened, sink)
+                sink.flush()
+                os.fsync(sink.fileno())
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    result = {
+        "id": opened["id"],
+        "short_id": opened["short_id"],
+        "revision": opened["revision"],
+        "size": opened["size"],
+        "sha256": digest,
+        "output": str(target),
+    }
+    ctx.emit(result, f"wrote {_size(int(opened['size']))} to {target}")
+    return 0
+
+
+# -- list, history ---------------------------------------------------------------------------
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n = n / 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "file_list"}
+    if args.vault is not None:
+        body["vault"] = args.vault
+    if args.tag is not None:
+        body["tag"] = args.tag
+    result = ctx.request(body)
+    lines = [f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {one_line(i['title'])}" for i in result["items"]]
+    ctx.emit(result, "\n".join(lines) if lines else "no files")
+    return 0
+
+
+def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "history", "id": args.id})
+    lines = []
+    for rev in result["revisions"]:
+        when = datetime.fromtimestamp(rev["created_ms"] / 1000).astimezone().isoformat(timespec="seconds")
+        mark = " (deleted)" if rev["tombstone"] else (" (head)" if rev["head"] else "")
+        lines.append(f"{rev['short_revision']}  {when}  {one_line(rev['author'])}  {one_line(rev['title'])}{mark}")
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+# -- exec (JB-4) -----------------------------------------------------------------------------
+def cmd_exec(ctx: Context, args: argparse.Namespace) -> int:
+    from engine.cli.run_child import run_child
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("name the program after --, e.g. memories file exec ID -- cat {file}")
+    if not any("{file}" in word for word in command):
+        raise UsageError("write {file} where the program takes the file's path")
+    workspace = tempfile.mkdtemp(prefix="memories-file-")  # 0700, private to this user
+    try:
+        with _opened(ctx, args.id, args.rev) as opened:
+            name = Path(str(opened.get("name") or "file")).name or "file"
+            path = os.path.join(workspace, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as sink:
+                download(ctx, opened, sink)
+        ctx.close()  # the snapshot is ours now: the child does not hold the engine
+        return run_child([word.replace("{file}", path) for word in command])
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)

@@ -1,0 +1,302 @@
+"""File assets (HI-1 kind "file", FI-1): chunked upload and download over IPC.
+
+An upload is ``file_begin`` → ``file_chunk`` × N (≤ 8 chunks of 256 KiB each) →
+``file_commit``: every chunk is sealed and written as it arrives, and the commit signs one
+revision over the chunk digests (the same DAG as every other kind), with its audit entry,
+in one transaction. A download is ``file_open`` (an authorized read: the intent is
+committed first) → ``file_read`` by chunk index → ``file_close``; it is pinned to one
+revision, so later writes do not change what it delivers. Both kinds of handle belong to
+the caller that opened them and die with a lock. Engine memory per transfer is a few
+chunks, whatever the file size.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.crypto.chunks import CHUNK_BYTES
+from engine.errors import MemoriesError
+from engine.files import FILE_KIND, FileUpload, file_info, open_file_chunk, text_of_sample
+from engine.service import requests_files as rq
+from engine.service.caller import Caller
+from engine.service.handlers.assets import SECRET_BODY_KINDS, make_summary, visible_entry, write_one
+from engine.service.handlers.vaults import vault_for
+from engine.service.projections import asset_summary, revision_ref
+from engine.service.registry import op
+from engine.service.service import EXTENSIONS, Service
+from engine.vault.core import Unlocked
+from engine.vault.revision import Revision
+
+# A file body is never returned, diffed or exported by a generic op (it may be GiBs of
+# binary): `get` shows its metadata, `diff` its title and tags; `file get` streams it.
+SECRET_BODY_KINDS.add(FILE_KIND)
+
+MAX_OPEN = 16  # transfers open at once per engine
+IDLE_SECONDS = 600.0  # a transfer untouched this long is dropped (its chunks removed)
+
+
+@dataclass
+class _Upload:
+    upload: FileUpload
+    owner: str
+    title: str
+    tags: list[str]
+    name: str
+    touched: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Read:
+    rev: Revision
+    owner: str
+    touched: float = field(default_factory=time.monotonic)
+
+
+class Transfers:
+    def __init__(self) -> None:
+        self.uploads: dict[str, _Upload] = {}
+        self.reads: dict[str, _Read] = {}
+        self.lock = threading.Lock()
+
+    def drop_all(self) -> None:
+        with self.lock:
+            uploads, self.uploads, self.reads = list(self.uploads.values()), {}, {}
+        for pending in uploads:
+            pending.upload.discard()
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for key, pending in list(self.uploads.items()):
+            if now - pending.touched > IDLE_SECONDS:
+                del self.uploads[key]
+                pending.upload.discard()
+        for key, read in list(self.reads.items()):
+            if now - read.touched > IDLE_SECONDS:
+                del self.reads[key]
+
+    def room(self) -> None:
+        self._expire()
+        if len(self.uploads) + len(self.reads) >= MAX_OPEN:
+            raise MemoriesError("busy", f"{MAX_OPEN} file transfers are open; finish one first.")
+
+    def upload(self, handle: str, caller: Caller) -> _Upload:
+        pending = self.uploads.get(handle)
+        if pending is None or pending.owner != caller.namespace:
+            raise MemoriesError("not_found", "No open file upload has that handle; start again.")
+        pending.touched = time.monotonic()
+        return pending
+
+    def read(self, handle: str, caller: Caller) -> _Read:
+        read = self.reads.get(handle)
+        if read is None or read.owner != caller.namespace:
+            raise MemoriesError("not_found", "No open file read has that handle; open the file again.")
+        read.touched = time.monotonic()
+        return read
+
+
+_TRANSFERS: weakref.WeakKeyDictionary[Service, Transfers] = weakref.WeakKeyDictionary()
+
+
+def transfers_of(service: Service) -> Transfers:
+    found = _TRANSFERS.get(service)
+    if found is None:
+        found = _TRANSFERS[service] = Transfers()
+    return found
+
+
+def _setup(service: Service) -> None:
+    transfers = transfers_of(service)
+    service.on_lock.append(transfers.drop_all)
+
+
+EXTENSIONS.append(_setup)
+
+
+def _decode(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise MemoriesError("invalid_input", "A file chunk is not valid base64.") from None
+
+
+def _file_entry(state: Unlocked, ref: str) -> Any:
+    entry = visible_entry(state, ref)
+    if entry.kind != FILE_KIND:
+        raise MemoriesError("invalid_input", "That item is not a file; `memories get` shows it.")
+    return entry
+
+
+@op(rq.FileBegin)
+def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    transfers = transfers_of(service)
+    if request.id is not None:
+        entry = _file_entry(state, request.id)
+        if entry.in_conflict:
+            raise MemoriesError("conflict")
+        asset_id, parents = entry.asset_id, list(entry.heads)
+        vault = service.vault.writable_vault(state, asset_id, None)
+    else:
+        asset_id, parents = os.urandom(16), []
+        vault = service.vault.writable_vault(state, asset_id, vault_for(state, request.vault))
+    with transfers.lock:
+        transfers.room()
+        upload = FileUpload(
+            store=service.vault.require_store(),
+            vault=vault,
+            asset_id=asset_id,
+            parents=parents,
+            size=request.size,
+            owner=caller.namespace,
+        )
+        handle = os.urandom(16).hex()
+        transfers.uploads[handle] = _Upload(upload, caller.namespace, request.title, list(request.tags), request.name)
+    return {"upload": handle, "chunk_bytes": CHUNK_BYTES, "chunks": upload.total, "per_request": rq.CHUNKS_PER_FRAME}
+
+
+@op(rq.FileChunk)
+def file_chunk(service: Service, request: rq.FileChunk, caller: Caller) -> dict[str, Any]:
+    service.require_unlocked()
+    transfers = transfers_of(service)
+    with transfers.lock:
+        pending = transfers.upload(request.upload, caller)
+    pieces = [_decode(text) for text in request.data]
+    try:
+        pending.upload.add(request.index, pieces)
+    except MemoriesError:
+        _abort(transfers, request.upload)
+        raise
+    return {"received": pending.upload.received, "next": pending.upload.next_index}
+
+
+def _abort(transfers: Transfers, handle: str) -> None:
+    with transfers.lock:
+        pending = transfers.uploads.pop(handle, None)
+    if pending is not None:
+        pending.upload.discard()
+
+
+@op(rq.FileCommit)
+def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    transfers = transfers_of(service)
+    with transfers.lock:
+        pending = transfers.upload(request.upload, caller)
+    upload = pending.upload
+    try:
+        digest = upload.hasher.hexdigest()
+        if digest != request.sha256:
+            raise MemoriesError("invalid_input", "The file changed while it was read; nothing was saved.")
+        text = text_of_sample(bytes(upload.sample))
+        info = {"size": upload.size, "sha256": digest, "text": text is not None, "name": pending.name}
+        summary = make_summary(pending.title, pending.tags, {}, file=info)
+        for guard in service.vault.revision_guards:  # the same guards as every revision (no body text here)
+            summary, _ = guard(service.vault, state, upload.asset_id, summary, "")
+        rev = upload.finish(state, summary)
+        result = write_one(service, state, caller, "file_add", rev, [])
+    except MemoriesError:
+        _abort(transfers, request.upload)
+        raise
+    with transfers.lock:
+        transfers.uploads.pop(request.upload, None)
+    return {**result, "size": upload.size, "sha256": digest}
+
+
+@op(rq.FileAbort)
+def file_abort(service: Service, request: rq.FileAbort, caller: Caller) -> dict[str, Any]:
+    transfers = transfers_of(service)
+    with transfers.lock:
+        transfers.upload(request.upload, caller)
+    _abort(transfers, request.upload)
+    return {"aborted": True}
+
+
+@op(rq.FileOpen)
+def file_open(service: Service, request: rq.FileOpen, caller: Caller) -> dict[str, Any]:
+    """An authorized read: the intent is committed before any byte is delivered."""
+    state = service.require_unlocked()
+    entry = _file_entry(state, request.id)
+    if request.rev is not None:
+        rev = state.index.resolve_revision(entry, request.rev)
+        if rev.tombstone:
+            raise MemoriesError("not_found", "That revision deleted the file; name an earlier one.")
+    else:
+        if entry.in_conflict:
+            raise MemoriesError("conflict")
+        rev = max((r for r in state.index.head_revisions(entry) if not r.tombstone), key=lambda r: (r.created_ms, r.seq))
+    summary = service.vault.summary_of(state, rev)
+    transfers = transfers_of(service)
+    with transfers.lock:
+        transfers.room()
+    service.vault.commit_intent(state, "file_get", caller, [entry.asset_id])
+    handle = os.urandom(16).hex()
+    with transfers.lock:
+        transfers.reads[handle] = _Read(rev, caller.namespace)
+    info = file_info(summary)
+    return {
+        "read": handle,
+        "id": entry.asset_id.hex(),
+        "short_id": state.index.short_id(entry.asset_id),
+        **revision_ref(rev),
+        "title": summary.get("title", ""),
+        "name": str(info.get("name", "")),
+        "size": int(rev.body["body_len"]),
+        "sha256": str(info.get("sha256", "")),
+        "chunks": len(rev.body["body"]),
+        "per_request": rq.CHUNKS_PER_FRAME,
+    }
+
+
+@op(rq.FileRead)
+def file_read(service: Service, request: rq.FileRead, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    transfers = transfers_of(service)
+    with transfers.lock:
+        read = transfers.read(request.read, caller)
+    rev = read.rev
+    vault = state.vaults[bytes(rev.body["vault"])]
+    epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
+    store = service.vault.require_store()
+    total = len(rev.body["body"])
+    end = min(total, request.index + request.count)
+    if request.index >= total:
+        raise MemoriesError("invalid_input", "That chunk is outside the file.")
+    data = [base64.b64encode(open_file_chunk(rev, epoch_key, store, i)).decode("ascii") for i in range(request.index, end)]
+    return {"index": request.index, "data": data}
+
+
+@op(rq.FileClose)
+def file_close(service: Service, request: rq.FileClose, caller: Caller) -> dict[str, Any]:
+    transfers = transfers_of(service)
+    with transfers.lock:
+        transfers.read(request.read, caller)
+        transfers.reads.pop(request.read, None)
+    return {"closed": True}
+
+
+@op(rq.FileList)
+def file_list(service: Service, request: rq.FileList, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    vault_id = vault_for(state, request.vault).vault_id
+    items = []
+    for entry in state.index.visible():
+        if entry.vault_id != vault_id or entry.kind != FILE_KIND:
+            continue
+        summary = asset_summary(service, state, entry)
+        if request.tag is not None and request.tag not in summary["tags"]:
+            continue
+        heads = [r for r in state.index.head_revisions(entry) if not r.tombstone]
+        newest = max(heads, key=lambda r: (r.created_ms, r.seq))
+        info = file_info(service.vault.summary_of(state, newest))
+        items.append(
+            {**summary, "size": int(newest.body["body_len"]), "name": str(info.get("name", "")), "text": bool(info.get("text"))}
+        )
+    items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=True)
+    return {"items": items, "total": len(items)}

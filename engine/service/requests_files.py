@@ -1,0 +1,99 @@
+"""Requests of file assets (FI-1) and of `memories run` (RN-1, API-7)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from engine.service.requests import AssetRef, Request, Tags, Title, VaultRef
+
+__all__ = [
+    "CHUNKS_PER_FRAME",
+    "FileBegin",
+    "FileChunk",
+    "FileCommit",
+    "FileAbort",
+    "FileOpen",
+    "FileRead",
+    "FileClose",
+    "FileList",
+    "RunBoundPrepare",
+    "RunBoundFinish",
+]
+
+# Chunks of 256 KiB per request or answer: 2 MiB of data, ~2.8 MB of base64, well inside a frame.
+CHUNKS_PER_FRAME = 8
+Handle = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
+# One base64 chunk of at most 256 KiB (344 ASCII characters per 256 bytes).
+ChunkText = Annotated[str, msgspec.Meta(max_length=349_528)]
+Index = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
+FileName = Annotated[str, msgspec.Meta(max_length=255)]
+
+
+class FileBegin(Request, tag="file_begin"):
+    """Start writing a file revision of ``size`` bytes (a new file, or a new revision of ``id``)."""
+
+    title: Title
+    size: Annotated[int, msgspec.Meta(ge=0, le=1 << 40)]
+    tags: Tags = []
+    name: FileName = ""
+    id: AssetRef | None = None
+    vault: VaultRef | None = None
+
+
+class FileChunk(Request, tag="file_chunk"):
+    upload: Handle
+    index: Index
+    data: Annotated[list[ChunkText], msgspec.Meta(min_length=1, max_length=CHUNKS_PER_FRAME)]
+
+
+class FileCommit(Request, tag="file_commit"):
+    upload: Handle
+    # The SHA-256 (hex) the client computed while reading: a file that changed while it was read is refused.
+    sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+
+
+class FileAbort(Request, tag="file_abort"):
+    upload: Handle
+
+
+class FileOpen(Request, tag="file_open"):
+    """An authorized read (an intent is committed first) of one revision of a file."""
+
+    id: AssetRef
+    rev: AssetRef | None = None
+
+
+class FileRead(Request, tag="file_read"):
+    read: Handle
+    index: Index
+    count: Annotated[int, msgspec.Meta(ge=1, le=CHUNKS_PER_FRAME)] = CHUNKS_PER_FRAME
+
+
+class FileClose(Request, tag="file_close"):
+    read: Handle
+
+
+class FileList(Request, tag="file_list"):
+    vault: VaultRef | None = None
+    tag: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] | None = None
+
+
+EnvName = Annotated[str, msgspec.Meta(pattern="^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+SecretRef = Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+
+
+class RunBoundPrepare(Request, tag="run_bound_prepare"):
+    """Resolve secrets for `memories run` (API-7): by label, ``ID:LABEL`` or ``card:ID#field``."""
+
+    env: Annotated[dict[EnvName, SecretRef], msgspec.Meta(max_length=64)] = {}
+    # Labels named by {{secret:LABEL}} in a template file.
+    template: Annotated[list[SecretRef], msgspec.Meta(max_length=64)] = []
+
+
+class RunBoundFinish(Request, tag="run_bound_finish"):
+    """Audit how the program run with the secrets ended (API-7)."""
+
+    run: Handle
+    exit_code: Annotated[int, msgspec.Meta(ge=-255, le=255)]
