@@ -16,6 +16,7 @@ from engine.service.handlers import (
     session,  # status, init, unlock, lock, sudo, shutdown
     sync,  # sync listener, tokens, sync runs, status (issue 14)
     sync_local,  # quarantine review, vault fork resolve (issue 14, SY-2, SY-3)
+    transcripts,  # agent transcripts: import, list, show, recall_turn, recall_session (issue 18, AG-5)
     transfer,  # import, export
     vaults,  # vault new, vaults, members, roles, transfer, rotate (issue 13)
 )
@@ -36,6 +37,7 @@ __all__ = [
     "session",
     "sync",
     "sync_local",
+    "transcripts",
     "transfer",
     "vaults",
 ]
