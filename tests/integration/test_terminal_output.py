@@ -198,7 +198,7 @@ def test_remote_tcp_instruction_is_text_not_python_bytes(vault: Cli, tmp_path: P
         assert b"send PING \\x1b]52" in listed and b"b'" not in listed
         ticket = vault.ok("remote", "list")["tickets"][0]
         # --json: the engine's display text, exact (control characters unescaped), never b'…'
-        assert ticket["instruction"] == "send PING \x1b]52;c;eA==\x07\r\n\\xff  (%d bytes)" % len(payload)
+        assert ticket["instruction"] == f"send PING \x1b]52;c;eA==\x07\r\n\\xff  ({len(payload)} bytes)"
         vault.ok("remote", "approve", ticket["ticket"])
         out = _text(vault, "remote", "exec", ticket["ticket"])
         _assert_clean(out.rstrip(b"\n"), ("remote", "exec"))
