@@ -85,6 +85,7 @@ OP_CAPABILITY: Final[dict[str, str]] = {
     "card_link": "write",
     "card_link_many": "write",
     "card_unlink": "write",
+    "annotate": "write",  # AG-7: a note on a memory or card (a new revision, body unchanged)
     # deletes
     "delete": "delete",
 }

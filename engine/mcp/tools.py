@@ -119,6 +119,13 @@ class ConnectionsArgs(_Args):
     depth: Annotated[int, msgspec.Meta(ge=1, le=3, description="How many links away to look.")] = 1
 
 
+class AnnotateArgs(_Args):
+    id: Annotated[Ref, msgspec.Meta(description="The memory or card to annotate.")]
+    note: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=4000, description="The note: a correction, a follow-up, where it came from.")
+    ]
+
+
 class RecallArgs(_Args):
     id: Annotated[Ref, msgspec.Meta(description="The memory or card to start from.")]
     hops: Annotated[int, msgspec.Meta(ge=1, le=4, description="How many links activation may travel.")] = 2
@@ -289,6 +296,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         "List the revisions of a memory or card (author, time, title), oldest first.",
         IdArgs,
         lambda a: {"op": "history", "id": a.id},
+    ),
+    ToolSpec(
+        "annotate",
+        "Annotate a memory or card",
+        "Attach a dated note, signed as you, to a memory or card without rewriting it: corrections, "
+        "follow-ups, where it came from. Reads show the notes under `annotations`; history shows the revision.",
+        AnnotateArgs,
+        lambda a: {"op": "annotate", "id": a.id, "note": a.note},
+        read_only=False,
     ),
 )
 

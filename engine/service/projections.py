@@ -59,7 +59,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
 def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body: bool = True) -> dict[str, Any]:
     """Title, body, tags, meta of one revision; ``with_body=False`` for secret-bodied kinds."""
     summary = service.vault.summary_of(state, rev)
-    return {
+    view = {
         **revision_ref(rev),
         "title": summary.get("title", ""),
         "body": visible_body(service, state, rev) if with_body and not rev.tombstone else "",
@@ -69,3 +69,7 @@ def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body:
         "created_ms": rev.created_ms,
         "author": fingerprint(rev.author)[:16],
     }
+    notes = summary.get("annotations")
+    if isinstance(notes, list) and notes:  # AG-7: dated, attributed notes (engine/service/handlers/agents.py)
+        view["annotations"] = [dict(n) for n in notes if isinstance(n, dict)]
+    return view

@@ -37,6 +37,7 @@ TOOLS = {
     "connections",
     "recall_connected",
     "history",
+    "annotate",
 }
 
 

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import Cli
-from tests.mcp.support import environ_without_token, result_of
+from tests.mcp.support import environ_without_token, error_of, grant, result_of, stdio_client
 
 
 @pytest.fixture
@@ -100,7 +100,8 @@ def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, 
     keeps the user's other servers and settings, and deletes the stored token."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "opencode.json").write_text(json.dumps({"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}}))
+    user_opencode = {"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}}
+    (project / "opencode.json").write_text(json.dumps(user_opencode))
     codex_home = Path(connected.env["HOME"]) / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n')
@@ -118,7 +119,7 @@ def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, 
 
     connected.ok("agent", "disconnect", "codex")
     connected.ok("agent", "disconnect", "opencode")
-    assert json.loads((project / "opencode.json").read_text()) == {"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}}
+    assert json.loads((project / "opencode.json").read_text()) == user_opencode
     assert (codex_home / "config.toml").read_text() == 'model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n'
     assert not _token_file(connected, "codex").exists() and not _token_file(connected, "opencode").exists()
     assert connected.ok("mcp", "grants")["grants"] == []
@@ -163,3 +164,35 @@ def test_revoked_or_missing_token_names_the_command_that_fixes_it(connected: Cli
     assert _token_file(connected, "claude-code").read_text().strip() != token
     listed = connected.ok("agent", "list")["agents"]
     assert [(a["name"], a["active"]) for a in listed] == [("claude-code", True)]
+
+
+def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli) -> None:
+    """AG-7: the MCP `annotate` tool adds a note (time, agent) as a new revision with the body,
+    title and tags unchanged; reads show it, history has the revision; a read grant is refused."""
+    vault.sudo()
+    writer = grant(vault, "scribe", "read_write")
+    reader = grant(vault, "viewer", "read")
+    item = vault.put("Deploy recipe", "Run make release\nthen tag it", "ops")
+    before = vault.ok("get", item["id"])
+
+    async def scenario() -> None:
+        async with stdio_client(vault, writer) as client:
+            short = item["id"][:12]
+            done = result_of(await client.call_tool("annotate", {"id": short, "note": "Tagging needs the gpg key now"}))
+            assert done["annotations"] == 1
+            read = result_of(await client.call_tool("memory_read", {"id": short}))
+            assert read["body"] == "Run make release\nthen tag it" and read["title"] == "Deploy recipe"
+            assert [(a["note"], a["by"]) for a in read["annotations"]] == [("Tagging needs the gpg key now", "agent:scribe")]
+            assert read["annotations"][0]["at_ms"] >= before["created_ms"]
+            bad = error_of(await client.call_tool("annotate", {"id": short, "note": ""}))
+            assert bad["code"] == "invalid_request"
+        async with stdio_client(vault, reader) as client:
+            denied = error_of(await client.call_tool("annotate", {"id": item["id"][:12], "note": "nope"}))
+            assert denied["code"] == "scope_denied"
+
+    asyncio.run(scenario())
+    after = vault.ok("get", item["id"])
+    assert after["body"] == before["body"] and after["tags"] == before["tags"]
+    assert [a["note"] for a in after["annotations"]] == ["Tagging needs the gpg key now"]
+    history = vault.ok("history", item["id"])["revisions"]
+    assert len(history) == 2 and history[-1]["head"]

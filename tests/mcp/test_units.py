@@ -12,6 +12,7 @@ from engine.agents import grants as g
 from engine.errors import MemoriesError
 from engine.mcp import tools
 from engine.service.handlers.mcp_grants import scrub_result
+from tests.mcp.support import TOOLS
 
 
 def make_grant(token: str, name: str = "a", revoked: bool = False) -> g.Grant:
@@ -97,7 +98,7 @@ def test_scrub_and_short_handles() -> None:
 
 def test_tool_schemas_are_inline_and_closed() -> None:
     """AG-3: every tool publishes a closed object schema without $ref."""
-    assert len(tools.TOOL_NAMES) == len(set(tools.TOOL_NAMES)) == 14
+    assert len(tools.TOOL_NAMES) == len(set(tools.TOOL_NAMES)) and set(tools.TOOL_NAMES) == TOOLS
     for spec in tools.TOOLS:
         schema = tools.input_schema(spec)
         assert schema["type"] == "object" and schema["additionalProperties"] is False

@@ -1,6 +1,7 @@
 """Importing this package registers every op handler with the registry (and feature hooks)."""
 
 from engine.service.handlers import (
+    agents,  # annotate: dated, attributed notes on memories and cards (issue 18, AG-7)
     assets,  # put, edit, get, list, delete, history, diff
     audit,  # the audit log, readable by its owner (AU-1, issue 13)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
@@ -22,6 +23,7 @@ from engine.service.handlers import (
 )
 
 __all__ = [
+    "agents",
     "assets",
     "audit",
     "cards",
