@@ -86,6 +86,9 @@ class Inventory:
     # exchange key (from the vault policy), and audit entries go only to a device of our own
     # user. The transport must check it is the authenticated peer device (docs/sync.md).
     device: bytes | None = None
+    # Set when revision_ids/audit_ids are only what changed since the last completed sync with
+    # the receiver: the digest of that sync's mark (engine/sync/marks.py).
+    base: bytes | None = None
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
@@ -97,13 +100,18 @@ class Inventory:
         }
         if self.device is not None:
             wire["device"] = self.device
+        if self.base is not None:
+            wire["base"] = self.base
         return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> Inventory:
         keys = {"v", "vault", "policy_heads", "revision_ids", "audit_ids"}
-        if not isinstance(obj, dict) or not keys <= set(obj) or not set(obj) <= keys | {"device"}:
+        if not isinstance(obj, dict) or not keys <= set(obj) or not set(obj) <= keys | {"device", "base"}:
             raise _invalid("The inventory is malformed.")
+        base = obj.get("base")
+        if base is not None and (not isinstance(base, (bytes, bytearray)) or len(base) != _ID):
+            raise _invalid("The inventory's base is not a 32-byte digest.")
         device = obj.get("device")
         if device is not None and (not isinstance(device, (bytes, bytearray)) or len(device) != _ID):
             raise _invalid("The inventory names no valid device ID.")
@@ -118,6 +126,7 @@ class Inventory:
             sorted(_ids(obj["revision_ids"], "revision IDs")),
             _ids(obj["audit_ids"], "audit IDs"),
             None if device is None else bytes(device),
+            None if base is None else bytes(base),
         )
 
 
@@ -201,6 +210,8 @@ def make_bundle(core: VaultCore, state: Unlocked, vault_id: bytes, peer: Invento
     vault = _vault(state, vault_id)
     if peer.vault_id != vault.vault_id:
         raise MemoriesError("invalid_input", "The peer's inventory is of another vault.")
+    if peer.base is not None:
+        raise MemoriesError("invalid_input", "A delta inventory must be expanded first (engine/sync/marks.py expand).")
     store = core.require_store()
     packer = _Packer(vault.vault_id, max_bytes)
     # Policies from the first one the peer does not hold (the whole history if it lacks the

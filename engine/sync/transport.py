@@ -129,6 +129,9 @@ class LocalSide:
     merge: Callable[[bytes, dict[bytes, list[bytes]]], list[dict[str, Any]]]
     # Pending received chunks not yet merged (the status inbox).
     inbox: Callable[[int], None] = lambda _count: None
+    # (peer device, vault IDs) -> full inventories of those vaults, when the peer could not use
+    # the delta sent first (engine/sync/marks.py); None: this side never sends deltas.
+    full_inventories: Callable[[bytes, list[bytes]], list[dict[str, Any]]] | None = None
 
     @property
     def device_pub(self) -> bytes:
@@ -408,6 +411,24 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
     peer_invs = header.get("vaults")
     if header["t"] != "inv" or not isinstance(peer_invs, list) or len(peer_invs) > 10_000:
         raise _invalid("The peer's inventory message is malformed.")
+    # A delta inventory (with "base") is usable only when both sides sent one with the same base;
+    # both sides see the same two messages, so both know which vaults need a second, full round.
+    resend = _unmatched(own_invs, peer_invs)
+    expect = _unmatched(peer_invs, own_invs)
+    if resend:
+        if local.full_inventories is None:
+            raise _invalid("This side sent a delta inventory it cannot replace with a full one.")
+        full = await _blocking(local.full_inventories, peer, resend)
+        await channel.send(sealed.seal({"t": "inv_full", "vaults": full}))
+    if expect:
+        header, _ = sealed.open(await channel.recv(wait))
+        fulls = header.get("vaults")
+        if header["t"] != "inv_full" or not isinstance(fulls, list) or len(fulls) > len(expect):
+            raise _invalid("The peer's full inventory message is malformed.")
+        replaced = {bytes(inv["vault"]): inv for inv in fulls if isinstance(inv, dict) and isinstance(inv.get("vault"), bytes)}
+        if set(replaced) != set(expect) or any("base" in inv for inv in replaced.values()):
+            raise _invalid("The peer's full inventories do not answer the vaults that needed them.")
+        peer_invs = [replaced.get(_inv_vault(inv) or b"", inv) for inv in peer_invs]
     bundles: list[tuple[bytes, list[bytes]]] = await _blocking(local.bundles, peer, peer_invs)
     received: dict[bytes, list[bytes]] = {}
 
@@ -450,7 +471,8 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
             with contextlib.suppress(asyncio.CancelledError, MemoriesError):
                 await sender
     # SY-1: merge only now, with everything the peer sent, one merge per vault.
-    result.merged = await _blocking(local.merge, peer, received) if received else []
+    # Even with nothing received the merge step runs: it records this sync's mark.
+    result.merged = await _blocking(local.merge, peer, received)
     received.clear()
     local.inbox(0)
     await channel.send(sealed.seal({"t": "report", "vaults": result.merged}))
@@ -465,6 +487,25 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
     if head["t"] != "report" or not isinstance(reports, list):
         raise _invalid("The peer's report is malformed.")
     result.peer_merged = [r for r in reports[:1000] if isinstance(r, dict)]
+
+
+def _inv_vault(inv: object) -> bytes | None:
+    if isinstance(inv, dict) and isinstance(inv.get("vault"), bytes):
+        return bytes(inv["vault"])
+    return None
+
+
+def _unmatched(first: list[Any], second: list[Any]) -> list[bytes]:
+    """Vaults for which ``first`` holds a delta inventory that ``second`` does not match."""
+    bases = {_inv_vault(inv): inv.get("base") for inv in second if isinstance(inv, dict)}
+    out: list[bytes] = []
+    for inv in first:
+        vault = _inv_vault(inv)
+        if vault is None or not isinstance(inv, dict) or inv.get("base") is None:
+            continue
+        if bases.get(vault) != inv["base"] and vault not in out:
+            out.append(vault)
+    return out
 
 
 # -- addresses and TLS ---------------------------------------------------------------------------

@@ -169,7 +169,8 @@ def _authorized_peer(state: Unlocked, device: bytes, user: bytes | None = None) 
 
 def _local_side(service: Service, actor: Caller) -> LocalSide:
     """Keys and the domain steps for one session; every step re-checks the lock generation."""
-    from engine.sync.bundle import Inventory, inventory, make_bundle, shared_vault_ids
+    from engine.sync.bundle import Inventory, make_bundle, shared_vault_ids
+    from engine.sync.marks import Lists, delta_inventory, expand, full_inventory, lists, mark_record
 
     manager = manager_of(service)
     with service.lock:
@@ -193,8 +194,30 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
                 "sync_unauthorized", "The peer device is not authorized by this vault's current policy (revoked or unknown)."
             )
 
+    # What each vault's inventory was made from: the marks recorded after the merge use it.
+    at_inventory: dict[bytes, Lists] = {}
+
     def inventories(peer: bytes) -> list[dict[str, Any]]:
-        return locked(lambda current: [inventory(service.vault, current, v).to_wire() for v in peer_vaults(current, peer)])
+        def build(current: Unlocked) -> list[dict[str, Any]]:
+            out = []
+            for vault_id in peer_vaults(current, peer):
+                inv, lists_now = delta_inventory(current, vault_id, peer)
+                at_inventory[vault_id] = lists_now
+                out.append(inv.to_wire())
+            return out
+
+        return locked(build)
+
+    def full_inventories(peer: bytes, vault_ids: list[bytes]) -> list[dict[str, Any]]:
+        def build(current: Unlocked) -> list[dict[str, Any]]:
+            wanted = set(vault_ids)
+            out = []
+            for vault_id in peer_vaults(current, peer):
+                if vault_id in wanted and vault_id in at_inventory:
+                    out.append(full_inventory(current, vault_id, peer, at_inventory[vault_id]).to_wire())
+            return out
+
+        return locked(build)
 
     def bundles(peer: bytes, wires: list[dict[str, Any]]) -> list[tuple[bytes, list[bytes]]]:
         theirs: dict[bytes, Inventory] = {}
@@ -202,12 +225,12 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
             inv = Inventory.from_wire(wire)
             if inv.device is not None and inv.device != peer:
                 raise MemoriesError("sync_invalid", "The peer sent an inventory made by another device.")
-            theirs[inv.vault_id] = Inventory(inv.vault_id, inv.policy_heads, inv.revision_ids, inv.audit_ids, peer)
+            theirs[inv.vault_id] = Inventory(inv.vault_id, inv.policy_heads, inv.revision_ids, inv.audit_ids, peer, inv.base)
 
         def build(current: Unlocked) -> list[tuple[bytes, list[bytes]]]:
             out = []
             for vault_id in peer_vaults(current, peer):
-                inv = theirs.get(vault_id) or Inventory(vault_id, [], [], [], peer)
+                inv = expand(current, theirs.get(vault_id) or Inventory(vault_id, [], [], [], peer), peer)
                 chunks = make_bundle(service.vault, current, vault_id, inv, max_bytes=CHUNK_BYTES)
                 if chunks:
                     out.append((vault_id, chunks))
@@ -220,11 +243,17 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
 
         def run(current: Unlocked) -> list[dict[str, Any]]:
             reports = []
+            before = {v: lists(current, v, peer).position() for v in at_inventory if v in current.vaults}
             for vault_id, chunks in received.items():
                 report = merge(service.vault, current, chunks, peer_device=peer, actor=actor)
                 reports.append(report.to_wire())
                 del vault_id
-            service.vault.commit(current, [], [], [_watermark(current, peer)])
+            marks = [
+                mark_record(current, v, peer, at_inventory[v], position)
+                for v, position in before.items()
+                if current.vaults[v].policy.authorizes_device(peer)
+            ]
+            service.vault.commit(current, [], [], [_watermark(current, peer), *marks])
             return reports
 
         return locked(run)
@@ -242,6 +271,7 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
         bundles=bundles,
         merge=merge_all,
         inbox=inbox,
+        full_inventories=full_inventories,
     )
 
 
