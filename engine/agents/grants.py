@@ -128,6 +128,9 @@ class Grant:
     created_ms: int
     revoked_ms: int | None = None
     used_ms: int | None = None
+    # AG-5: may this agent read imported transcripts (recall_turn/recall_session, and transcript
+    # hits in search/retrieve/ask)? Off unless the grant was created with it.
+    transcripts: bool = False
 
     @property
     def active(self) -> bool:
@@ -143,6 +146,7 @@ class Grant:
             token_hash=bytes(record["token_hash"]),
             hint=str(record["hint"]),
             created_ms=int(record["created_ms"]),
+            transcripts=record.get("transcripts") is True,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -155,6 +159,7 @@ class Grant:
             "token_hash": self.token_hash,
             "hint": self.hint,
             "created_ms": self.created_ms,
+            **({"transcripts": True} if self.transcripts else {}),
         }
 
 
@@ -182,6 +187,7 @@ def load_grants(extra_records: dict[str, list[tuple[int, dict[str, Any]]]]) -> l
                 base.created_ms,
                 revoked_ms=revoked.get(base.grant_id),
                 used_ms=used.get(base.grant_id),
+                transcripts=base.transcripts,
             )
         )
     return grants

@@ -36,6 +36,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--name", required=True, help="a label for the agent, e.g. claude")
     a.add_argument("--scope", required=True, choices=_SCOPES, help="what the agent may do")
     a.add_argument("--vault", action="append", dest="vaults", metavar="NAME", help="repeatable (default: default)")
+    a.add_argument("--transcripts", action="store_true", help="let the agent read imported agent transcripts (AG-5)")
     a.set_defaults(func=cmd_grant)
 
     a = actions.add_parser("grants", parents=[common], help="list grants (needs `memories sudo`)")
@@ -117,6 +118,8 @@ def cmd_grant(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "mcp_grant", "name": args.name, "scope": args.scope}
     if args.vaults:
         body["vaults"] = args.vaults
+    if args.transcripts:
+        body["transcripts"] = True
     result = ctx.request(body)
     text = (
         f"grant {result['name']} ({result['scope']}, vaults: {', '.join(result['vaults'])})\n"

@@ -24,6 +24,8 @@ class McpGrantCreate(Request, tag="mcp_grant"):
     vaults: Annotated[list[VaultName], msgspec.Meta(min_length=1, max_length=64)] = msgspec.field(
         default_factory=lambda: ["default"]
     )
+    # AG-5: the agent may read imported transcripts (off by default).
+    transcripts: bool = False
 
 
 class McpGrantList(Request, tag="mcp_grants"):

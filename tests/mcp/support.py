@@ -38,6 +38,8 @@ TOOLS = {
     "recall_connected",
     "history",
     "annotate",
+    "recall_turn",
+    "recall_session",
 }
 
 

@@ -33,6 +33,9 @@ __all__ = ["scrub_result", "LAST_USED_PERSIST_MS"]
 # Last use is exact in memory and persisted at most this often per grant (no commit,
 # hence no fsync, on the hot path of every agent call).
 LAST_USED_PERSIST_MS = 60 * 60 * 1000
+# Transcript reads (AG-5); the kind name is that of engine/transcripts/session.py.
+TRANSCRIPT_KIND = "transcript"
+TRANSCRIPT_OPS = frozenset({"recall_turn", "recall_session", "transcript_list", "transcript_show", "transcript_known"})
 # Keys that never leave the daemon towards an agent, whatever op produced them (CD-7, CD-8).
 _SCRUBBED_KEYS = frozenset({"secret", "secrets"})
 
@@ -116,6 +119,7 @@ def _grant_view(state: Unlocked, grant: g.Grant, last_used: int | None) -> dict[
         "last_used_ms": used,
         "revoked_ms": grant.revoked_ms,
         "active": grant.active,
+        "transcripts": grant.transcripts,
     }
 
 
@@ -134,6 +138,7 @@ def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> d
         token_hash=g.token_digest(token),
         hint=g.token_hint(token),
         created_ms=_now_ms(),
+        transcripts=request.transcripts,
     )
     audit = service.vault.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
     service.vault.commit(state, [], [], [grant.to_record(), audit])
@@ -223,8 +228,10 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
         g.require_capability(grant.scope, op_name)
         _check_vault(state, grant, inner)
+        _check_transcripts(state, grant, op_name, inner)
         generation = service.session.generation
-    agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid)
+    hidden = frozenset() if grant.transcripts else frozenset({TRANSCRIPT_KIND})
+    agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
     # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
     # in dispatch, exactly as for every other surface.
     result = service.dispatch(inner, agent)
@@ -235,6 +242,22 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         current = _authenticate(service, state, request.token)  # revoked while the op ran: no delivery
         _record_use(service, state, current)
     return {"op": op_name, "result": scrub_result(result)}
+
+
+def _check_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
+    """AG-5: transcripts reach only agents whose grant includes them (search hides them: hidden_kinds)."""
+    if grant.transcripts:
+        return
+    if op_name in TRANSCRIPT_OPS or inner.get("kind") == TRANSCRIPT_KIND:
+        raise MemoriesError("scope_denied", "This grant does not include transcripts.")
+    ref = inner.get("id")
+    if isinstance(ref, str):
+        try:
+            entry = state.index.resolve(ref)
+        except MemoriesError:
+            return
+        if entry.kind == TRANSCRIPT_KIND:
+            raise MemoriesError("scope_denied", "This grant does not include transcripts.")
 
 
 def _record_use(service: Service, state: Unlocked, grant: g.Grant) -> None:

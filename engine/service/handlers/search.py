@@ -22,6 +22,7 @@ from engine.rag.citations import check_citations
 from engine.rag.config import RagConfig, load_rag_config
 from engine.rag.prompt import Source, build_messages
 from engine.rag.providers import chat, embed, rerank_scores, run_sync
+from engine.search.eligibility import INDEXED_KINDS
 from engine.search.index import Mode, VaultIndex
 from engine.search.query import MAX_QUERY_CHARS, ParsedQuery, parse_query
 from engine.search.rerank import RERANK_WINDOW
@@ -236,11 +237,18 @@ def _config(service: Service) -> RagConfig:
     return load_rag_config(service.paths.config_file)
 
 
+def _visible_kinds(kinds: frozenset[str] | None, caller: Caller) -> frozenset[str] | None:
+    """The kinds a search may return to this caller (an MCP grant may hide transcripts, AG-5)."""
+    if not caller.hidden_kinds:
+        return kinds
+    return (kinds if kinds is not None else INDEXED_KINDS) - caller.hidden_kinds
+
+
 # -- ops ---------------------------------------------------------------------------------------
 @op(Search, lock_free=True, mcp_allowed=True)
 def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     runtime = runtime_of(service)
-    kinds = frozenset({request.kind}) if request.kind else None
+    kinds = _visible_kinds(frozenset({request.kind}) if request.kind else None, caller)
     found = _retrieve(
         service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms, request.vault
     )
@@ -277,7 +285,8 @@ def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:
 @op(Retrieve, lock_free=True, mcp_allowed=True)
 def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, Any]:
     runtime = runtime_of(service)
-    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, None, request.wait_ms)
+    kinds = _visible_kinds(None, caller)
+    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms)
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _still_current(runtime, state, found.hits)
@@ -302,7 +311,7 @@ def ask(service: Service, request: Ask, caller: Caller) -> dict[str, Any]:
             "`memories retrieve` works without one.",
         )
     limit = min(request.limit, config.max_sources)
-    found = _retrieve(service, runtime, config, request.query, request.mode, limit, None, request.wait_ms)
+    found = _retrieve(service, runtime, config, request.query, request.mode, limit, _visible_kinds(None, caller), request.wait_ms)
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _still_current(runtime, state, found.hits)
