@@ -36,6 +36,29 @@ class EngineGateway:
     def list_assets(self, kind: str, limit: int, offset: int) -> dict[str, Any]:
         return self._call({"op": "list", "kind": kind, "limit": limit, "offset": offset})
 
+    def list_ordinary(self, kinds: list[str], tag: str | None, limit: int, offset: int, sort: str) -> dict[str, Any]:
+        """Ordinary items only (the engine's `dashboard_list` cannot be widened to other kinds)."""
+        body: dict[str, Any] = {"op": "dashboard_list", "kinds": kinds, "limit": limit, "offset": offset, "sort": sort}
+        if tag is not None:
+            body["tag"] = tag
+        return self._call(body)
+
+    def search(self, query: str, kind: str | None, limit: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"op": "search", "query": query, "limit": limit, "wait_ms": 2000}
+        if kind is not None:
+            body["kind"] = kind
+        return self._call(body)
+
+    def create_asset(self, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return self._call({**fields, "op": "put", "kind": kind})
+
+    def delete_asset(self, asset_id: str) -> dict[str, Any]:
+        return self._call({"op": "delete", "id": asset_id})
+
+    def resolve_asset(self, asset_id: str, keep: str) -> dict[str, Any]:
+        """End a conflict by keeping one head's content as it is (an `edit --resolve`)."""
+        return self._call({"op": "edit", "id": asset_id, "base": keep, "resolve": True})
+
     def get_asset(self, asset_id: str) -> dict[str, Any]:
         return self._call({"op": "get", "id": asset_id})
 

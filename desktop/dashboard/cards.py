@@ -23,7 +23,12 @@ __all__ = [
     "project_summary",
     "project_card",
     "parse_save",
+    "parse_create",
     "check_asset_id",
+    "check_revision",
+    "check_tag",
+    "project_hit",
+    "snippet_parts",
 ]
 
 
@@ -123,12 +128,23 @@ def project_summary(item: dict[str, Any]) -> dict[str, Any]:
     return {k: item[k] for k in _SUMMARY_KEYS if k in item and (k not in ("title", "tags") or k in allowed)}
 
 
+def _allowlisted(spec: KindSpec, raw: dict[str, Any]) -> dict[str, Any]:
+    return {f.name: raw.get(f.name, [] if f.widget == "tags" else "") for f in spec.fields}
+
+
 def project_card(raw: dict[str, Any]) -> dict[str, Any]:
-    """A card as the editor may see it; refuses kinds outside the allowlist."""
+    """A card as the editor may see it; refuses kinds outside the allowlist.
+
+    A card in conflict also carries each head's allowlisted fields and revision, so the
+    page can show both versions side by side and keep one (``versions``)."""
     spec = spec_for(raw.get("kind"))
-    fields = {f.name: raw.get(f.name, [] if f.widget == "tags" else "") for f in spec.fields}
+    fields = _allowlisted(spec, raw)
     heads = raw.get("head_contents") or []
+    versions = [
+        {"revision": h.get("revision"), "short_revision": h.get("short_revision"), "fields": _allowlisted(spec, h)} for h in heads
+    ]
     return {
+        "versions": versions,
         "id": raw.get("id"),
         "short_id": raw.get("short_id"),
         "kind": spec.kind,
@@ -138,6 +154,62 @@ def project_card(raw: dict[str, Any]) -> dict[str, Any]:
         "heads": len(heads) if heads else 1,
         "fields": fields,
     }
+
+
+def check_revision(value: object) -> str:
+    if not isinstance(value, str) or not _REVISION.match(value):
+        raise MemoriesError("invalid_input", "A revision is 6 to 64 lowercase hex characters.")
+    return value
+
+
+def check_tag(value: str) -> str:
+    if not 0 < len(value.strip()) <= MAX_TAG_LENGTH:
+        raise MemoriesError("invalid_input", f"A tag is 1 to {MAX_TAG_LENGTH} characters.")
+    return value.strip()
+
+
+def project_hit(hit: dict[str, Any]) -> dict[str, Any] | None:
+    """A search result as the page may show it; None for kinds outside the allowlist."""
+    if hit.get("kind") not in EDITABLE_KINDS:
+        return None
+    return {
+        **{k: hit[k] for k in ("id", "short_id", "kind", "title", "tags", "revision") if k in hit},
+        "snippet": snippet_parts(str(hit.get("snippet", ""))),
+    }
+
+
+def snippet_parts(text: str) -> list[list[Any]]:
+    """The engine's ``**term**`` highlights as ``[text, highlighted]`` pairs.
+
+    The page turns each pair into a text node or a ``<mark>`` holding a text node: stored
+    text never becomes markup, whatever it contains."""
+    parts: list[list[Any]] = []
+    for i, piece in enumerate(text.split("**")):
+        if piece:
+            parts.append([piece, i % 2 == 1])
+    return parts
+
+
+def parse_create(payload: object) -> tuple[str, dict[str, Any]]:
+    """Validate a new item: ``{"kind": K, "fields": {...}}`` with an allowlisted kind and fields."""
+    if not isinstance(payload, dict):
+        raise MemoriesError("invalid_input", "A new item is a JSON object.")
+    if set(payload) - {"kind", "fields"}:
+        raise MemoriesError("unknown_field", "The new item contains a field the dashboard does not accept.")
+    spec = spec_for(payload.get("kind"))
+    fields = payload.get("fields")
+    if not isinstance(fields, dict):
+        raise MemoriesError("invalid_input", "A new item needs its fields.")
+    clean: dict[str, Any] = {}
+    for name, value in fields.items():
+        field_spec = spec.field(name) if isinstance(name, str) else None
+        if field_spec is None:
+            raise MemoriesError("unknown_field", "The new item names a field this kind does not allow in the dashboard.")
+        clean[name] = _check_value(field_spec, value)
+    for field_spec in spec.fields:
+        if field_spec.required and field_spec.name not in clean:
+            raise MemoriesError("invalid_input", f"{field_spec.label} must not be empty.")
+    return spec.kind, clean
 
 
 def parse_save(kind: str, payload: object) -> tuple[str, dict[str, Any]]:

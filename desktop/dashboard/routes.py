@@ -26,10 +26,18 @@ from engine.errors import MemoriesError
 __all__ = ["DashboardContext", "build_app", "MAX_BODY_BYTES"]
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
-PAGE_SIZE = 200
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+SEARCH_LIMIT = 50
+MAX_QUERY_CHARS = 500
 T = TypeVar("T")
 
-_STATIC_TYPES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+_STATIC_TYPES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
 
 
 @dataclass
@@ -76,17 +84,80 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     async def kinds(request: web.Request) -> web.Response:
         return web.json_response({"kinds": cards.kind_table()})
 
-    async def list_cards(request: web.Request) -> web.Response:
-        spec = cards.spec_for(request.query.get("kind", "memory"))
+    def _int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
         try:
-            offset = int(request.query.get("offset", "0"))
+            value = int(request.query.get(name, str(default)))
         except ValueError:
-            raise MemoriesError("invalid_input", "offset must be a number.") from None
-        if not 0 <= offset <= 10_000_000:
-            raise MemoriesError("invalid_input", "offset is out of range.")
-        raw = await ctx.engine(lambda: ctx.gateway.list_assets(spec.kind, PAGE_SIZE, offset))
-        items = [cards.project_summary(i) for i in raw.get("items", []) if i.get("kind") == spec.kind]
-        return web.json_response({"items": items, "total": raw.get("total", len(items)), "offset": offset})
+            raise MemoriesError("invalid_input", f"{name} must be a number.") from None
+        if not low <= value <= high:
+            raise MemoriesError("invalid_input", f"{name} is out of range.")
+        return value
+
+    async def list_cards(request: web.Request) -> web.Response:
+        # ?kind=K narrows to one allowlisted kind; without it every ordinary kind is listed.
+        kind = request.query.get("kind", "all")
+        kinds = [] if kind == "all" else [cards.spec_for(kind).kind]
+        tag = cards.check_tag(request.query["tag"]) if "tag" in request.query else None
+        offset = _int(request, "offset", 0, 0, 10_000_000)
+        limit = _int(request, "limit", PAGE_SIZE, 1, MAX_PAGE_SIZE)
+        sort = request.query.get("sort", "updated")
+        if sort not in ("updated", "oldest", "title"):
+            raise MemoriesError("invalid_input", "sort is updated, oldest or title.")
+        raw = await ctx.engine(lambda: ctx.gateway.list_ordinary(kinds, tag, limit, offset, sort))
+        items = [cards.project_summary(i) for i in raw.get("items", []) if i.get("kind") in cards.EDITABLE_KINDS]
+        return web.json_response(
+            {
+                "items": items,
+                "total": raw.get("total", len(items)),
+                "offset": offset,
+                "limit": limit,
+                "kinds": raw.get("kinds", {}),
+                "tags": raw.get("tags", []),
+            }
+        )
+
+    async def search(request: web.Request) -> web.Response:
+        query = request.query.get("q", "").strip()
+        if not 0 < len(query) <= MAX_QUERY_CHARS:
+            raise MemoriesError("invalid_input", f"A search is 1 to {MAX_QUERY_CHARS} characters.")
+        kind = request.query.get("kind", "all")
+        only = None if kind == "all" else cards.spec_for(kind).kind
+        raw = await ctx.engine(lambda: ctx.gateway.search(query, only, SEARCH_LIMIT))
+        hits = [h for h in (cards.project_hit(r) for r in raw.get("results", [])) if h is not None]
+        return web.json_response({"query": query, "mode": raw.get("mode"), "partial": bool(raw.get("partial")), "results": hits})
+
+    async def _json_body(request: web.Request) -> Any:
+        try:
+            return json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            raise MemoriesError("invalid_input", "The request is not valid JSON.") from None
+
+    async def create_card(request: web.Request) -> web.Response:
+        kind, fields = cards.parse_create(await _json_body(request))
+        result = await ctx.engine(lambda: ctx.gateway.create_asset(kind, fields))
+        return web.json_response(
+            {"created": True, "id": result.get("id"), "short_id": result.get("short_id"), "revision": result.get("revision")}
+        )
+
+    async def delete_card(request: web.Request) -> web.Response:
+        asset_id = cards.check_asset_id(request.match_info["id"])
+        current = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
+        cards.spec_for(current.get("kind"))  # only allowlisted kinds are deleted here
+        await ctx.engine(lambda: ctx.gateway.delete_asset(asset_id))
+        return web.json_response({"deleted": True, "id": asset_id})
+
+    async def resolve_card(request: web.Request) -> web.Response:
+        asset_id = cards.check_asset_id(request.match_info["id"])
+        payload = await _json_body(request)
+        if not isinstance(payload, dict) or set(payload) != {"keep"}:
+            raise MemoriesError("invalid_input", "A resolution names exactly the revision to keep (`keep`).")
+        keep = cards.check_revision(payload["keep"])
+        current = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
+        cards.spec_for(current.get("kind"))
+        result = await ctx.engine(lambda: ctx.gateway.resolve_asset(asset_id, keep))
+        return web.json_response(
+            {"resolved": True, "revision": result.get("revision"), "short_revision": result.get("short_revision")}
+        )
 
     async def get_card(request: web.Request) -> web.Response:
         asset_id = cards.check_asset_id(request.match_info["id"])
@@ -126,11 +197,16 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     app.router.add_get("/", serve("index.html"))
     app.router.add_get("/static/app.js", serve("app.js"))
     app.router.add_get("/static/app.css", serve("app.css"))
+    app.router.add_get("/favicon.svg", serve("favicon.svg"))
     app.router.add_get("/api/status", status)
     app.router.add_get("/api/kinds", kinds)
     app.router.add_get("/api/cards", list_cards)
+    app.router.add_post("/api/cards", create_card)
+    app.router.add_get("/api/search", search)
     app.router.add_get("/api/cards/{id}", get_card)
     app.router.add_post("/api/cards/{id}", save_card)
+    app.router.add_delete("/api/cards/{id}", delete_card)
+    app.router.add_post("/api/cards/{id}/resolve", resolve_card)
     app.router.add_post("/api/lock", lock)
     app.router.add_post("/api/quit", quit_)
     tickets.register(app, ctx)  # issue 7: the Tickets page lives in its own route module

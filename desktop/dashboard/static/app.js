@@ -1,9 +1,13 @@
-// Memories dashboard. Every value from the engine is inserted with textContent, never as
-// HTML. The per-launch token arrives in the URL fragment, moves to sessionStorage and is
-// sent as a bearer header; the fragment is then removed from the address bar.
+// Memories dashboard: the vault's window for ordinary items (SPEC DT-5, API-6).
+// Every value from the engine is inserted with textContent or as a text node, never as
+// HTML; search highlights are <mark> elements built around text nodes. The per-launch
+// token arrives in the URL fragment, moves to sessionStorage and is sent as a bearer
+// header; the fragment is then removed from the address bar.
 "use strict";
 
 const TOKEN_KEY = "memories-dashboard-token";
+const PAGE_SIZE = 100;
+const SEARCH_DELAY_MS = 180;
 const STATE_TEXT = {
   starting: "starting…",
   not_running: "engine not running",
@@ -15,15 +19,29 @@ const STATE_TEXT = {
 };
 const STATUS_LABELS = {
   vaults: "Vaults",
-  assets: "Assets",
+  assets: "Items",
   conflicts: "In conflict",
   connections: "Remote connections",
   providers: "Cloud providers",
   sync_queue: "Sync queue",
 };
+const OPEN_STATES = new Set(["unlocked", "busy", "attention"]);
 
-let kinds = [];
-let current = null; // {id, kind, revision}
+const view = {
+  kinds: [], // the allowlist from /api/kinds
+  kind: "all",
+  tag: null,
+  offset: 0,
+  total: 0,
+  query: "",
+  items: [], // rows currently listed (page or search results)
+  selected: -1,
+  current: null, // {id, kind, revision, conflict} or {isNew: true}
+  dirty: false,
+  open: false, // the vault answered (unlocked)
+  searchSeq: 0,
+  listSeq: 0,
+};
 
 function token() {
   const fromHash = location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : "";
@@ -51,27 +69,49 @@ async function api(path, options = {}) {
   return data;
 }
 
-function show(page) {
-  for (const section of document.querySelectorAll(".page")) section.hidden = section.id !== "page-" + page;
-  for (const button of document.querySelectorAll("nav .nav")) button.classList.toggle("active", button.dataset.page === page);
-  if (page === "cards") loadCards();
+const $ = (id) => document.getElementById(id);
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
 }
 
 function setResult(id, text, cls) {
-  const el = document.getElementById(id);
-  el.textContent = text;
-  el.className = cls || "";
+  const node = $(id);
+  node.textContent = text;
+  node.classList.remove("saved", "error", "conflict");
+  if (cls) node.classList.add(cls);
 }
 
+function kindLabel(kind) {
+  const spec = view.kinds.find((k) => k.kind === kind);
+  return spec ? spec.label.replace(/ cards$/, "") : kind;
+}
+
+// -- pages -------------------------------------------------------------------------------
+function show(page) {
+  for (const section of document.querySelectorAll(".page")) section.hidden = section.id !== "page-" + page;
+  for (const button of document.querySelectorAll("nav .nav")) {
+    button.classList.toggle("active", button.dataset.page === page);
+    if (button.dataset.page === page) button.setAttribute("aria-current", "page");
+    else button.removeAttribute("aria-current");
+  }
+  $("filters").hidden = page !== "cards";
+  if (page === "cards" && view.open) refreshList();
+}
+
+// -- status ------------------------------------------------------------------------------
 function renderStatus(data) {
   const state = data.tray_state;
-  const badge = document.getElementById("badge");
+  const badge = $("badge");
   badge.dataset.state = state;
   badge.textContent = STATE_TEXT[state] || state;
-  const line = document.getElementById("status-line");
+  const line = $("status-line");
   line.textContent = "Engine: " + (STATE_TEXT[state] || state);
   line.dataset.state = state;
-  const dl = document.getElementById("status-fields");
+  const dl = $("status-fields");
   dl.replaceChildren();
   const status = data.probe.status || {};
   for (const key of Object.keys(STATUS_LABELS)) {
@@ -79,124 +119,460 @@ function renderStatus(data) {
     let value = status[key];
     if (Array.isArray(value)) value = value.length ? value.join(", ") : "none";
     else if (value && typeof value === "object") value = Object.entries(value).map(([k, v]) => k + " " + v).join(", ");
-    const dt = document.createElement("dt");
-    dt.textContent = STATUS_LABELS[key];
-    const dd = document.createElement("dd");
-    dd.textContent = String(value);
+    const dd = el("dd", String(value));
     dd.id = "status-" + key;
-    dl.append(dt, dd);
+    dl.append(el("dt", STATUS_LABELS[key]), dd);
   }
-  document.getElementById("backend").textContent = data.desktop.backend;
-  document.getElementById("mode").textContent = data.desktop.mode;
-  document.getElementById("quit").hidden = !data.desktop.can_quit;
-  document.getElementById("lock").disabled = state !== "unlocked" && state !== "busy" && state !== "attention";
+  $("backend").textContent = data.desktop.backend;
+  $("mode").textContent = data.desktop.mode;
+  $("quit").hidden = !data.desktop.can_quit;
+  $("lock").disabled = !OPEN_STATES.has(state);
+  renderGate(state, data.probe.state);
+}
+
+function renderGate(state, probeState) {
+  const open = OPEN_STATES.has(state);
+  const gate = $("gate");
+  gate.hidden = open;
+  $("listpane").hidden = !open;
+  $("detail").hidden = !open;
+  if (!open) {
+    if (probeState === "uninitialized") {
+      $("gate-title").textContent = "No vault yet";
+      $("gate-text").textContent = "Create one with the tray's menu or run `memories init` in a terminal. This page updates by itself.";
+    } else if (state === "locked") {
+      $("gate-title").textContent = "The vault is locked";
+      $("gate-text").textContent = "Unlock it with the tray's Unlock… or run `memories unlock` in a terminal. The page never asks for your password; it updates by itself.";
+    } else {
+      $("gate-title").textContent = "The engine is not available";
+      $("gate-text").textContent = "Start it from the tray, or run `memories daemon start`. This page updates by itself.";
+    }
+  }
+  gate.dataset.state = state;
+  if (open && !view.open) {
+    view.open = true;
+    if (!$("page-cards").hidden) refreshList();
+  } else if (!open && view.open) {
+    view.open = false;
+    view.items = [];
+    $("card-list").replaceChildren();
+    closeEditor(true);
+  }
 }
 
 async function pollStatus() {
   try {
     renderStatus(await api("/api/status"));
   } catch (err) {
-    const badge = document.getElementById("badge");
+    const badge = $("badge");
     badge.dataset.state = "not_responding";
     badge.textContent = err.code === "dashboard_unreachable" ? "dashboard stopped" : "error";
   }
   setTimeout(pollStatus, 1000);
 }
 
+async function pollTickets() {
+  if (view.open) {
+    try {
+      const data = await api("/api/tickets");
+      const count = $("ticket-count");
+      count.textContent = String(data.tickets.length);
+      count.hidden = data.tickets.length === 0;
+    } catch (err) {
+      $("ticket-count").hidden = true;
+    }
+  }
+  setTimeout(pollTickets, 5000);
+}
+
+// -- filters -----------------------------------------------------------------------------
 async function loadKinds() {
-  kinds = (await api("/api/kinds")).kinds;
-  const select = document.getElementById("kind");
+  view.kinds = (await api("/api/kinds")).kinds;
+  const select = $("new-kind");
   select.replaceChildren();
-  for (const k of kinds) {
-    const option = document.createElement("option");
+  for (const k of view.kinds) {
+    const option = el("option", kindLabel(k.kind));
     option.value = k.kind;
-    option.textContent = k.label;
     select.append(option);
   }
 }
 
-async function loadCards() {
-  const list = document.getElementById("card-list");
+function facetButton(label, count, active, onClick, data) {
+  const li = el("li");
+  const button = el("button", undefined, "facet-item" + (active ? " active" : ""));
+  button.type = "button";
+  Object.assign(button.dataset, data);
+  button.append(el("span", label, "facet-label"), el("span", String(count), "facet-count"));
+  button.addEventListener("click", onClick);
+  if (active) button.setAttribute("aria-pressed", "true");
+  li.append(button);
+  return li;
+}
+
+function renderFacets(kinds, tags) {
+  const all = Object.values(kinds).reduce((a, b) => a + b, 0);
+  const kindList = $("kind-filter");
+  kindList.replaceChildren(facetButton("All items", all, view.kind === "all", () => setKind("all"), { kind: "all" }));
+  for (const k of view.kinds) {
+    kindList.append(facetButton(kindLabel(k.kind), kinds[k.kind] || 0, view.kind === k.kind, () => setKind(k.kind), { kind: k.kind }));
+  }
+  const tagList = $("tag-filter");
+  tagList.replaceChildren();
+  if (view.tag && !tags.some((t) => t.tag === view.tag)) tags = [{ tag: view.tag, count: 0 }, ...tags];
+  for (const t of tags.slice(0, 40)) {
+    tagList.append(facetButton("#" + t.tag, t.count, view.tag === t.tag, () => setTag(view.tag === t.tag ? null : t.tag), { tag: t.tag }));
+  }
+  if (!tags.length) tagList.append(el("li", "No tags yet", "meta"));
+}
+
+function setKind(kind) {
+  if (!confirmDiscard()) return;
+  view.kind = kind;
+  view.offset = 0;
+  refreshList();
+}
+
+function setTag(tag) {
+  if (!confirmDiscard()) return;
+  view.tag = tag;
+  view.offset = 0;
+  refreshList();
+}
+
+// -- the list ----------------------------------------------------------------------------
+function refreshList() {
+  if (view.query) return runSearch();
+  return loadPage();
+}
+
+async function loadPage() {
+  const seq = ++view.listSeq;
   try {
-    if (!kinds.length) await loadKinds();
-    const kind = document.getElementById("kind").value || "memory";
-    const data = await api("/api/cards?kind=" + encodeURIComponent(kind));
-    list.replaceChildren();
-    for (const item of data.items) {
-      const li = document.createElement("li");
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "card" + (item.conflict ? " conflict" : "");
-      button.dataset.id = item.id;
-      button.textContent = (item.title || "(untitled)") + (item.conflict ? "  ⚠ conflict" : "");
-      button.addEventListener("click", () => openCard(item.id));
-      li.append(button);
-      list.append(li);
-    }
-    setResult("list-note", data.total + " card(s)");
+    if (!view.kinds.length) await loadKinds();
+    const params = new URLSearchParams({ kind: view.kind, offset: String(view.offset), limit: String(PAGE_SIZE) });
+    if (view.tag) params.set("tag", view.tag);
+    const data = await api("/api/cards?" + params);
+    if (seq !== view.listSeq || view.query) return;
+    view.total = data.total;
+    renderFacets(data.kinds, data.tags);
+    renderItems(data.items, null);
+    const last = Math.min(data.offset + data.items.length, data.total);
+    setResult("list-note", data.total ? `${data.offset + 1}–${last} of ${data.total.toLocaleString()}` : emptyText());
+    renderPager();
   } catch (err) {
-    list.replaceChildren();
+    if (seq !== view.listSeq) return;
+    $("card-list").replaceChildren();
     setResult("list-note", err.message, "error");
   }
 }
 
+function emptyText() {
+  if (view.tag) return "Nothing tagged #" + view.tag + " here.";
+  return "Nothing here yet. Press New to write the first item.";
+}
+
+function renderPager() {
+  const pager = $("pager");
+  const pages = Math.max(1, Math.ceil(view.total / PAGE_SIZE));
+  const page = Math.floor(view.offset / PAGE_SIZE) + 1;
+  pager.hidden = !!view.query || pages <= 1;
+  $("page-label").textContent = `Page ${page} of ${pages}`;
+  $("page-first").disabled = $("page-prev").disabled = page <= 1;
+  $("page-next").disabled = $("page-last").disabled = page >= pages;
+}
+
+function goPage(which) {
+  const lastOffset = Math.max(0, (Math.ceil(view.total / PAGE_SIZE) - 1) * PAGE_SIZE);
+  const target = { first: 0, prev: view.offset - PAGE_SIZE, next: view.offset + PAGE_SIZE, last: lastOffset }[which];
+  view.offset = Math.min(Math.max(0, target), lastOffset);
+  loadPage().then(() => $("card-list").scrollTo(0, 0));
+}
+
+function appendSnippet(parent, parts) {
+  for (const [text, marked] of parts) {
+    if (marked) parent.append(el("mark", text));
+    else parent.append(document.createTextNode(text));
+  }
+}
+
+function renderItems(items, hits) {
+  view.items = items;
+  const list = $("card-list");
+  const rows = items.map((item, index) => {
+    const li = el("li");
+    const button = el("button", undefined, "card" + (item.conflict ? " conflict" : ""));
+    button.type = "button";
+    button.dataset.id = item.id;
+    button.dataset.index = String(index);
+    const top = el("span", undefined, "card-top");
+    top.append(el("span", item.title || "(untitled)", "card-title"));
+    if (item.conflict) top.append(el("span", "conflict", "tag warn"));
+    button.append(top);
+    const hit = hits && hits[index];
+    if (hit && hit.snippet.length) {
+      const snip = el("span", undefined, "snippet");
+      appendSnippet(snip, hit.snippet);
+      button.append(snip);
+    }
+    const meta = el("span", undefined, "card-meta");
+    meta.append(el("span", kindLabel(item.kind), "kind-" + item.kind + " kind"));
+    for (const tag of (item.tags || []).slice(0, 4)) meta.append(el("span", "#" + tag, "tag"));
+    if (item.updated_ms) meta.append(el("span", new Date(item.updated_ms).toLocaleDateString(), "when"));
+    button.append(meta);
+    button.addEventListener("click", () => select(index, true));
+    li.append(button);
+    return li;
+  });
+  list.replaceChildren(...rows);
+  view.selected = -1;
+  if (view.current && view.current.id) {
+    const at = items.findIndex((i) => i.id === view.current.id);
+    if (at >= 0) markSelected(at);
+  }
+}
+
+function markSelected(index) {
+  view.selected = index;
+  for (const button of document.querySelectorAll("#card-list button.card")) {
+    const on = Number(button.dataset.index) === index;
+    button.classList.toggle("selected", on);
+    if (on) {
+      button.setAttribute("aria-current", "true");
+      button.scrollIntoView({ block: "nearest" });
+    } else button.removeAttribute("aria-current");
+  }
+}
+
+function select(index, open) {
+  if (index < 0 || index >= view.items.length) return;
+  if (open && !confirmDiscard()) return;
+  markSelected(index);
+  if (open) openCard(view.items[index].id);
+}
+
+// -- search ------------------------------------------------------------------------------
+let searchTimer = null;
+
+function onSearchInput() {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => {
+    view.query = $("search").value.trim();
+    view.offset = 0;
+    refreshList();
+  }, SEARCH_DELAY_MS);
+}
+
+async function runSearch() {
+  const seq = ++view.searchSeq;
+  ++view.listSeq; // a page answer arriving now is stale
+  const query = view.query;
+  setResult("list-note", "Searching…");
+  try {
+    if (!view.kinds.length) await loadKinds();
+    const params = new URLSearchParams({ q: query, kind: view.kind });
+    const data = await api("/api/search?" + params);
+    if (seq !== view.searchSeq || query !== view.query) return; // a newer keystroke won
+    let results = data.results;
+    if (view.tag) results = results.filter((r) => (r.tags || []).includes(view.tag));
+    renderItems(results, results);
+    $("pager").hidden = true;
+    const count = results.length ? `${results.length} result${results.length === 1 ? "" : "s"}` : "No results";
+    setResult("list-note", `${count} for “${query}”` + (data.partial ? " (index still building)" : ""));
+  } catch (err) {
+    if (seq !== view.searchSeq) return;
+    $("card-list").replaceChildren();
+    setResult("list-note", err.message, "error");
+  }
+}
+
+// -- the editor --------------------------------------------------------------------------
 function fieldInput(spec, value) {
-  const label = document.createElement("label");
-  label.textContent = spec.label;
+  const wrap = el("div", undefined, "field");
+  const label = el("label", spec.label);
   label.htmlFor = "field-" + spec.name;
-  let input;
-  if (spec.widget === "textarea") input = document.createElement("textarea");
-  else input = document.createElement("input");
+  const input = document.createElement(spec.widget === "textarea" ? "textarea" : "input");
   input.id = "field-" + spec.name;
   input.name = spec.name;
   input.dataset.widget = spec.widget;
   if (spec.widget !== "tags") input.maxLength = spec.max_length;
+  if (spec.widget === "tags") input.placeholder = "comma, separated, tags";
+  if (spec.required) input.required = true;
   input.value = spec.widget === "tags" ? (value || []).join(", ") : value || "";
-  return [label, input];
+  input.addEventListener("input", () => setDirty(true));
+  wrap.append(label, input);
+  return wrap;
+}
+
+function setDirty(dirty) {
+  view.dirty = dirty;
+  $("dirty").hidden = !dirty;
+}
+
+function confirmDiscard() {
+  if (!view.dirty) return true;
+  if (!window.confirm("Discard your unsaved changes?")) return false;
+  setDirty(false);
+  return true;
+}
+
+function showEditor() {
+  $("empty").hidden = true;
+  $("editor").hidden = false;
+  $("app").classList.add("show-detail");
+}
+
+function closeEditor(force) {
+  if (!force && !confirmDiscard()) return;
+  setDirty(false);
+  view.current = null;
+  $("editor").hidden = true;
+  $("empty").hidden = false;
+  $("app").classList.remove("show-detail");
+  markSelected(-1);
+}
+
+function renderFields(spec, values) {
+  $("fields").replaceChildren(...spec.fields.map((f) => fieldInput(f, values[f.name])));
+}
+
+function renderVersions(card) {
+  const box = $("versions");
+  box.replaceChildren();
+  $("conflict").hidden = !card.conflict;
+  if (!card.conflict) return;
+  card.versions.forEach((version, i) => {
+    const col = el("div", undefined, "version");
+    col.dataset.revision = version.revision;
+    col.append(el("h3", `Version ${i + 1} · ${version.short_revision}`));
+    col.append(el("p", version.fields.title || "(untitled)", "version-title"));
+    col.append(el("pre", version.fields.body || "", "version-body"));
+    if ((version.fields.tags || []).length) col.append(el("p", version.fields.tags.map((t) => "#" + t).join(" "), "meta"));
+    const keep = el("button", "Keep this version", "keep");
+    keep.type = "button";
+    keep.addEventListener("click", () => resolve(version.revision));
+    col.append(keep);
+    box.append(col);
+  });
 }
 
 async function openCard(id) {
   setResult("save-result", "");
+  $("confirm-delete").hidden = true;
   try {
+    if (!view.kinds.length) await loadKinds();
     const card = await api("/api/cards/" + encodeURIComponent(id));
-    const spec = kinds.find((k) => k.kind === card.kind);
-    current = { id: card.id, kind: card.kind, revision: card.revision, conflict: card.conflict };
-    document.getElementById("card-id").textContent = card.short_id;
-    document.getElementById("card-rev").textContent = card.short_revision;
-    const fields = document.getElementById("fields");
-    fields.replaceChildren();
-    for (const f of spec.fields) fields.append(...fieldInput(f, card.fields[f.name]));
-    document.getElementById("editor").hidden = false;
-    if (card.conflict) {
-      setResult("save-result", "This card is in conflict (" + card.heads + " versions). Resolve it with `memories edit " + card.short_id + " --resolve`.", "conflict");
-    }
+    const spec = view.kinds.find((k) => k.kind === card.kind);
+    view.current = { id: card.id, kind: card.kind, revision: card.revision, conflict: card.conflict, shortId: card.short_id };
+    $("new-kind-label").hidden = true;
+    $("card-kind").hidden = false;
+    $("card-kind").textContent = kindLabel(card.kind);
+    $("card-id").textContent = card.short_id;
+    $("card-rev").textContent = card.short_revision;
+    renderFields(spec, card.fields);
+    renderVersions(card);
+    $("fields").hidden = card.conflict;
+    $("save").hidden = card.conflict;
+    $("delete").hidden = false;
+    setDirty(false);
+    showEditor();
   } catch (err) {
     setResult("save-result", err.message, "error");
   }
 }
 
-async function save(event) {
-  event.preventDefault();
-  if (!current) return;
+async function newCard() {
+  if (!view.open || !confirmDiscard()) return;
+  if (!view.kinds.length) await loadKinds();
+  const kind = view.kind === "all" ? "memory" : view.kind;
+  view.current = { isNew: true, kind };
+  $("new-kind").value = kind;
+  $("new-kind-label").hidden = false;
+  $("card-kind").hidden = true;
+  $("card-id").textContent = "new";
+  $("card-rev").textContent = "–";
+  renderFields(view.kinds.find((k) => k.kind === kind), view.tag ? { tags: [view.tag] } : {});
+  $("conflict").hidden = true;
+  $("fields").hidden = false;
+  $("save").hidden = false;
+  $("delete").hidden = true;
+  $("confirm-delete").hidden = true;
+  setResult("save-result", "");
+  setDirty(false);
+  markSelected(-1);
+  showEditor();
+  $("field-title").focus();
+}
+
+function collectFields() {
   const fields = {};
   for (const input of document.querySelectorAll("#fields [name]")) {
     fields[input.name] = input.dataset.widget === "tags"
       ? input.value.split(",").map((t) => t.trim()).filter((t) => t)
       : input.value;
   }
+  return fields;
+}
+
+async function save(event) {
+  event.preventDefault();
+  const current = view.current;
+  if (!current) return;
+  const fields = collectFields();
   try {
+    if (current.isNew) {
+      const kind = $("new-kind").value;
+      const made = await api("/api/cards", { method: "POST", body: JSON.stringify({ kind, fields }) });
+      setDirty(false);
+      await openCard(made.id);
+      setResult("save-result", "Created.", "saved");
+      refreshList();
+      return;
+    }
     const result = await api("/api/cards/" + encodeURIComponent(current.id), {
       method: "POST",
       body: JSON.stringify({ base: current.revision, fields }),
     });
+    setDirty(false);
     if (result.conflict) {
-      setResult("save-result", "Conflict: this card changed elsewhere since you opened it. Both versions were kept; nothing was overwritten. Resolve it with `memories edit " + current.id.slice(0, 8) + " --resolve`.", "conflict");
+      setResult("save-result", "Conflict: this item changed elsewhere since you opened it. Both versions were kept; nothing was overwritten. Choose the one to keep below.", "conflict");
+      const keep = $("save-result").textContent;
+      await openCard(current.id);
+      setResult("save-result", keep, "conflict");
     } else {
       setResult("save-result", "Saved revision " + result.short_revision + ".", "saved");
+      current.revision = result.revision;
+      $("card-rev").textContent = result.short_revision;
     }
-    current.revision = result.revision;
-    document.getElementById("card-rev").textContent = result.short_revision;
-    loadCards();
+    refreshList();
+  } catch (err) {
+    setResult("save-result", err.message, "error");
+  }
+}
+
+async function removeCard() {
+  const current = view.current;
+  if (!current || current.isNew) return;
+  try {
+    await api("/api/cards/" + encodeURIComponent(current.id), { method: "DELETE" });
+    closeEditor(true);
+    await refreshList();
+    setResult("list-note", "Deleted. It stays in the item's history.", "saved");
+  } catch (err) {
+    setResult("save-result", err.message, "error");
+  }
+}
+
+async function resolve(revision) {
+  const current = view.current;
+  if (!current) return;
+  try {
+    const done = await api("/api/cards/" + encodeURIComponent(current.id) + "/resolve", {
+      method: "POST",
+      body: JSON.stringify({ keep: revision }),
+    });
+    await openCard(current.id);
+    setResult("save-result", "Resolved: kept one version (revision " + done.short_revision + ").", "saved");
+    refreshList();
   } catch (err) {
     setResult("save-result", err.message, "error");
   }
@@ -211,14 +587,61 @@ async function post(path, resultId, okText) {
   }
 }
 
+// -- keyboard ----------------------------------------------------------------------------
+function typing(target) {
+  return target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement;
+}
+
+function onKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const onVault = !$("page-cards").hidden && view.open;
+  if (event.key === "Escape") {
+    if (typing(event.target)) {
+      if (event.target.id === "search" && event.target.value) {
+        event.target.value = "";
+        onSearchInput();
+      }
+      event.target.blur();
+    } else if (!$("editor").hidden) closeEditor(false);
+    return;
+  }
+  if (typing(event.target) || !onVault) return;
+  if (event.key === "/") {
+    event.preventDefault();
+    $("search").focus();
+  } else if (event.key === "j" || event.key === "k") {
+    event.preventDefault();
+    const step = event.key === "j" ? 1 : -1;
+    const next = view.selected < 0 ? 0 : Math.min(Math.max(view.selected + step, 0), view.items.length - 1);
+    select(next, true);
+  } else if (event.key === "e") {
+    if (!$("editor").hidden && $("field-title")) {
+      event.preventDefault();
+      $("field-title").focus();
+    }
+  } else if (event.key === "n") {
+    event.preventDefault();
+    newCard();
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
-  if (!token()) document.getElementById("auth-missing").hidden = false;
+  if (!token()) $("auth-missing").hidden = false;
   for (const button of document.querySelectorAll("nav .nav")) button.addEventListener("click", () => show(button.dataset.page));
-  document.getElementById("lock").addEventListener("click", () => post("/api/lock", "action-result", "Locked."));
-  document.getElementById("quit").addEventListener("click", () => post("/api/quit", "action-result", "The tray is quitting."));
-  document.getElementById("reload").addEventListener("click", loadCards);
-  document.getElementById("kind").addEventListener("change", loadCards);
-  document.getElementById("editor").addEventListener("submit", save);
-  show("status");
+  $("lock").addEventListener("click", () => post("/api/lock", "list-note", "Locked."));
+  $("quit").addEventListener("click", () => post("/api/quit", "action-result", "The tray is quitting."));
+  $("search").addEventListener("input", onSearchInput);
+  $("new").addEventListener("click", newCard);
+  $("back").addEventListener("click", () => closeEditor(false));
+  $("editor").addEventListener("submit", save);
+  $("delete").addEventListener("click", () => { $("confirm-delete").hidden = false; $("delete-yes").focus(); });
+  $("delete-no").addEventListener("click", () => { $("confirm-delete").hidden = true; });
+  $("delete-yes").addEventListener("click", removeCard);
+  $("new-kind").addEventListener("change", () => { view.current.kind = $("new-kind").value; });
+  for (const which of ["first", "prev", "next", "last"]) $("page-" + which).addEventListener("click", () => goPage(which));
+  document.addEventListener("keydown", onKey);
+  window.addEventListener("beforeunload", (event) => { if (view.dirty) event.preventDefault(); });
+  show("cards");
   pollStatus();
+  pollTickets();
 });

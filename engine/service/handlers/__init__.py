@@ -7,6 +7,7 @@ from engine.service.handlers import (
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
+    dashboard,  # the dashboard's listing of ordinary items (issue 17)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     files,  # file add/get/list/history: chunked upload and download (issue 16, FI-1)
     logins,  # login cards and moving-in batches (issue 15)
@@ -29,6 +30,7 @@ __all__ = [
     "cards",
     "cloud",
     "credentials",
+    "dashboard",
     "devices",
     "files",
     "logins",
