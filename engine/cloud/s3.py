@@ -97,7 +97,7 @@ class S3Transport:
             if result.meta["size"] > max_bytes:
                 raise MemoriesError("sync_invalid", "A cloud object is larger than the size bound; nothing was merged.")
             data = bytes(await result.bytes_async())
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
             return None
         except MemoriesError:
             raise
