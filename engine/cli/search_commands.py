@@ -24,15 +24,25 @@ def _query_options(p: argparse.ArgumentParser, default_limit: int, max_limit: in
     )
 
 
+def _filter_options(p: argparse.ArgumentParser) -> None:
+    when = "a date (2026-11-30), an ISO date and time, an age (90m, 12h, 7d, 2w), today or yesterday"
+    p.add_argument("--since", metavar="WHEN", help=f"only items changed since WHEN: {when}")
+    p.add_argument("--until", metavar="WHEN", help="only items changed until WHEN (a date includes that day)")
+    p.add_argument("--author", metavar="FINGERPRINT", help="only items last written by this device (fingerprint prefix)")
+    p.add_argument("--source", metavar="TEXT", help="only items whose `source` metadata starts with TEXT")
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search memories and cards")
     _query_options(p, 10, 100)
     p.add_argument("--kind", help="only this kind (memory, knowledge, brain, persona)")
     p.add_argument("--vault", metavar="NAME", help="search this vault (default: the default vault)")
+    _filter_options(p)
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("retrieve", parents=[common], help="passages labelled [S1] [S2] … with their sources")
     _query_options(p, 5, 20)
+    _filter_options(p)
     p.set_defaults(func=cmd_retrieve)
 
     p = sub.add_parser("ask", parents=[common], help="answer from your memories with validated [S1] citations")
@@ -61,7 +71,11 @@ def _body(op: str, args: argparse.Namespace, max_limit: int) -> dict[str, Any]:
         raise UsageError("--wait must not be negative")
     if not args.query.strip():
         raise UsageError("the query is empty")
-    return {"op": op, "query": args.query, "mode": args.mode, "limit": args.limit, "wait_ms": int(args.wait * 1000)}
+    body = {"op": op, "query": args.query, "mode": args.mode, "limit": args.limit, "wait_ms": int(args.wait * 1000)}
+    for name in ("since", "until", "author", "source"):
+        if getattr(args, name, None) is not None:
+            body[name] = getattr(args, name)
+    return body
 
 
 def _timeout(args: argparse.Namespace) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,6 +23,7 @@ __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
 
 Mode = Literal["lexical", "vector", "hybrid"]
 CANDIDATES = 100  # chunk rows fetched per retriever before grouping by asset
+FILTERED_CANDIDATES = 2000  # the same with a filter (time window, author, source), which drops many
 
 
 @dataclass(frozen=True)
@@ -212,16 +213,20 @@ class VaultIndex:
         query_vector: npt.NDArray[np.float32] | None = None,
         limit: int = 10,
         kinds: frozenset[str] | None = None,
+        keep: Callable[[bytes], bool] | None = None,
     ) -> list[Hit]:
+        """``keep`` (asset ID → bool) filters candidates (time window, author, source); with it,
+        each retriever looks deeper, so that a narrow filter still finds its matches."""
         lexical: list[tuple[bytes, int, float]] = []
         vector: list[tuple[bytes, int, float]] = []
+        depth = CANDIDATES if keep is None else FILTERED_CANDIDATES
         if mode in ("lexical", "hybrid") and not query.empty:
-            lexical = self._best_per_asset(self.fts.query(query.match_expression(), CANDIDATES), kinds)
+            lexical = self._best_per_asset(self.fts.query(query.match_expression(), depth), kinds, keep)
         if mode in ("vector", "hybrid") and query_vector is not None:
             rows: list[tuple[int, float]] = []
-            for key, score in self.vectors.nearest(query_vector, None, CANDIDATES):
+            for key, score in self.vectors.nearest(query_vector, None, depth):
                 rows.extend((rowid, score) for rowid in self.by_key.get(key, []))
-            vector = self._best_per_asset(rows, kinds)
+            vector = self._best_per_asset(rows, kinds, keep)
         best_row: dict[bytes, int] = {}
         lex_rank = {a: i for i, (a, _, _) in enumerate(lexical, start=1)}
         vec_rank = {a: i for i, (a, _, _) in enumerate(vector, start=1)}
@@ -247,15 +252,24 @@ class VaultIndex:
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
         return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
 
-    def _best_per_asset(self, rows: list[tuple[int, float]], kinds: frozenset[str] | None) -> list[tuple[bytes, int, float]]:
+    def _best_per_asset(
+        self, rows: list[tuple[int, float]], kinds: frozenset[str] | None, keep: Callable[[bytes], bool] | None = None
+    ) -> list[tuple[bytes, int, float]]:
         seen: dict[bytes, tuple[int, float]] = {}
         order: list[bytes] = []
+        dropped: set[bytes] = set()
         for rowid, score in rows:
             chunk = self.chunks.get(rowid)
             if chunk is None:
                 continue
             if kinds is not None and self.assets[chunk.asset_id].doc.kind not in kinds:
                 continue
+            if keep is not None and chunk.asset_id not in seen:
+                if chunk.asset_id in dropped:
+                    continue
+                if not keep(chunk.asset_id):
+                    dropped.add(chunk.asset_id)
+                    continue
             if chunk.asset_id not in seen:
                 seen[chunk.asset_id] = (rowid, score)
                 order.append(chunk.asset_id)

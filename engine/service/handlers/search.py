@@ -10,6 +10,7 @@ never the prompt or any key (RAG-2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.rag.citations import check_citations
 from engine.rag.config import RagConfig, load_rag_config
@@ -29,6 +31,7 @@ from engine.search.rerank import RERANK_WINDOW
 from engine.search.segment import SEGMENTER_VERSION
 from engine.search.snippets import snippet
 from engine.search.vectors import normalize
+from engine.search.window import Filters
 from engine.service.caller import Caller
 from engine.service.handlers.vaults import vault_for
 from engine.service.registry import op
@@ -41,6 +44,7 @@ __all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex"]
 QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
 ModeName = Literal["auto", "lexical", "vector", "hybrid"]
 WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
+When = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
 # Chunks embedded on demand by one query; `memories rag index` embeds the rest.
 EMBED_ON_DEMAND = 512
 PASSAGE_CHARS = 1200
@@ -54,6 +58,11 @@ class Search(Request, tag="search"):
     wait_ms: WaitMs = 5000
     # A vault by name (`memories vaults`); without it, the default vault.
     vault: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    # Issue 18 filters (engine/search/window.py): when it last changed, which device wrote it, its source.
+    since: When | None = None
+    until: When | None = None
+    author: Annotated[str, msgspec.Meta(min_length=4, max_length=64)] | None = None
+    source: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
 
 
 class Retrieve(Request, tag="retrieve"):
@@ -61,6 +70,11 @@ class Retrieve(Request, tag="retrieve"):
     mode: ModeName = "auto"
     limit: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
     wait_ms: WaitMs = 5000
+    # Issue 18 filters (engine/search/window.py): when it last changed, which device wrote it, its source.
+    since: When | None = None
+    until: When | None = None
+    author: Annotated[str, msgspec.Meta(min_length=4, max_length=64)] | None = None
+    source: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
 
 
 class Ask(Request, tag="ask"):
@@ -137,6 +151,7 @@ def _retrieve(
     kinds: frozenset[str] | None,
     wait_ms: int,
     vault_name: str | None = None,
+    filters: Filters | None = None,
 ) -> Retrieved:
     if vault_name is not None:
         with service.lock:  # the named vault's index must exist (and be building) before waiting
@@ -173,7 +188,8 @@ def _retrieve(
             except ValueError:
                 raise MemoriesError("provider_error", "The provider returned vectors of inconsistent size.") from None
         window = max(limit, RERANK_WINDOW) if config.rerank is not None else limit
-        hits = index.search(parsed, mode=mode, query_vector=query_vector, limit=window, kinds=kinds)
+        keep = _keeper(state, index, filters)
+        hits = index.search(parsed, mode=mode, query_vector=query_vector, limit=window, kinds=kinds, keep=keep)
         found = [_snapshot(index, h.asset_id, h.rowid, h.score) for h in hits]
         result = Retrieved(
             vault_id=vault_id,
@@ -204,6 +220,26 @@ def _snapshot(index: VaultIndex, asset_id: bytes, rowid: int, score: float) -> F
         passage=index.chunks[rowid].text,
         score=score,
     )
+
+
+def _filters(request: Search | Retrieve) -> Filters | None:
+    return Filters.parse(request.since, request.until, request.author, request.source)
+
+
+def _keeper(state: Unlocked, index: VaultIndex, filters: Filters | None) -> Callable[[bytes], bool] | None:
+    """Under the lock: does an indexed asset pass the filters (time of its current revision, its author, source)?"""
+    if filters is None:
+        return None
+
+    def keep(asset_id: bytes) -> bool:
+        info = index.assets.get(asset_id)
+        if info is None:
+            return False
+        head = state.index.revisions.get(info.doc.rev_id)
+        author = fingerprint(head.author) if head is not None else ""
+        return filters.keeps(info.doc.updated_ms, author, dict(info.doc.meta))
+
+    return keep
 
 
 def _still_current(runtime: SearchRuntime, state: Unlocked, hits: list[Found], vault_id: bytes | None = None) -> list[Found]:
@@ -250,7 +286,16 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     runtime = runtime_of(service)
     kinds = _visible_kinds(frozenset({request.kind}) if request.kind else None, caller)
     found = _retrieve(
-        service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms, request.vault
+        service,
+        runtime,
+        _config(service),
+        request.query,
+        request.mode,
+        request.limit,
+        kinds,
+        request.wait_ms,
+        request.vault,
+        _filters(request),
     )
     with service.lock:
         state = _checked_state(service, found.generation)
@@ -286,7 +331,17 @@ def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:
 def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, Any]:
     runtime = runtime_of(service)
     kinds = _visible_kinds(None, caller)
-    found = _retrieve(service, runtime, _config(service), request.query, request.mode, request.limit, kinds, request.wait_ms)
+    found = _retrieve(
+        service,
+        runtime,
+        _config(service),
+        request.query,
+        request.mode,
+        request.limit,
+        kinds,
+        request.wait_ms,
+        filters=_filters(request),
+    )
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _still_current(runtime, state, found.hits)
