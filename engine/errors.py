@@ -36,6 +36,8 @@ CODES: dict[str, str] = {
     "store_corrupt": "The store failed verification; it was not modified.",
     "daemon_unavailable": "The engine is not running and could not be reached.",
     "timeout": "The engine did not answer in time.",
+    "backup_invalid": "The backup file is damaged, truncated or not a Memories backup; nothing was written.",
+    "backup_version": "The backup file has a format version this Memories cannot read; nothing was written.",
     "invalid_input": "The input is invalid.",
     "permission_denied": "The caller is not allowed to do this.",
     "io_error": "A file could not be read or written.",

@@ -117,6 +117,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "login copy-username": ("memories login copy-username 3fa9c2d1",),
     "login copy-otp": ("memories login copy-otp 3fa9c2d1 --clear-after 20",),
     "password": ("memories password generate", "memories password generate --words 6"),
+    "backup": ("memories sudo && memories backup create ~/memories.backup", "memories backup verify ~/memories.backup"),
+    "backup create": (
+        "memories sudo && memories backup create ~/memories.backup",
+        "printf '%s\\n' \"$BACKUP_PW\" | memories backup create /mnt/usb/memories.backup --password-stdin",
+    ),
+    "backup verify": ("memories backup verify ~/memories.backup",),
+    "restore": (
+        "memories --home ~/memories-restored restore ~/memories.backup",
+        "printf '%s\\n%s\\n' \"$BACKUP_PW\" \"$NEW_PW\" | memories --home ~/new restore memories.backup --password-stdin",
+    ),
     "password generate": ("memories password generate --length 32", "memories password generate --words 6"),
     "vaults": ("memories vaults",),
     "vault": ("memories vault new family", "memories vault members family"),

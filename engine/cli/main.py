@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "agent_commands",
     "file_commands",
     "run_commands",
+    "backup_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -101,6 +102,8 @@ COMMAND_TABLE = {
     "cloud": "cloud_commands",
     "file": "file_commands",
     "run": "run_commands",
+    "backup": "backup_commands",
+    "restore": "backup_commands",
 }
 
 

@@ -55,6 +55,7 @@ DOMAIN = (
     "engine.transcripts",
     "engine.moving",  # parsers of other password managers' exports (IM-1)
     "engine.files",  # file assets streamed in sealed chunks (FI-1)
+    "engine.backup",  # backup file format, what a backup holds, restore (BK-1, BK-2)
 )
 BOTTOM = ("engine.store", "engine.crypto")
 # Standard library (plus platformdirs, lazily) only; importable from everywhere.

@@ -4,6 +4,7 @@ from engine.service.handlers import (
     agents,  # annotate: dated, attributed notes on memories and cards (issue 18, AG-7)
     assets,  # put, edit, get, list, delete, history, diff
     audit,  # the audit log, readable by its owner (AU-1, issue 13)
+    backup,  # backup create/verify, restore (issue 15, BK-1, BK-2)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
@@ -27,6 +28,7 @@ __all__ = [
     "agents",
     "assets",
     "audit",
+    "backup",
     "cards",
     "cloud",
     "credentials",

@@ -31,6 +31,11 @@ META_VALIDATORS: dict[str, Callable[[str, dict[str, str]], dict[str, str]]] = {}
 UNLISTED_KINDS: set[str] = set()
 # Kinds whose body is secret: no generic op (get, diff, export, search) ever returns it (CD-3, HI-3).
 SECRET_BODY_KINDS = {"credential"}
+# Read-only revisions outside the DAG that history and diff show too: a restored store's
+# original signed history (BK-2, engine/service/handlers/backup.py). History rows of an item,
+# oldest first; and one revision by prefix with its diff projection lines.
+HISTORY_EXTRAS: list[Callable[[Service, Unlocked, AssetEntry], list[dict[str, Any]]]] = []
+ARCHIVED_REVISIONS: list[Callable[[Service, Unlocked, AssetEntry, str], tuple[Revision, list[str]] | None]] = []
 
 
 def content_key(title: str, body: str, tags: list[str], meta: dict[str, str]) -> str:
@@ -257,6 +262,8 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
                 "head": rev.rev_id in entry.heads,
             }
         )
+    for extra in HISTORY_EXTRAS:
+        revisions = extra(service, state, entry) + revisions
     return {
         "id": entry.asset_id.hex(),
         "short_id": state.index.short_id(entry.asset_id),
@@ -279,14 +286,30 @@ def diff(service: Service, request: rq.Diff, caller: Caller) -> dict[str, Any]:
     entry = state.index.resolve(request.id)
     heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
     head = heads[-1]
+    archived: dict[bytes, list[str]] = {}
+
+    def pick(prefix: str) -> Revision:
+        try:
+            return state.index.resolve_revision(entry, prefix)
+        except MemoriesError as exc:
+            for find in ARCHIVED_REVISIONS if exc.code == "not_found" else []:
+                found = find(service, state, entry, prefix)
+                if found is not None:
+                    archived[found[0].rev_id] = found[1]
+                    return found[0]
+            raise
+
     if request.rev_a is None:
         new = head
         old = state.index.revisions[new.parents[0]] if new.parents else None
     else:
-        old = state.index.resolve_revision(entry, request.rev_a)
-        new = state.index.resolve_revision(entry, request.rev_b) if request.rev_b else head
-    old_lines = _projection(service, state, old) if old is not None else []
-    new_lines = _projection(service, state, new)
+        old = pick(request.rev_a)
+        new = pick(request.rev_b) if request.rev_b else head
+    if old is None:
+        old_lines: list[str] = []
+    else:
+        old_lines = archived[old.rev_id] if old.rev_id in archived else _projection(service, state, old)
+    new_lines = archived[new.rev_id] if new.rev_id in archived else _projection(service, state, new)
     old_name = old.rev_id.hex()[:12] if old is not None else "/dev/null"
     text = unified_diff(old_lines, new_lines, old_name, new.rev_id.hex()[:12])
     service.vault.commit_intent(state, "diff", caller, [entry.asset_id])

@@ -1,0 +1,63 @@
+"""The read-only archive of a restored store: the original signed history (BK-2).
+
+A restore (engine/backup/restore.py) keeps the backed-up vaults' policy histories and epoch
+keys as ``archived_vault`` rows and every original revision as an ``archived_revision`` row
+with its content rows. They are outside the live DAG (new writes, sync and the index never
+see them); history and diff read them through this index. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.backup.restore import ARCHIVED_REVISION, ARCHIVED_VAULT
+from engine.crypto.chunks import ChunkError
+from engine.errors import MemoriesError
+from engine.vault.core import Unlocked
+from engine.vault.revision import Revision
+
+__all__ = ["ArchiveIndex"]
+
+
+class ArchiveIndex:
+    def __init__(self, state: Unlocked) -> None:
+        self._keys: dict[bytes, dict[int, bytes]] = {}
+        for _seq, record in state.extra_records.get(ARCHIVED_VAULT, []):
+            self._keys[bytes(record["old"])] = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
+        self._by_asset: dict[bytes, list[Revision]] = {}
+        for seq, record in state.extra_records.get(ARCHIVED_REVISION, []):
+            rev = Revision(bytes(record["signed"]), bytes(record["sig"]), list(record["body_seqs"]), seq=seq)
+            self._by_asset.setdefault(rev.asset_id, []).append(rev)
+
+    def __len__(self) -> int:
+        return sum(len(revs) for revs in self._by_asset.values())
+
+    def history(self, asset_id: bytes) -> list[Revision]:
+        """The archived revisions of one item, oldest first."""
+        return sorted(self._by_asset.get(asset_id, []), key=lambda r: (r.created_ms, r.seq))
+
+    def resolve(self, asset_id: bytes, prefix: str) -> Revision | None:
+        text = prefix.strip().lower()
+        found = [r for r in self._by_asset.get(asset_id, []) if r.rev_id.hex().startswith(text)]
+        if len(found) > 1:
+            raise MemoriesError("ambiguous_id", "That revision prefix matches more than one archived revision.")
+        return found[0] if found else None
+
+    def _epoch_key(self, rev: Revision) -> bytes:
+        try:
+            return self._keys[bytes(rev.body["vault"])][int(rev.body["epoch"])]
+        except KeyError:
+            raise MemoriesError("store_corrupt", "An archived revision has no key in the archive.") from None
+
+    def summary(self, rev: Revision) -> dict[str, Any]:
+        try:
+            return rev.open_summary(self._epoch_key(rev))
+        except ChunkError as exc:
+            raise MemoriesError("store_corrupt", "An archived revision failed authentication.") from exc
+
+    def body(self, rev: Revision, read_content: Callable[[list[int]], list[bytes]]) -> str:
+        try:
+            return rev.open_body(self._epoch_key(rev), read_content(rev.body_seqs)).decode("utf-8")
+        except (ChunkError, UnicodeDecodeError) as exc:
+            raise MemoriesError("store_corrupt", "An archived revision failed authentication.") from exc

@@ -1,0 +1,234 @@
+"""Check a backup's items and rebuild them as a new device's store (BK-2).
+
+:class:`Restorer` consumes the items of a :class:`~engine.backup.envelope.BackupReader` once, in
+order. It verifies every policy history, every revision (signature, policy, epoch, parents),
+decrypts every summary and body (so each sealed chunk is authenticated), and checks the head
+flags against the DAG it rebuilt. With ``build=True`` it also produces the new store's rows:
+
+* a new identity (user, device and exchange keys) and, per backed-up vault, a NEW vault ID
+  with a genesis policy whose only member is the new user (no old shared membership);
+* each current head (conflict heads included, tombstone heads too) re-encrypted and signed
+  by the new device as a parentless revision of the same asset ID in the new vault, so secret
+  maps, links, card kinds, protected cards, OTP seeds and counters and credentials carry over;
+* the original signed history, read-only: ``archived_vault`` rows (old ID, new ID, policy
+  history, epoch keys) and ``archived_revision`` rows (signed bytes, signature, content rows),
+  which history and diff read (engine/backup/archive.py);
+* the card links, with their vault field mapped to the new vault ID.
+
+Nothing is written here: the caller publishes the rows atomically (create_store) only after
+the whole file verified, so a damaged file or a killed restore leaves no store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.backup.envelope import BackupReader
+from engine.crypto.chunks import ChunkError
+from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity
+from engine.errors import MemoriesError
+from engine.vault.core import VaultCore, VaultKeys
+from engine.vault.policy import Policy, owner_policy, verify_chain
+from engine.vault.revision import Revision, build_revision, chunk_count
+
+__all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
+
+ARCHIVED_VAULT = "archived_vault"
+ARCHIVED_REVISION = "archived_revision"
+RESTORED_FROM = "restored_from"
+
+
+def _invalid(detail: str) -> MemoriesError:
+    return MemoriesError("backup_invalid", f"The backup does not verify ({detail}); nothing was written.")
+
+
+@dataclass
+class _NewVault:
+    vault_id: bytes
+    policy: Policy
+    key: bytes
+
+
+@dataclass
+class Restorer:
+    reader: BackupReader
+    build: bool = False
+    identity: DeviceIdentity = field(default_factory=new_identity)
+    old_vaults: dict[bytes, VaultKeys] = field(default_factory=dict)
+    new_vaults: dict[bytes, _NewVault] = field(default_factory=dict)
+    head_records: list[dict[str, Any]] = field(default_factory=list)
+    archive_records: list[dict[str, Any]] = field(default_factory=list)
+    link_records: list[dict[str, Any]] = field(default_factory=list)
+    vault_records: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"vaults": 0, "revisions": 0, "heads": 0, "links": 0, "assets": 0})
+    _next_seq: int = 1
+
+    def records(self) -> Iterable[dict[str, Any]]:
+        """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
+        yield {"t": "identity", **self.identity.to_record()}
+        yield from self.vault_records
+        yield from self.archive_records
+        yield from self.head_records
+        yield from self.link_records
+        yield {
+            "t": RESTORED_FROM,
+            "device": bytes(self.reader.manifest["device"]) if self.reader.manifest else b"",
+            "backup_created_ms": self.reader.created_ms,
+            "vaults": [{"old": old, "new": new.vault_id} for old, new in self.new_vaults.items()],
+        }
+
+    def run(self) -> None:
+        """Verify only (``backup verify``)."""
+        for _row in self.content_rows():
+            pass
+
+    def content_rows(self) -> Iterator[tuple[int, bytes]]:
+        """Consume the whole file; yield content rows of the new store as they are made."""
+        items = self.reader.items()
+        heads: dict[bytes, set[bytes]] = {}
+        flagged: set[bytes] = set()
+        known: dict[bytes, bytes] = {}  # rev_id -> asset_id
+        links: list[dict[str, Any]] = []
+        for item in items:
+            kind = item.get("t")
+            if kind == "vault":
+                self._vault(item)
+            elif kind == "link":
+                links.append(item)
+            elif kind == "revision":
+                try:
+                    n = int(item["n"])
+                    rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
+                except (KeyError, TypeError, ValueError):
+                    raise _invalid("a malformed revision") from None
+                if not 1 <= n <= 1_000_000:
+                    raise _invalid("a malformed revision")
+                chunks = []
+                for _ in range(n):
+                    content = next(items, None)
+                    if content is None or content.get("t") != "content" or not isinstance(content.get("data"), bytes):
+                        raise _invalid("a revision without its content")
+                    chunks.append(bytes(content["data"]))
+                yield from self._revision(rev, chunks, bool(item.get("head")), heads, known)
+                if item.get("head"):
+                    flagged.add(rev.rev_id)
+            else:
+                raise _invalid(f"an unknown item kind {str(kind)[:20]!r}")
+        if self.reader.manifest is None:
+            raise _invalid("no manifest")
+        actual = {h for hs in heads.values() for h in hs}
+        if actual != flagged:
+            raise _invalid("the marked heads are not the heads of the history")
+        for item in links:
+            self._link(item)
+        self.counts["assets"] = len(heads)
+
+    def _vault(self, item: dict[str, Any]) -> None:
+        try:
+            vault_id = bytes(item["vault_id"])
+            history = [Policy.parse(r) for r in item["history"]]
+            discarded = [Policy.parse(r) for r in item.get("discarded", [])]
+            keys = {int(e["epoch"]): bytes(e["key"]) for e in item["epoch_keys"]}
+            head = verify_chain(history)
+            name = str(item["name"])
+        except (KeyError, TypeError, ValueError, SignatureError, MemoriesError):
+            raise _invalid("a vault's policy history") from None
+        if vault_id in self.old_vaults or head.epoch not in keys:
+            raise _invalid("a vault's keys")
+        old = VaultKeys(vault_id, name, head, keys, history, discarded)
+        self.old_vaults[vault_id] = old
+        self.counts["vaults"] += 1
+        if not self.build:
+            return
+        new_id = os.urandom(16)
+        policy = owner_policy(self.identity, new_id)
+        new = _NewVault(new_id, policy, os.urandom(32))
+        self.new_vaults[vault_id] = new
+        self.vault_records.append(
+            {
+                "t": "vault",
+                "vault_id": new_id,
+                "name": name,
+                "default": bool(item.get("default")),
+                "policy": policy.to_record(),
+                "epoch_keys": [{"epoch": 1, "key": new.key}],
+            }
+        )
+        self.archive_records.append(
+            {
+                "t": ARCHIVED_VAULT,
+                "old": vault_id,
+                "new": new_id,
+                "name": name,
+                "history": [p.to_record() for p in history],
+                "discarded": [p.to_record() for p in discarded],
+                "epoch_keys": [{"epoch": e, "key": k} for e, k in sorted(keys.items())],
+            }
+        )
+
+    def _revision(
+        self, rev: Revision, chunks: list[bytes], head: bool, heads: dict[bytes, set[bytes]], known: dict[bytes, bytes]
+    ) -> Iterator[tuple[int, bytes]]:
+        try:
+            rev.verify_signature()
+            VaultCore.check_revision(rev, self.identity, self.old_vaults)
+            vault = self.old_vaults[bytes(rev.body["vault"])]
+            epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
+            summary = rev.open_summary(epoch_key)
+            body = rev.open_body(epoch_key, chunks)
+        except (SignatureError, ChunkError, KeyError, TypeError, ValueError):
+            raise _invalid("a revision's signature, policy or content") from None
+        if rev.rev_id in known:
+            raise _invalid("a revision appears twice")
+        asset = rev.asset_id
+        for parent in rev.parents:
+            if known.get(parent) != asset:
+                raise _invalid("a revision's parent is missing")
+        if not rev.parents and asset in heads:
+            raise _invalid("an item has two first revisions")
+        if rev.parents and asset not in heads:
+            raise _invalid("a revision's parent is missing")
+        known[rev.rev_id] = asset
+        heads[asset] = (heads.get(asset, set()) - set(rev.parents)) | {rev.rev_id}
+        self.counts["revisions"] += 1
+        if not self.build:
+            return
+        seqs = list(range(self._next_seq, self._next_seq + len(chunks)))
+        self._next_seq += len(chunks)
+        yield from zip(seqs, chunks, strict=True)
+        self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": seqs})
+        if head:
+            new = self.new_vaults[bytes(rev.body["vault"])]
+            reserved = list(range(self._next_seq, self._next_seq + chunk_count(len(body))))
+            self._next_seq += len(reserved)
+            built = build_revision(
+                identity=self.identity,
+                vault_id=new.vault_id,
+                policy_head=new.policy.head,
+                epoch=1,
+                epoch_key=new.key,
+                asset_id=asset,
+                kind=rev.kind,
+                parents=[],
+                tombstone=rev.tombstone,
+                summary=summary,
+                body=body,
+                content_seqs=reserved,
+            )
+            yield from built.content_rows
+            self.head_records.append(built.revision.to_record())
+            self.counts["heads"] += 1
+
+    def _link(self, item: dict[str, Any]) -> None:
+        record = item.get("record")
+        if not isinstance(record, dict) or record.get("t") != "card_link":
+            raise _invalid("a malformed link")
+        vault = record.get("vault")
+        if not isinstance(vault, bytes) or vault not in self.old_vaults:
+            raise _invalid("a link of an unknown vault")
+        self.counts["links"] += 1
+        if self.build:
+            self.link_records.append({**record, "vault": self.new_vaults[vault].vault_id})

@@ -1,0 +1,133 @@
+"""backup create FILE, backup verify FILE, restore FILE (BK-1, BK-2).
+
+A backup has its own password (asked twice on a terminal, or one line of --password-stdin).
+`restore` runs in the data home chosen by --home (a new one): it asks the backup's password,
+then the new vault password for this device (with --password-stdin: the first line is the
+backup's password, an optional second line the new vault password, else the same one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from engine.cli.context import Context
+from engine.cli.password import read_password
+
+__all__ = ["register"]
+
+# A backup or restore of a large vault takes a while; the engine answers when it is done.
+_TIMEOUT = 3600.0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    backup = sub.add_parser("backup", parents=[common], help="write or check a password-protected backup file")
+    bsub = backup.add_subparsers(dest="backup_command", metavar="SUBCOMMAND", parser_class=type(backup), required=True)
+
+    p = bsub.add_parser("create", parents=[common], help="write a backup of every shared vault to FILE (needs sudo)")
+    p.add_argument("file", help="the new backup file (never overwritten)")
+    p.add_argument("--password-stdin", action="store_true", help="read the backup's own password from standard input")
+    p.set_defaults(func=cmd_create)
+
+    p = bsub.add_parser("verify", parents=[common], help="read and authenticate a backup file; writes nothing")
+    p.add_argument("file", help="the backup file to check")
+    p.add_argument("--password-stdin", action="store_true", help="read the backup's password from standard input")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("restore", parents=[common], help="make this data home a new device from a backup file")
+    p.add_argument("file", help="the backup file")
+    p.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the backup's password, then (optional second line) the new vault password, from standard input",
+    )
+    p.set_defaults(func=cmd_restore)
+
+
+def _path(text: str) -> str:
+    return str(Path(text).expanduser().resolve())
+
+
+def _progress_thread(ctx: Context, stop: threading.Event) -> threading.Thread | None:
+    """On a terminal (and not --json), show how far the engine is, asking on a second connection."""
+    if ctx.json_output or not sys.stderr.isatty():
+        return None
+    from engine.ipc.client import IpcClient
+
+    def run() -> None:
+        shown = False
+        try:
+            client = IpcClient(ctx.paths.socket, timeout=5.0)
+        except Exception:
+            return
+        try:
+            while not stop.wait(0.3):
+                try:
+                    state = client.request({"op": "backup_progress"})
+                except Exception:
+                    return
+                if state.get("running") and state.get("total"):
+                    print(f"\rbacking up {state['done']}/{state['total']} revisions", end="", file=sys.stderr, flush=True)
+                    shown = True
+        finally:
+            if shown:
+                print(file=sys.stderr)
+            client.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def cmd_create(ctx: Context, args: argparse.Namespace) -> int:
+    path = _path(args.file)
+    password = read_password(args.password_stdin, confirm=True, prompt="Backup password (its own; keep it safe): ")
+    ctx.client()
+    stop = threading.Event()
+    thread = _progress_thread(ctx, stop)
+    try:
+        result = ctx.request({"op": "backup_create", "path": path, "password": password}, timeout=_TIMEOUT)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(2)
+    mib = result["bytes"] / (1024 * 1024)
+    ctx.emit(
+        result, f"backed up {result['vaults']} vault(s), {result['revisions']} revisions ({mib:.1f} MiB) to {result['path']}"
+    )
+    return 0
+
+
+def cmd_verify(ctx: Context, args: argparse.Namespace) -> int:
+    path = _path(args.file)
+    password = read_password(args.password_stdin, prompt="Backup password: ")
+    ctx.ensure_engine()
+    result = ctx.request({"op": "backup_verify", "path": path, "password": password}, timeout=_TIMEOUT)
+    ctx.emit(
+        result,
+        f"ok: {result['vaults']} vault(s), {result['items']} items, {result['revisions']} revisions, "
+        f"{result['links']} links; every chunk and signature verified",
+    )
+    return 0
+
+
+def cmd_restore(ctx: Context, args: argparse.Namespace) -> int:
+    path = _path(args.file)
+    backup_password = read_password(args.password_stdin, prompt="Backup password: ")
+    if args.password_stdin:
+        line = sys.stdin.readline().rstrip("\r\n")
+        password = line or backup_password
+    else:
+        password = read_password(False, confirm=True, prompt="New vault password for this device: ")
+    ctx.ensure_engine()
+    request = {"op": "restore", "path": path, "backup_password": backup_password, "password": password}
+    result = ctx.request(request, timeout=_TIMEOUT)
+    ctx.emit(
+        result,
+        f"restored {result['items']} items in {result['vaults']} vault(s) as a new device; "
+        f"the original history ({result['archived_revisions']} revisions) is kept read-only",
+    )
+    return 0

@@ -1,0 +1,268 @@
+"""Backup and restore ops (BK-1, BK-2): backup_create (sudo), backup_verify, restore, backup_progress.
+
+The engine reads and writes the backup file itself (bounded memory, chunk by chunk); the
+CLI passes an absolute path. A backup is written beside its target and published with
+link(2), never overwriting; a restore builds the new store in a staging directory inside
+the data home and publishes ``store.db`` with link(2) only after the whole file verified,
+so a damaged file or a killed restore leaves no store behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from engine.backup.archive import ArchiveIndex
+from engine.backup.envelope import BackupReader
+from engine.backup.restore import Restorer
+from engine.backup.snapshot import write_backup
+from engine.crypto.kdf import calibrate
+from engine.crypto.keys import fingerprint
+from engine.errors import MemoriesError
+from engine.service import requests_backup as brq
+from engine.service.caller import Caller
+from engine.service.handlers.assets import ARCHIVED_REVISIONS, HISTORY_EXTRAS, SECRET_BODY_KINDS
+from engine.service.projections import BODY_REDACTORS, revision_ref
+from engine.service.registry import op
+from engine.service.service import EXTENSIONS, Service
+from engine.store.database import StoreFile, create_store, is_disk_full
+from engine.vault.core import Unlocked
+from engine.vault.diff import text_projection
+from engine.vault.index import AssetEntry
+from engine.vault.revision import Revision
+
+__all__ = ["archive_of"]
+
+_STAGING_PREFIX = ".restore-"
+_BATCH_BYTES = 8 * 1024 * 1024
+
+# What a running backup has done so far (revisions done, total), for `backup_progress`.
+_progress: dict[str, int] = {}
+_progress_lock = threading.Lock()
+
+
+def _set_progress(done: int, total: int) -> None:
+    with _progress_lock:
+        _progress.update(done=done, total=total)
+
+
+@op(brq.BackupProgress, lock_free=True, touches_idle=False)
+def backup_progress(service: Service, request: brq.BackupProgress, caller: Caller) -> dict[str, Any]:
+    with _progress_lock:
+        return {"running": bool(_progress), "done": _progress.get("done", 0), "total": _progress.get("total", 0)}
+
+
+def _open_file(path: str) -> IO[bytes]:
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise MemoriesError("not_found", "No backup file at that path.") from None
+    except IsADirectoryError:
+        raise MemoriesError("invalid_input", "That path is a directory, not a backup file.") from None
+    except OSError as exc:
+        raise MemoriesError("io_error", f"The backup file could not be read ({exc.__class__.__name__}).") from None
+
+
+@op(brq.BackupCreate, needs_elevation=True)
+def backup_create(service: Service, request: brq.BackupCreate, caller: Caller) -> dict[str, Any]:
+    state = service.require_unlocked()
+    store = service.require_store()
+    target = Path(request.path)
+    if target.exists():
+        raise MemoriesError("io_error", f"{target.name} already exists; a backup never overwrites a file.")
+    if not target.parent.is_dir():
+        raise MemoriesError("not_found", "The folder for the backup file does not exist.")
+    staging = target.with_name(f".{target.name}.part-{os.getpid()}-{os.urandom(4).hex()}")
+    service.vault.commit_intent(state, "backup", caller, [])
+    try:
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb", buffering=1024 * 1024) as out:
+            _set_progress(0, 0)
+            counts = write_backup(out, request.password, calibrate(), state, store.read_content, _set_progress)
+            out.flush()
+            os.fsync(out.fileno())
+        os.link(staging, target)  # never overwrites
+        _fsync_dir(target.parent)
+    except FileExistsError:
+        raise MemoriesError("io_error", f"{target.name} already exists; a backup never overwrites a file.") from None
+    except OSError as exc:
+        if is_disk_full(exc, target):
+            raise MemoriesError("disk_full", "The disk is full; the backup was not written.") from None
+        raise MemoriesError("io_error", f"The backup file could not be written ({exc.__class__.__name__}).") from None
+    finally:
+        with _progress_lock:
+            _progress.clear()
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+    return {"path": str(target), **counts}
+
+
+@op(brq.BackupVerify, needs_unlock=False, lock_free=True)
+def backup_verify(service: Service, request: brq.BackupVerify, caller: Caller) -> dict[str, Any]:
+    """Read and authenticate every chunk, signature and content; write nothing."""
+    with _open_file(request.path) as src:
+        reader = BackupReader(src, request.password)
+        restorer = Restorer(reader)
+        restorer.run()
+    manifest = reader.manifest or {}
+    return {
+        "ok": True,
+        "created_ms": reader.created_ms,
+        "bytes": reader.bytes_read,
+        "vaults": restorer.counts["vaults"],
+        "items": restorer.counts["assets"],
+        "revisions": restorer.counts["revisions"],
+        "links": restorer.counts["links"],
+        "device": bytes(manifest.get("device", b"")).hex()[:16],
+    }
+
+
+def _remove_stale_staging(home: Path) -> None:
+    """Leftovers of killed restores: only the engine holding the writer lock ever makes them."""
+    for child in home.glob(_STAGING_PREFIX + "*"):
+        shutil.rmtree(child, ignore_errors=True)
+
+
+def _build(staging: Path, password: str, restorer: Restorer) -> bytes:
+    """The whole new store inside ``staging``; returns its master key."""
+    master = create_store(staging / "store.db", password, calibrate(), [])
+    store = StoreFile.open(staging / "store.db")
+    try:
+        store.install_master(master)
+        batch: list[tuple[int, bytes]] = []
+        size = 0
+        for row in restorer.content_rows():
+            batch.append(row)
+            size += len(row[1])
+            if size >= _BATCH_BYTES:
+                store.commit([], batch)
+                batch, size = [], 0
+        store.commit(list(restorer.records()), batch)
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        store.close()
+    fd = os.open(staging / "store.db", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return master
+
+
+@op(brq.Restore, needs_unlock=False, lock_free=True)
+def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str, Any]:
+    """A new device from a backup (BK-2): new keys and vault IDs, current heads re-signed, history archived."""
+    with service.lock:
+        target = service.paths.store
+        if service.store is not None or target.exists():
+            raise MemoriesError(
+                "already_initialized", "This data directory already has a vault; restore into a new one with --home."
+            )
+        home = service.paths.home
+        _remove_stale_staging(home)
+        staging = home / f"{_STAGING_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+        staging.mkdir(mode=0o700)
+        try:
+            with _open_file(request.path) as src:
+                restorer = Restorer(BackupReader(src, request.backup_password), build=True)
+                master = _build(staging, request.password, restorer)
+            try:
+                os.link(staging / "store.db", target)  # the one step that makes the home whole
+            except FileExistsError:
+                raise MemoriesError("already_initialized") from None
+            _fsync_dir(home)
+        except OSError as exc:
+            if is_disk_full(exc, target):
+                raise MemoriesError("disk_full", "The disk is full; nothing was restored.") from None
+            raise MemoriesError("io_error", f"The restore could not write its store ({exc.__class__.__name__}).") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        store = StoreFile.open(target)
+        store.install_master(master)
+        service.store = store
+        service.state = service.load_state(store)
+        service.session.touch()
+        counts = restorer.counts
+        audit = service.vault.audit_record(service.state, "restore", caller, outcome="ok", vaults=counts["vaults"])
+        service.vault.commit(service.state, [], [], [audit])
+        return {
+            "restored": True,
+            "unlocked": True,
+            "vaults": counts["vaults"],
+            "items": counts["assets"],
+            "heads": counts["heads"],
+            "archived_revisions": counts["revisions"],
+            "links": counts["links"],
+        }
+
+
+def _fsync_dir(path: Path) -> None:
+    if os.name != "posix":  # pragma: no cover
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_archive: list[tuple[Unlocked, ArchiveIndex]] = []
+
+
+def archive_of(state: Unlocked) -> ArchiveIndex:
+    """The read-only archive of a restored store's original history (built on first use, dropped on lock)."""
+    if not _archive or _archive[0][0] is not state:
+        _archive[:] = [(state, ArchiveIndex(state))]
+    return _archive[0][1]
+
+
+def _archived_history(service: Service, state: Unlocked, entry: AssetEntry) -> list[dict[str, Any]]:
+    archive = archive_of(state)
+    rows = []
+    for rev in archive.history(entry.asset_id):
+        summary = archive.summary(rev)
+        rows.append(
+            {
+                **revision_ref(rev),
+                "parents": [p.hex() for p in rev.parents],
+                "title": summary.get("title", ""),
+                "tombstone": rev.tombstone,
+                "created_ms": rev.created_ms,
+                "author": fingerprint(rev.author)[:16],
+                "head": False,
+                "archived": True,
+            }
+        )
+    return rows
+
+
+def _archived_revision(service: Service, state: Unlocked, entry: AssetEntry, prefix: str) -> tuple[Revision, list[str]] | None:
+    archive = archive_of(state)
+    rev = archive.resolve(entry.asset_id, prefix)
+    if rev is None:
+        return None
+    summary = archive.summary(rev)
+    body = ""
+    if not rev.tombstone and rev.kind not in SECRET_BODY_KINDS:
+        body = archive.body(rev, service.vault.require_store().read_content)
+        for redactor in BODY_REDACTORS:
+            body = redactor(service.vault, state, rev.asset_id, body)
+    return rev, text_projection({k: v for k, v in summary.items() if k in ("title", "tags", "meta")}, body, rev.tombstone)
+
+
+HISTORY_EXTRAS.append(_archived_history)
+ARCHIVED_REVISIONS.append(_archived_revision)
+
+
+def _setup(service: Service) -> None:
+    def on_lock() -> None:
+        _archive.clear()
+
+    service.on_lock.append(on_lock)
+
+
+EXTENSIONS.append(_setup)

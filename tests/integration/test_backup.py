@@ -1,0 +1,296 @@
+"""Backup and restore through the real CLI and daemon (BK-1, BK-2).
+
+One source vault (module-scoped: read-only after it is built) holds every kind of content a
+restore must keep; each test restores its backup into a fresh data home with its own daemon.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from engine.backup.envelope import BackupReader
+from tests.helpers import Cli
+
+BACKUP_PW = "backup horse staple 42"
+NEW_PW = "new device password 7"
+HOTP_URI = "otpauth://hotp/Bank:me?secret=JBSWY3DPEHPK3PXP&counter=3&issuer=Bank"
+MAPPED = "CANARY-mapped-secret-5e1"
+LOCAL_CANARY = "CANARY-device-only-title-8c2"
+NOTES = 1500  # enough that a restore is still running when the test kills the engine
+
+
+class Source:
+    def __init__(self, cli: Cli, backup: Path, ids: dict[str, str], token: str, local_vault: str) -> None:
+        self.cli, self.backup, self.ids, self.token, self.local_vault = cli, backup, ids, token, local_vault
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
+    root = tmp_path_factory.mktemp("backup-source")
+    cli = Cli(home=root / "home")
+    cli.init()
+    ids: dict[str, str] = {}
+    ids["plain"] = cli.put("购物清单 Shopping", "牛奶 milk\n鸡蛋 eggs", "home")["id"]
+    edited = cli.put("Edited note", "first body")
+    cli.ok("edit", edited["id"], "--body", "second body")
+    ids["edited"] = edited["id"]
+    base = cli.put("Shared note", "v0")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda body: cli.ok("edit", base["id"], "--body", body, "--base", base["revision"]), ["laptop", "phone"]))
+    assert cli.ok("get", base["id"])["conflict"] is True
+    ids["conflict"] = base["id"]
+    card = cli.ok("card", "new", "--type", "knowledge", "--title", "DB notes", "--body", f"login with {MAPPED} please")
+    ids["card"] = card["id"]
+    cli.ok("secret", "protect", card["id"], "--label", "db_password", "--value-stdin", input=MAPPED + "\n")
+    cli.ok("card", "link", card["id"], ids["plain"], "--rel", "mentions")
+    otp = cli.ok("protected", "new", "--title", "Bank OTP", "--otp-stdin", input=HOTP_URI + "\n")
+    ids["otp"] = otp["id"]
+    cli.ok("otp", otp["id"])  # the counter moves on: a restore must keep the new counter
+    ids["login"] = cli.ok("login", "new", "--title", "邮箱", "--username", "me@example.cn", "--url", "https://mail.example")["id"]
+    deleted = cli.put("Deleted note", "gone")
+    cli.ok("delete", deleted["id"])
+    ids["deleted"] = deleted["id"]
+    cli.ok("local-config", "record")
+    cli.ok("put", "--vault", "local", "--title", LOCAL_CANARY, "--body", "only here")
+    local_vault = next(v["id"] for v in cli.ok("vaults")["vaults"] if v["name"] == "local")
+    cli.sudo()
+    token = cli.ok("mcp", "grant", "--name", "claude", "--scope", "read")["token"]
+    backup = root / "memories.backup"
+    cli.ok("backup", "create", str(backup), "--password-stdin", input=BACKUP_PW + "\n")
+    yield Source(cli, backup, ids, token, local_vault)
+    cli.stop()
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[Cli]:
+    client = Cli(home=tmp_path / "restored")
+    yield client
+    client.stop()
+
+
+def _restore(cli: Cli, backup: Path, backup_pw: str = BACKUP_PW) -> subprocess.CompletedProcess[str]:
+    return cli.run("restore", str(backup), "--password-stdin", "--json", input=f"{backup_pw}\n{NEW_PW}\n", timeout=120)
+
+
+def _restored(cli: Cli, backup: Path) -> dict[str, Any]:
+    proc = _restore(cli, backup)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = msgspec.json.decode(proc.stdout)
+    return result
+
+
+def _view(cli: Cli, asset_id: str) -> dict[str, Any]:
+    got = cli.ok("get", asset_id)
+    keep = ("title", "body", "tags", "meta", "kind", "conflict")
+    view = {k: got.get(k) for k in keep}
+    view["heads"] = sorted(h["body"] for h in got.get("head_contents", []))
+    return view
+
+
+def test_restore_keeps_content_kinds_conflicts_links_and_secrets(source: Source, target: Cli) -> None:
+    """BK-2: content, conflict heads, card kinds, links, secret maps, protected OTP seed and counter, logins, asset IDs."""
+    result = _restored(target, source.backup)
+    assert result["restored"] is True and result["vaults"] == 1
+    src, dst = source.cli, target
+    for name in ("plain", "edited", "conflict", "card", "login"):
+        assert _view(dst, source.ids[name]) == _view(src, source.ids[name]), name
+    assert dst.ok("get", source.ids["conflict"])["conflict"] is True
+    # The secret map still masks the protected value in the card's body (same asset IDs).
+    assert MAPPED not in dst.ok("get", source.ids["card"])["body"]
+    links = dst.ok("graph", source.ids["card"])
+    assert source.ids["plain"] in str(links)
+    # Same OTP seed and the moved-on counter: both sides now give the same next code.
+    assert dst.ok("otp", source.ids["otp"])["code"] == src.ok("otp", source.ids["otp"])["code"]
+    logins = [(x["id"], x["title"], x["username"]) for x in dst.ok("login", "list")["items"]]
+    assert logins == [(source.ids["login"], "邮箱", "me@example.cn")]
+    assert dst.err("get", source.ids["deleted"])["code"] == "not_found"
+    assert {i["id"] for i in dst.ok("list")["items"]} == {i["id"] for i in src.ok("list")["items"]}
+
+
+def test_restore_is_a_new_device_with_new_vaults(source: Source, target: Cli) -> None:
+    """BK-2: new device keys, new independent vault IDs, no old shared membership."""
+    _restored(target, source.backup)
+    old, new = source.cli.ok("whoami"), target.ok("whoami")
+    assert new["device_id"] != old["device_id"] and new["user_id"] != old["user_id"]
+    old_ids = {v["id"] for v in source.cli.ok("vaults")["vaults"]}
+    vaults = target.ok("vaults")["vaults"]
+    assert [v["name"] for v in vaults] == ["default"]
+    assert not {v["id"] for v in vaults} & old_ids
+    assert vaults[0]["members"] == 1 and vaults[0]["role"] == "owner"
+    devices = target.ok("devices")
+    assert [d["device_id"] for d in devices["devices"]] == [new["device_id"]]
+    # The restored device writes in its new vault; the new password unlocks it.
+    target.ok("lock")
+    target.unlock(NEW_PW)
+    assert target.put("after restore", "x")["id"]
+
+
+def test_original_history_is_archived_read_only(source: Source, target: Cli) -> None:
+    """BK-2: the original signed history stays readable (history, diff) but never becomes writable."""
+    _restored(target, source.backup)
+    asset = source.ids["edited"]
+    before = [r["revision"] for r in source.cli.ok("history", asset)["revisions"]]
+    history = target.ok("history", asset)["revisions"]
+    archived = [r for r in history if r.get("archived")]
+    assert [r["revision"] for r in archived] == before
+    assert [r for r in history if r["head"]] == [history[-1]] and not history[-1].get("archived")
+    diff = target.ok("diff", asset, before[0][:12], before[1][:12])["diff"]
+    assert "-first body" in diff and "+second body" in diff
+    # An archived revision is no base for an edit: the archive is read-only.
+    assert target.err("edit", asset, "--body", "x", "--base", before[1])["code"] in {"not_found", "stale_base"}
+
+
+def _items(backup: Path) -> list[dict[str, Any]]:
+    with open(backup, "rb") as src:
+        return list(BackupReader(src, BACKUP_PW).items())
+
+
+def test_backup_leaves_out_device_only_vaults_and_tokens(source: Source, target: Cli) -> None:
+    """BK-1 canary: device-only vaults, their items, MCP grants and tokens are not in the backup or the restore."""
+    items = _items(source.backup)
+    assert {i["t"] for i in items} <= {"vault", "revision", "content", "link"}
+    local = bytes.fromhex(source.local_vault)
+    encoded = b"".join(msgspec.msgpack.encode(i) for i in items)
+    assert local not in encoded
+    assert source.token.encode() not in encoded and LOCAL_CANARY.encode() not in encoded
+    _restored(target, source.backup)
+    assert [v["name"] for v in target.ok("vaults")["vaults"]] == ["default"]
+    assert LOCAL_CANARY not in str(target.ok("list"))
+    assert target.ok("search", LOCAL_CANARY)["results"] == []
+    target.sudo(NEW_PW)
+    assert target.ok("mcp", "grants", "--all")["grants"] == []
+
+
+def test_verify_reads_everything_and_writes_nothing(source: Source) -> None:
+    """BK-1: verify authenticates every chunk and signature; the file and the vault stay as they were."""
+    before = source.backup.read_bytes()
+    status = source.cli.ok("status")
+    result = source.cli.ok("backup", "verify", str(source.backup), "--password-stdin", input=BACKUP_PW + "\n")
+    assert result["ok"] is True and result["vaults"] == 1 and result["revisions"] >= 10
+    assert source.backup.read_bytes() == before and source.cli.ok("status") == status
+
+
+def _damaged(kind: str, original: bytes, tmp: Path) -> tuple[Path, str]:
+    path = tmp / f"{kind}.backup"
+    data = bytearray(original)
+    password = BACKUP_PW
+    expected = "backup_invalid"
+    if kind == "truncated":
+        data = data[: len(data) - 100]
+    elif kind == "last-chunk-dropped":
+        data = data[: len(data) // 2]
+    elif kind == "bit-flipped":
+        data[len(data) // 2] ^= 0x01
+    elif kind == "appended":
+        data += b"\x00\x00\x00\x04abcd"
+    elif kind == "wrong-password":
+        password, expected = "not the backup password", "wrong_password"
+    elif kind == "wrong-version":
+        start = data.index(b'"version":1')
+        data[start : start + 11] = b'"version":9'
+        expected = "backup_version"
+    elif kind == "foreign":
+        data = bytearray(b"SQLite format 3\x00" + bytes(4000))
+    path.write_bytes(bytes(data))
+    return path, f"{password}\n{expected}"
+
+
+@pytest.mark.parametrize(
+    "kind", ["truncated", "last-chunk-dropped", "bit-flipped", "appended", "wrong-password", "wrong-version", "foreign"]
+)
+def test_a_damaged_file_gives_a_typed_error_and_writes_nothing(source: Source, target: Cli, tmp_path: Path, kind: str) -> None:
+    """BK-1, BK-2: truncated, bit-flipped, wrong-password, wrong-version and foreign files: typed error, no store."""
+    path, packed = _damaged(kind, source.backup.read_bytes(), tmp_path)
+    password, expected = packed.split("\n")
+    verify = source.cli.err("backup", "verify", str(path), "--password-stdin", input=password + "\n")
+    assert verify["code"] == expected
+    proc = _restore(target, path, password)
+    assert proc.returncode != 0
+    error = msgspec.json.decode(proc.stdout)["error"]
+    assert error["code"] == expected
+    assert BACKUP_PW not in error["message"] and password not in error["message"]
+    assert not (target.home / "store.db").exists()
+    assert not list(target.home.glob(".restore-*"))
+    # The home is still free: the right file restores into it.
+    _restored(target, source.backup)
+
+
+def test_backup_needs_sudo_and_never_overwrites(source: Source, tmp_path: Path) -> None:
+    """BK-1: backup create needs elevation and never overwrites an existing file."""
+    other = Cli(home=tmp_path / "fresh")
+    other.init()
+    try:
+        out = tmp_path / "b.backup"
+        assert other.err("backup", "create", str(out), "--password-stdin", input=BACKUP_PW + "\n")["code"] == "elevation_required"
+        assert not out.exists()
+        other.sudo()
+        out.write_bytes(b"keep me")
+        assert other.err("backup", "create", str(out), "--password-stdin", input=BACKUP_PW + "\n")["code"] == "io_error"
+        assert out.read_bytes() == b"keep me"
+        assert not [p for p in tmp_path.iterdir() if ".part-" in p.name]
+    finally:
+        other.stop()
+
+
+def test_restore_into_a_home_with_a_vault_is_refused(source: Source) -> None:
+    """BK-2: restore makes a new device; it never replaces the vault of an existing home."""
+    listed = source.cli.ok("list")
+    proc = _restore(source.cli, source.backup)
+    assert msgspec.json.decode(proc.stdout)["error"]["code"] == "already_initialized"
+    assert source.cli.ok("list") == listed
+
+
+def test_a_killed_restore_leaves_no_half_made_home(tmp_path: Path) -> None:
+    """BK-2: the engine killed in the middle of a restore leaves no store; a second restore succeeds."""
+    big = Cli(home=tmp_path / "big")
+    big.init()
+    try:
+        notes = tmp_path / "many.jsonl"
+        lines = (json.dumps({"title": f"note {n}", "body": f"line {n} " * 60}) for n in range(NOTES))
+        notes.write_text("\n".join(lines) + "\n")
+        assert big.ok("import", str(notes))["created"] == NOTES
+        big.sudo()
+        backup = tmp_path / "big.backup"
+        big.ok("backup", "create", str(backup), "--password-stdin", input=BACKUP_PW + "\n")
+    finally:
+        big.stop()
+    target = Cli(home=tmp_path / "target")
+    try:
+        proc = subprocess.Popen(
+            target.command("restore", str(backup), "--password-stdin", "--json"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=target.environ(),
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(f"{BACKUP_PW}\n{NEW_PW}\n")
+        proc.stdin.close()
+        deadline = time.monotonic() + 60
+        staging: list[Path] = []
+        while time.monotonic() < deadline and not staging and proc.poll() is None:
+            staging = [p for p in target.home.glob(".restore-*/store.db")]
+            time.sleep(0.01)
+        assert staging, "the restore finished before it could be interrupted"
+        pid = int((target.home / "engine.lock").read_text().strip() or 0) or target.daemon_pid()
+        assert pid
+        os.kill(pid, 9)
+        proc.wait(30)
+        assert proc.returncode != 0
+        assert not (target.home / "store.db").exists()
+        _restored(target, backup)
+        assert not list(target.home.glob(".restore-*"))
+        assert target.ok("status")["assets"] == NOTES
+    finally:
+        target.stop()
