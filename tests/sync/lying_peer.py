@@ -15,6 +15,9 @@ envelopes, real make_bundle) and tampers with what it sends according to MODE:
   hugeframe   send one frame larger than any frame limit
   silent      go quiet after the inventories (a peer that never finishes)
   disconnect  send half the chunks, then the process exits (a dead peer mid-transfer)
+  rollback    replay its whole (older) policy history from the genesis, as if the peer lacked it
+  forgepolicy flip one byte of the first policy's Owner signature
+  reorder     swap its last two audit entries (a reordered audit hash chain)
 
 It prints one JSON line {"url": …} when it listens, and accepts any bearer token (the honest
 engine is the client; it is the one being lied to). It never merges what it receives.
@@ -62,6 +65,15 @@ def _tamper(mode: str, chunks: list[bytes]) -> list[bytes]:
     elif mode == "signature":
         rev = next(item for item in items if item["k"] == "rev")
         rev["sig"] = _flip(rev["sig"], 7)
+    elif mode == "forgepolicy":
+        policy = next(item for item in items if item["k"] == "policy")
+        policy["rec"]["sig"] = _flip(policy["rec"]["sig"], 0)
+    elif mode == "reorder":
+        audits = [i for i, item in enumerate(items) if item["k"] == "audit"]
+        first, second = audits[-2], audits[-1]
+        items[first], items[second] = items[second], items[first]
+        vault = decoded[0]["vault"]
+        return [_pack({"v": 1, "vault": vault, "items": items})]
     elif mode == "drop":
         # Revisions go parents first: the fixture's chain v1 → v2 → v3 comes first; drop v2.
         revs = [i for i, item in enumerate(items) if item["k"] == "rev"]
@@ -88,10 +100,12 @@ def main() -> int:
         for vault_id in shared_vault_ids(state):
             inv = theirs.get(vault_id) or Inventory(vault_id, [], [], [], peer)
             inv = Inventory(vault_id, inv.policy_heads, inv.revision_ids, inv.audit_ids, peer)
+            if mode == "rollback":
+                inv = Inventory(vault_id, [], inv.revision_ids, inv.audit_ids, peer)
             chunks = make_bundle(core, state, vault_id, inv, max_bytes=CHUNK_BYTES)
             if not chunks:
                 continue
-            if mode in ("ciphertext", "signature", "drop"):
+            if mode in ("ciphertext", "signature", "drop", "forgepolicy", "reorder"):
                 chunks = _tamper(mode, chunks)
             elif mode == "duplicate":
                 chunks = [c for c in chunks for _ in (0, 1)]

@@ -19,7 +19,18 @@ from typing import Any
 import pytest
 
 from tests.helpers import Cli
-from tests.sync.support import B_PASSWORD, Listener, device_id, free_port, make_pair, sync, sync_err, token_for
+from tests.sync.support import (
+    B_PASSWORD,
+    C_PASSWORD,
+    Listener,
+    add_device,
+    device_id,
+    free_port,
+    make_pair,
+    sync,
+    sync_err,
+    token_for,
+)
 
 LIMITED = {"MEMORIES_SYNC_MAX_BYTES": str(8 * 1024 * 1024), "MEMORIES_SYNC_MESSAGE_SECONDS": "3"}
 
@@ -88,6 +99,7 @@ def _lie(a: Cli, b: Cli, mode: str) -> dict[str, Any]:
         ("ciphertext", {"sync_rejected"}),  # tampered ciphertext
         ("signature", {"sync_rejected"}),  # a forged revision signature
         ("drop", {"sync_rejected", "sync_invalid"}),  # a dropped revision in the middle of a chain
+        ("reorder", {"sync_rejected"}),  # a reordered audit hash chain
         ("endless", {"sync_invalid"}),  # an endless stream: bounded by MEMORIES_SYNC_MAX_BYTES
         ("hugeframe", {"sync_invalid"}),  # one frame over the frame limit
         ("silent", {"sync_timeout"}),  # a peer that never finishes: the per-message deadline
@@ -161,3 +173,89 @@ def test_non_loopback_listener_needs_the_flag_and_tls(pair: tuple[Cli, Cli]) -> 
     refused = a.err("serve", "--listen", "0.0.0.0:0", "--allow-non-loopback")
     assert refused["code"] == "invalid_input" and "--tls-cert" in refused["message"]
     assert a.ok("sync", "status")["serving"] is False
+
+
+# -- policy lies and the token's device binding over the network ---------------------------------------
+
+
+def _policy(cli: Cli) -> list[tuple[str, int, int]]:
+    """(vault, epoch, members) of every vault: what a policy lie must not move."""
+    return sorted((v["name"], v["epoch"], v["members"]) for v in cli.ok("vaults")["vaults"])
+
+
+def test_a_forged_owner_signature_on_a_policy_is_refused(pair: tuple[Cli, Cli]) -> None:
+    """SY-1/PO-1 over the network: the liar's new policy (a rotation) carries a flipped Owner
+    signature: sync_rejected, nothing merged (no policy, no note), A's policy as before; the true
+    bundle afterwards brings the rotation."""
+    a, b = pair
+    b.sudo(B_PASSWORD)
+    b.ok("vault", "rotate")
+    b.put("written after the rotation", "rotated body")
+    b.stop()
+    policy = _policy(a)
+    error = _lie(a, b, "forgepolicy")
+    assert error["code"] == "sync_rejected" and "policy" in error["message"], error
+    assert _policy(a) == policy
+    with Liar(b, "honest") as liar:
+        result = sync(a, liar.url, "msync1.any")
+    assert [v["policies_added"] for v in result["vaults"]] == [1]
+    assert [epoch for _, epoch, _ in _policy(a)] == [epoch + 1 for _, epoch, _ in policy]
+
+
+def test_a_replayed_old_policy_cannot_roll_the_policy_back(pair: tuple[Cli, Cli]) -> None:
+    """SY-1 rollback over the network: A rotated after B stopped; the liar replays its whole older
+    history from the genesis. No policy is added, A's head and epoch stay, and A's next write is
+    still sealed under the new epoch (a replayed prefix is a no-op by design, docs/sync.md: an
+    honest peer that received part of a newer history from a third device sends such a prefix)."""
+    a, b = pair
+    b.put("from B", "b")
+    b.stop()
+    a.sudo()
+    a.ok("vault", "rotate")
+    policy = _policy(a)
+    with Liar(b, "rollback") as liar:
+        result = sync(a, liar.url, "msync1.any")
+    assert [v["policies_added"] for v in result["vaults"]] == [0]
+    assert _policy(a) == policy
+    a.put("after the replay", "a")
+    assert a.ok("vaults")["vaults"][0]["epoch"] == policy[0][1]
+
+
+def test_a_forked_policy_without_the_owners_resolution_is_refused(pair: tuple[Cli, Cli]) -> None:
+    """SY-3 over the network: A and B each signed a different next policy; the liar sends its
+    branch with no resolution: policy_fork, nothing of the bundle merged (B's note stays away),
+    A's policy as before, and the fork is kept for `memories vault fork resolve`."""
+    a, b = pair
+    b.sudo(B_PASSWORD)
+    b.ok("vault", "rotate")
+    b.put("on B's branch", "b")
+    b.stop()
+    a.sudo()
+    a.ok("vault", "member", "add", "ab" * 32, "--role", "reader")
+    policy = _policy(a)
+    error = _lie(a, b, "honest")
+    assert error["code"] == "policy_fork", error
+    assert _policy(a) == policy
+    assert a.ok("status")["assets"] == 0
+    assert len(a.ok("vault", "forks")["forks"]) == 1
+
+
+def test_a_valid_token_used_by_another_devices_key_is_refused(pair: tuple[Cli, Cli], tmp_path: Path) -> None:
+    """API-4: a token bound to B, presented by C (another authorized device of the same user,
+    proving its own key in the handshake), is sync_unauthorized and nothing is exchanged;
+    B with the same token syncs."""
+    a, b = pair
+    c = Cli(home=tmp_path / "c", env=dict(LIMITED))
+    try:
+        add_device(a, c, "third", C_PASSWORD)
+        c.put("only on C", "c")
+        b.put("only on B", "b")
+        token = token_for(a, b)
+        with Listener(a, free_port()).start() as listener:
+            error = sync_err(c, listener.url, token)
+            assert error["code"] == "sync_unauthorized", error
+            assert a.ok("status")["assets"] == 0 and c.ok("status")["assets"] == 1
+            assert sync(b, listener.url, token)["synced"] is True
+            assert {row["title"] for row in a.ok("list", "--all")["items"]} == {"only on B"}
+    finally:
+        c.stop()
