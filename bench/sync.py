@@ -11,15 +11,17 @@ For each vault size N (notes imported on A, B joined through A, A serving with `
 then, once: a merge of --offline edits made on each side while apart (seconds).
 No assertions: it prints the figures. Uses the real CLI, so process start-up is included.
 
-Measured on the 2-core box (notes of ~270 bytes):
-  N=1000:  initial sync 0.92 s, 1.29 MiB moved, store files 2.26 MiB (ratio 0.57), copy 1.2 ms;
-           one edit: 55.9 KB sent / 57.7 KB received, searchable on B 0.15 s after sync starts
-  N=10000: initial sync 5.82 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 8.7 ms;
-           one edit: 534 KB sent / 536 KB received, searchable on B 0.25 s after sync starts
-  1,000 offline edits on each side: merged both ways in 0.96 s
-The one-edit cost GROWS with the vault: each side's inventory lists every revision ID
-(~53 B each on the wire). Not fixed yet: the next step is a per-peer watermark (send only IDs
-added since the last completed sync with that peer, full inventory only when it mismatches).
+Measured on the 2-core box (notes of ~270 bytes), with per-peer sync marks (engine/sync/marks.py),
+while other test suites ran on the same two cores:
+  N=1000:  initial sync 1.77 s, 1.29 MiB moved, store files 2.26 MiB (ratio 0.57), copy 2.2 ms;
+           one edit: 2,581 B sent / 4,357 B received, searchable on B 0.40 s after sync starts
+  N=10000: initial sync 16.36 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 29.6 ms;
+           one edit: 2,582 B sent / 4,359 B received, searchable on B 0.77 s after sync starts
+  1,000 offline edits on each side: merged both ways in 2.40 s
+(Before the marks, on an idle box: one edit cost 55.9 KB at 1k and 534 KB at 10k, because each
+inventory listed every revision ID; initial sync 0.92 s / 5.82 s, offline merge 0.96 s.)
+The one-edit cost no longer grows with the vault: after a completed sync each inventory lists
+only the IDs added since then (full inventories again only when the two sides' marks differ).
 """
 
 from __future__ import annotations
