@@ -12,18 +12,19 @@ from engine.errors import MemoriesError
 
 __all__ = ["Endpoint", "RagConfig", "load_rag_config", "IndexBounds"]
 
-_PROVIDER_KINDS = {"embedding": ("openai", "gemini", "onnx"), "generation": ("openai",), "rerank": ("openai",)}
+_PROVIDER_KINDS = {"embedding": ("openai", "gemini", "onnx", "fastembed"), "generation": ("openai",), "rerank": ("openai",)}
 _SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    kind: str  # "openai" (OpenAI-compatible wire format), "gemini", or "onnx" (local model dir)
+    kind: str  # "openai" (OpenAI-compatible wire format), "gemini", "onnx" or "fastembed" (local model dirs)
     url: str
     model: str
     api_key_env: str | None = None
     model_dir: str | None = None
     batch: int = 64
+    pooling: str = "mean"  # fastembed: "mean" or "cls", as the model was trained
 
     def api_key(self) -> str | None:
         """Read the key at call time from the named variable; absent → None (no header sent)."""
@@ -89,9 +90,12 @@ def _endpoint(name: str, table: object) -> Endpoint:
     model = table.get("model", "")
     model_dir = table.get("model_dir")
     env = table.get("api_key_env")
-    if kind == "onnx":
+    pooling = table.get("pooling", "mean")
+    if kind in ("onnx", "fastembed"):
         if not isinstance(model_dir, str) or not model_dir:
-            raise _bad(f"[rag.{name}] kind onnx needs `model_dir`.")
+            raise _bad(f"[rag.{name}] kind {kind} needs `model_dir`.")
+        if pooling not in ("mean", "cls"):
+            raise _bad(f"[rag.{name}] pooling must be mean or cls.")
     else:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise _bad(f"[rag.{name}] needs an http(s) `url`.")
@@ -107,6 +111,7 @@ def _endpoint(name: str, table: object) -> Endpoint:
         api_key_env=env,
         model_dir=model_dir if isinstance(model_dir, str) else None,
         batch=int(batch),
+        pooling=str(pooling),
     )
 
 

@@ -73,6 +73,10 @@ async def embed(config: RagConfig, texts: list[str]) -> list[list[float]]:
         from engine.rag.onnx_embedder import embed_local  # lazy: onnxruntime is optional and heavy
 
         return await asyncio.to_thread(embed_local, ep, texts)
+    if ep.kind == "fastembed":
+        from engine.rag.fastembed_local import embed_fastembed  # lazy, like onnx
+
+        return await asyncio.to_thread(embed_fastembed, ep, texts)
     call = _embed_gemini if ep.kind == "gemini" else _embed_openai
     out: list[list[float]] = []
     for i in range(0, len(texts), ep.batch):
