@@ -33,12 +33,13 @@ _READ_BYTES = 64 * 1024
 class Masker:
     """Replace every occurrence of any secret in a byte stream, whatever the read boundaries.
 
-    Up to ``longest - 1`` bytes are held back after each feed: an occurrence that starts in
-    them may still be completed by the next read. Output never contains a whole secret.
+    After each feed, a tail that is the beginning of some secret (at most ``longest - 1``
+    bytes) is held back: the next read may complete it. Output never contains a whole secret.
     """
 
     def __init__(self, secrets: Sequence[str]) -> None:
         values = sorted({s.encode("utf-8") for s in secrets if s}, key=len, reverse=True)
+        self.values = values
         self.longest = len(values[0]) if values else 0
         # Longest first: at one position, the longest secret wins (a secret containing another).
         self.pattern = re.compile(b"|".join(re.escape(v) for v in values)) if values else None
@@ -51,10 +52,20 @@ class Masker:
         out = bytearray()
         start = 0
         for match in self.pattern.finditer(buf):
+            rest = buf[match.start() :]
+            if any(len(value) > len(rest) and value.startswith(rest) for value in self.values):
+                break  # a longer secret may still complete here: decide on the next read
             out += buf[start : match.start()]
             out += MASK
             start = match.end()
-        keep_from = max(start, len(buf) - (self.longest - 1))
+        # Hold back only a tail that could still become a secret (a prefix of one), so output
+        # that cannot contain one ("ready\n") is passed on at once.
+        keep_from = len(buf)
+        for position in range(max(start, len(buf) - (self.longest - 1)), len(buf)):
+            tail = buf[position:]
+            if any(value.startswith(tail) for value in self.values):
+                keep_from = position
+                break
         out += buf[start:keep_from]
         self.held = buf[keep_from:]
         return bytes(out)
@@ -133,7 +144,7 @@ def run_child(argv: Sequence[str], env: Mapping[str, str] | None = None, masker:
         if masker is not None:
             assert process.stdout is not None and process.stderr is not None
             err_masker = Masker([])
-            err_masker.pattern, err_masker.longest = masker.pattern, masker.longest
+            err_masker.pattern, err_masker.longest, err_masker.values = masker.pattern, masker.longest, masker.values
             pumps = [
                 threading.Thread(target=_pump, args=(process.stdout, sys.stdout.buffer, masker), daemon=True),
                 threading.Thread(target=_pump, args=(process.stderr, sys.stderr.buffer, err_masker), daemon=True),
