@@ -419,3 +419,71 @@ def test_layout_and_no_horizontal_scroll(seeded: dict[str, Any], name: str, widt
         await _shot(page, f"dashboard-{name}-tickets.png", seeded["tmp"])
 
     run_in_browser(dash.url, scenario, width, height, dark)
+
+
+def test_no_vault_yet_says_how_to_create_one(tmp_path: Path) -> None:
+    """DT-5: with no vault the page says so and names `memories init`; it offers no password field."""
+    cli = Cli(home=tmp_path / "home")
+    cli.ok("daemon", "start")
+    dash = start_dashboard(cli, tmp_path / "dashboard.log")
+    try:
+        data = dash.wait_state("locked")
+        assert data["probe"]["state"] == "uninitialized"
+
+        async def scenario(page: Any) -> None:
+            await page.wait_for_selector("#gate:not([hidden]) #gate-title:has-text('No vault yet')")
+            assert await page.text_content("#gate-text code") == "memories init"
+            assert await page.locator("input[type=password]").count() == 0
+            await _shot(page, "dashboard-no-vault.png", tmp_path)
+
+        run_in_browser(dash.url, scenario)
+    finally:
+        stop_process(dash.proc)
+        cli.stop()
+
+
+EXPECTED_ROUTES = {
+    ("GET", "/"),
+    ("GET", "/static/app.js"),
+    ("GET", "/static/app.css"),
+    ("GET", "/static/tickets.js"),
+    ("GET", "/favicon.svg"),
+    ("GET", "/api/status"),
+    ("GET", "/api/kinds"),
+    ("GET", "/api/cards"),
+    ("POST", "/api/cards"),
+    ("GET", "/api/search"),
+    ("GET", "/api/cards/{id}"),
+    ("POST", "/api/cards/{id}"),
+    ("DELETE", "/api/cards/{id}"),
+    ("POST", "/api/cards/{id}/resolve"),
+    ("POST", "/api/lock"),
+    ("POST", "/api/quit"),
+    ("GET", "/api/tickets"),
+    ("POST", "/api/tickets/{id}/approve"),
+    ("POST", "/api/tickets/{id}/reject"),
+}
+
+
+def test_route_table_is_the_fixed_surface(tmp_path: Path) -> None:
+    """API-6, DT-5: the dashboard's whole route table is this fixed list: nothing unlocks,
+    elevates, copies or reveals a secret, or forwards a request body to the engine. A new
+    route has to be added here on purpose (with its Origin/Host/token tests)."""
+    from typing import cast
+
+    from desktop.dashboard.routes import DashboardContext, build_app
+    from desktop.dashboard.security import Guard
+    from desktop.gateway import EngineGateway
+    from desktop.prober import ProbeWorker
+
+    ctx = DashboardContext(
+        prober=cast(ProbeWorker, None), gateway=EngineGateway(tmp_path / "no.sock"), mode="dashboard", backend="none"
+    )
+    try:
+        app = build_app(ctx, Guard("t").middleware)
+        routes = {(r.method, r.resource.canonical) for r in app.router.routes() if r.method != "HEAD" and r.resource is not None}
+    finally:
+        ctx.executor.shutdown()
+    assert routes == EXPECTED_ROUTES
+    for _, path in routes:
+        assert not any(word in path for word in ("unlock", "sudo", "elevat", "secret", "credential", "copy", "request", "otp"))

@@ -98,7 +98,7 @@ function show(page) {
     if (button.dataset.page === page) button.setAttribute("aria-current", "page");
     else button.removeAttribute("aria-current");
   }
-  $("filters").hidden = page !== "cards";
+  $("filters").hidden = page !== "cards" || !view.open;
   if (page === "cards" && view.open) refreshList();
 }
 
@@ -107,7 +107,7 @@ function renderStatus(data) {
   const state = data.tray_state;
   const badge = $("badge");
   badge.dataset.state = state;
-  badge.textContent = STATE_TEXT[state] || state;
+  badge.textContent = data.probe.state === "uninitialized" ? "no vault" : STATE_TEXT[state] || state;
   const line = $("status-line");
   line.textContent = "Engine: " + (STATE_TEXT[state] || state);
   line.dataset.state = state;
@@ -137,18 +137,22 @@ function renderGate(state, probeState) {
   $("listpane").hidden = !open;
   $("detail").hidden = !open;
   if (!open) {
+    let title, parts;
     if (probeState === "uninitialized") {
-      $("gate-title").textContent = "No vault yet";
-      $("gate-text").textContent = "Create one with the tray's menu or run `memories init` in a terminal. This page updates by itself.";
+      title = "No vault yet";
+      parts = ["Create one from the tray's menu, or run ", ["memories init"], " in a terminal. This page updates by itself."];
     } else if (state === "locked") {
-      $("gate-title").textContent = "The vault is locked";
-      $("gate-text").textContent = "Unlock it with the tray's Unlock… or run `memories unlock` in a terminal. The page never asks for your password; it updates by itself.";
+      title = "The vault is locked";
+      parts = ["Unlock it with the tray's Unlock…, or run ", ["memories unlock"], " in a terminal. This page never asks for your password; it updates by itself."];
     } else {
-      $("gate-title").textContent = "The engine is not available";
-      $("gate-text").textContent = "Start it from the tray, or run `memories daemon start`. This page updates by itself.";
+      title = "The engine is not running";
+      parts = ["Start it from the tray, or run ", ["memories daemon start"], " in a terminal. This page updates by itself."];
     }
+    $("gate-title").textContent = title;
+    $("gate-text").replaceChildren(...parts.map((p) => (Array.isArray(p) ? el("code", p[0]) : document.createTextNode(p))));
   }
   gate.dataset.state = state;
+  $("filters").hidden = !open || $("page-cards").hidden;
   if (open && !view.open) {
     view.open = true;
     if (!$("page-cards").hidden) refreshList();
@@ -156,6 +160,11 @@ function renderGate(state, probeState) {
     view.open = false;
     view.items = [];
     $("card-list").replaceChildren();
+    $("kind-filter").replaceChildren();  // nothing from the vault stays on a locked page
+    $("tag-filter").replaceChildren();
+    $("list-note").textContent = "";
+    $("search").value = "";
+    view.query = "";
     closeEditor(true);
   }
 }
