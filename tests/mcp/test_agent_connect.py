@@ -18,7 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import Cli
-from tests.mcp.support import environ_without_token, error_of, grant, result_of, stdio_client
+from tests.mcp.support import REPO, environ_without_token, error_of, grant, result_of, stdio_client
 
 
 @pytest.fixture
@@ -196,3 +196,46 @@ def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli)
     assert [a["note"] for a in after["annotations"]] == ["Tagging needs the gpg key now"]
     history = vault.ok("history", item["id"])["revisions"]
     assert len(history) == 2 and history[-1]["head"]
+
+
+def test_token_goes_to_the_os_keyring_when_one_exists(vault: Cli, tmp_path: Path) -> None:
+    """AG-6: with a keyring backend the token is stored there, not in any file of the data home,
+    the project or the user's home; the written command reads it back; disconnect deletes it."""
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    ring = tmp_path / "keyring.json"
+    vault.env.update(
+        {
+            "HOME": str(user_home),
+            "XDG_CONFIG_HOME": str(user_home / ".config"),
+            "PYTHON_KEYRING_BACKEND": "tests.mcp.keyring_backend.FileKeyring",
+            "MEMORIES_TEST_KEYRING_FILE": str(ring),
+            "PYTHONPATH": str(REPO),
+        }
+    )
+    vault.sudo()
+    project = tmp_path / "project"
+    project.mkdir()
+    out = vault.ok("agent", "connect", "claude-code", "--project", str(project), "--scope", "read")
+    assert out["token_store"] == "keyring"
+    stored = json.loads(ring.read_text())
+    assert list(stored) == [f"memories-agent\n{vault.home.resolve()}:claude-code"]
+    token = next(iter(stored.values()))
+    assert not _token_file(vault, "claude-code").exists()
+    for path in _files_under(project, user_home, vault.home):
+        assert token.encode() not in path.read_bytes(), path
+
+    server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["memories"]
+
+    async def read_only() -> None:
+        env = _server_env(vault)
+        params = StdioServerParameters(command=server["command"], args=server["args"], env=env, cwd=str(project))
+        async with Client(params, read_timeout_seconds=60) as client:
+            found = result_of(await client.call_tool("search", {"query": "anything"}))
+            assert found["results"] == []
+            denied = error_of(await client.call_tool("memory_write", {"title": "x"}))
+            assert denied["code"] == "scope_denied"
+
+    asyncio.run(read_only())
+    vault.ok("agent", "disconnect", "claude-code")
+    assert json.loads(ring.read_text()) == {}
