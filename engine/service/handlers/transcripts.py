@@ -45,18 +45,34 @@ class _Runtime:
     def __init__(self) -> None:
         self.sessions: dict[bytes, tuple[bytes, Session]] = {}
         self.by_uid: dict[str, bytes] | None = None
+        # Every source revision_id already imported (re-import skips those files unread).
+        self.sources: set[str] = set()
+        # turn_uid → (asset, turn index), built on the first lookup by a full turn_uid.
+        self.turns: dict[str, tuple[bytes, int]] | None = None
         self.handles: dict[str, OrderedDict[str, int]] = {}
 
     def clear(self) -> None:
         self.sessions.clear()
         self.by_uid = None
+        self.sources.clear()
+        self.turns = None
         self.handles.clear()
 
-    def forget(self, state: Unlocked, revisions: list[Revision], extra: list[dict[str, Any]]) -> None:
+    def committed(self, service: Service, state: Unlocked, revisions: list[Revision]) -> None:
+        """Keep the session map and source set in step with every commit (ours or a sync's)."""
         for rev in revisions:
-            if rev.kind == KIND:
-                self.sessions.pop(rev.asset_id, None)
-                self.by_uid = None
+            if rev.kind != KIND:
+                continue
+            self.sessions.pop(rev.asset_id, None)
+            self.turns = None
+            if self.by_uid is None:
+                continue
+            if rev.tombstone or state.index.is_deleted(state.index.assets[rev.asset_id]):
+                self.by_uid = None  # rebuilt on the next read
+                continue
+            summary = service.vault.summary_of(state, rev)
+            self.by_uid[str(summary["transcript"]["session_uid"])] = rev.asset_id
+            self.sources.update(str(k) for k in summary["transcript"].get("sources", {}))
 
     def handle(self, namespace: str, locator: str) -> str:
         table = self.handles.setdefault(namespace, OrderedDict())
@@ -82,7 +98,7 @@ def _setup(service: Service) -> None:
     runtime = _Runtime()
     _RUNTIME[service] = runtime
     service.on_lock.append(runtime.clear)
-    service.on_commit.append(runtime.forget)
+    service.on_commit.append(lambda state, revisions, _extra: runtime.committed(service, state, revisions))
 
 
 EXTENSIONS.append(_setup)
@@ -122,11 +138,13 @@ def _session_assets(service: Service, state: Unlocked) -> dict[str, bytes]:
     runtime = _runtime(service)
     if runtime.by_uid is None:
         found: dict[str, bytes] = {}
+        runtime.sources.clear()
         for entry in state.index.visible():
             if entry.kind != KIND or entry.vault_id != state.default_vault:
                 continue
             summary = service.vault.summary_of(state, _head(state, entry.asset_id))
             found[str(summary["transcript"]["session_uid"])] = entry.asset_id
+            runtime.sources.update(str(k) for k in summary["transcript"].get("sources", {}))
         runtime.by_uid = found
     return runtime.by_uid
 
@@ -143,9 +161,8 @@ def _device_id(state: Unlocked) -> str:
 @op(rq.TranscriptKnown)
 def transcript_known(service: Service, request: rq.TranscriptKnown, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
-    known: set[str] = set()
-    for _asset, session in _all_sessions(service, state):
-        known.update(session.sources)
+    _session_assets(service, state)
+    known = _runtime(service).sources
     return {"known": [r for r in request.revisions if r in known]}
 
 
@@ -214,7 +231,6 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
         )
         service.vault.commit(state, revisions, rows, [audit])
         runtime = _runtime(service)
-        runtime.by_uid = None
         for (asset_id, session), rev in zip(written, revisions, strict=True):
             runtime.sessions[asset_id] = (rev.rev_id, session)
     return {"revision_id": source_revision, "events_added": added_total, "written": len(revisions), "sessions": sessions_out}
@@ -237,7 +253,13 @@ def _find_turn(service: Service, state: Unlocked, caller: Caller, locator: str) 
             return asset_id, session, 0
     if not _HEX.match(text):
         raise MemoriesError("invalid_input", "A turn is a handle like [2] or a hex turn_uid (at least 6 digits).")
-    matches = [(a, s, i) for a, s in _all_sessions(service, state) for i, t in enumerate(s.turns) if t.uid.startswith(text)]
+    if len(text) == 64:
+        if runtime.turns is None:
+            runtime.turns = {t.uid: (a, i) for a, s in _all_sessions(service, state) for i, t in enumerate(s.turns)}
+        exact = runtime.turns.get(text)
+        matches = [(exact[0], _session(service, state, exact[0]), exact[1])] if exact is not None else []
+    else:
+        matches = [(a, s, i) for a, s in _all_sessions(service, state) for i, t in enumerate(s.turns) if t.uid.startswith(text)]
     if not matches:
         source = _memory_source(service, state, text)
         if source is not None:
