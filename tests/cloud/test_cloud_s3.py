@@ -205,10 +205,10 @@ def test_a_lock_during_the_transfer_voids_the_ack_and_the_retry_resends_the_same
         relay.stop()
 
 
-def test_keys_never_leave_the_engine(s3: S3Server, vault: Cli, request: pytest.FixtureRequest) -> None:
-    """CL-2: the S3 keys are stored sealed and never come back: not in `cloud accounts`,
-    `cloud sync` or `status` answers, not in any file of the data home (store, logs), not in
-    the bucket."""
+def test_keys_never_leave_the_engine(s3: S3Server, vault: Cli, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """CL-2 (and BK-1): the S3 keys are stored sealed and never come back: not in `cloud
+    accounts`, `cloud sync` or `status` answers, not in any file of the data home (store,
+    logs), not in the bucket, and a backup restored elsewhere holds no cloud account."""
     bucket = _bucket(s3, request)
     added = add_account(vault, s3.endpoint, bucket)
     vault.put("Canary note", "body")
@@ -228,6 +228,20 @@ def test_keys_never_leave_the_engine(s3: S3Server, vault: Cli, request: pytest.F
             assert SECRET.encode() not in data and ACCESS.encode() not in data, path
     for data in bucket_objects(s3, bucket).values():
         assert SECRET.encode() not in data and ACCESS.encode() not in data
+
+    vault.sudo()
+    backup = tmp_path / "cloud.backup"
+    vault.ok("backup", "create", str(backup), "--password-stdin", input="backup pw for cloud 1\n")
+    restored = Cli(home=tmp_path / "restored")
+    try:
+        proc = restored.run("restore", str(backup), "--password-stdin", "--json", input="backup pw for cloud 1\nnew pw 2\n")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if restored.ok("status")["locked"]:
+            restored.unlock("new pw 2")
+        assert restored.ok("cloud", "accounts")["accounts"] == []
+        assert restored.ok("status")["providers"] == []
+    finally:
+        restored.stop()
 
 
 def test_bad_accounts_are_typed_errors_and_store_nothing(s3: S3Server, vault: Cli) -> None:
