@@ -7,6 +7,13 @@ then times GET /api/status (served from the prober's snapshot) and, for contrast
 GET /api/cards (a live engine round trip) — first idle, then while worker threads keep
 the engine busy with imports and full listings. Prints a side-by-side table.
 The SPEC target is p99 < 100 ms for the status page while the engine is busy.
+
+    .venv/bin/python bench/dashboard.py --items 10000
+
+adds the vault-window phase (issue 17): imports N notes (English and Chinese), then times
+the page's own requests: loading the page and its first list page, jumping to the last
+page, a tag filter, and search as you type (one search per keystroke prefix, as the page
+sends after its debounce), reporting p50/p99 and the time to the first result.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,10 +81,59 @@ def busy_worker(socket: Path, stop: threading.Event, counter: list[int]) -> None
             counter[0] += 1
 
 
+def vault_window(home: Path, port: int, token: str, items: int, rounds: int) -> None:
+    words = ["quarterly", "roadmap", "zebrafish", "compiler", "向量检索", "混合搜索", "数据库", "kernel"]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as out:
+        for i in range(items):
+            w = words[i % len(words)]
+            body = f"note {i} about {w} and {words[(i * 7) % len(words)]}; 这是第{i}条笔记，关于{w}。"
+            out.write(json.dumps({"title": f"Note {i:05d} {w}", "body": body, "tags": [f"t{i % 20}"]}) + "\n")
+    start = time.perf_counter()
+    cli(home, "import", out.name)
+    print(f"imported {items} notes in {time.perf_counter() - start:.1f} s")
+    os.unlink(out.name)
+    while True:  # wait until the search index is complete (searches no longer say partial)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("GET", "/api/search?q=kernel", headers={"Authorization": f"Bearer {token}", "Host": f"127.0.0.1:{port}"})
+        if not json.loads(conn.getresponse().read()).get("partial"):
+            break
+        time.sleep(0.2)
+    last = (items // 100) * 100 if items % 100 else items - 100
+    rows: list[tuple[str, tuple[float, float]]] = []
+    for name, paths in (
+        ("page load (/, kinds, page 1)", ["/", "/api/kinds", "/api/cards?kind=all&offset=0&limit=100"]),
+        ("last page", [f"/api/cards?kind=all&offset={last}&limit=100"]),
+        ("tag filter t7", ["/api/cards?kind=all&tag=t7&offset=0&limit=100"]),
+    ):
+        samples = sorted(sum(timed_get(port, token, p) for p in paths) for _ in range(rounds))
+        rows.append((name, (statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))])))
+    typed: list[float] = []
+    first_result: list[float] = []
+    for query in ("zebrafish", "向量检索", "roadmap"):
+        elapsed = 0.0
+        found_at = None
+        for n in range(1, len(query) + 1):
+            ms = timed_get(port, token, "/api/search?q=" + urllib.parse.quote(query[:n]))
+            typed.append(ms)
+            elapsed += ms
+            if found_at is None and n >= min(3, len(query)):
+                found_at = elapsed
+        first_result.append(found_at or elapsed)
+    typed.sort()
+    rows.append(("search per keystroke", (statistics.median(typed), typed[min(len(typed) - 1, int(len(typed) * 0.99))])))
+    print(f"vault window at {items} notes ({rounds} rounds)")
+    print(f"{'request':<32}{'p50':>10}{'p99':>10}   (ms)")
+    for name, (p50, p99) in rows:
+        print(f"{name:<32}{p50:>10.1f}{p99:>10.1f}")
+    print("search: server time summed up to the first query the page sends with a result (3 characters typed):")
+    print("  " + ", ".join(f"{ms:.0f} ms" for ms in first_result) + " (plus the page's 180 ms debounce)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--items", type=int, default=0, help="also time the vault window at this many notes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memories-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -128,6 +185,8 @@ def main() -> None:
                 print(f"{name:<22}{idle[0]:>10.2f}{idle[1]:>10.2f}{busy[0]:>10.2f}{busy[1]:>10.2f}")
             verdict = "OK" if busy_status[1] < 100 else "OVER"
             print(f"status p99 while busy: {busy_status[1]:.2f} ms (target < 100 ms: {verdict})")
+            if args.items:
+                vault_window(home, port, token, args.items, max(5, args.requests // 40))
         finally:
             dash.terminate()
             dash.wait(10)

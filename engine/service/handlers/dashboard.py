@@ -22,6 +22,7 @@ from engine.service.projections import asset_summary
 from engine.service.registry import op
 from engine.service.requests import Request, Tag
 from engine.service.service import Service
+from engine.vault.index import AssetEntry
 
 __all__ = ["DashboardList", "TAG_FACETS"]
 
@@ -46,29 +47,35 @@ def dashboard_list(service: Service, request: DashboardList, caller: Caller) -> 
     vault_id = state.default_vault
     kind_counts: Counter[str] = Counter()
     tag_counts: Counter[str] = Counter()
-    items = []
+    # Light rows (sort key, entry) for every match; the full summary only for the page asked
+    # for. Summaries are cached on their revisions, so this is one pass over the index.
+    rows: list[tuple[Any, AssetEntry]] = []
     for entry in state.index.visible():
         if entry.vault_id != vault_id or entry.kind not in ORDINARY_KINDS:
             continue
         kind_counts[entry.kind] += 1
         if entry.kind not in wanted:
             continue
-        summary = asset_summary(service, state, entry)
-        tag_counts.update(summary["tags"])
-        if request.tag is not None and request.tag not in summary["tags"]:
+        heads = state.index.head_revisions(entry)
+        newest = max([r for r in heads if not r.tombstone] or heads, key=lambda r: (r.created_ms, r.seq))
+        summary = service.vault.summary_of(state, newest)
+        tags = list(summary.get("tags", []))
+        tag_counts.update(tags)
+        if request.tag is not None and request.tag not in tags:
             continue
-        items.append(summary)
-    if request.sort == "title":
-        items.sort(key=lambda s: (s["title"].casefold(), s["id"]))
-    else:
-        items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=request.sort == "updated")
-    page = items[request.offset : request.offset + request.limit]
+        if request.sort == "title":
+            key: Any = (str(summary.get("title", "")).casefold(), entry.asset_id)
+        else:
+            key = (newest.created_ms, entry.asset_id)
+        rows.append((key, entry))
+    rows.sort(key=lambda row: row[0], reverse=request.sort == "updated")
+    page = [asset_summary(service, state, entry) for _, entry in rows[request.offset : request.offset + request.limit]]
     tags = sorted(tag_counts.items(), key=lambda kv: (-kv[1], kv[0].casefold()))[:TAG_FACETS]
     return {
         "items": page,
-        "total": len(items),
+        "total": len(rows),
         "offset": request.offset,
         "kinds": {kind: kind_counts.get(kind, 0) for kind in sorted(ORDINARY_KINDS)},
         "tags": [{"tag": t, "count": n} for t, n in tags],
-        "conflicts": sum(1 for s in items if s["conflict"]),
+        "conflicts": sum(1 for _, entry in rows if entry.in_conflict),
     }
