@@ -129,6 +129,43 @@ def vault_window(home: Path, port: int, token: str, items: int, rounds: int) -> 
     print("  " + ", ".join(f"{ms:.0f} ms" for ms in first_result) + " (plus the page's 180 ms debounce)")
 
 
+def browser_timings(url: str, items: int) -> None:
+    """The same flows in Debian's chromium (Playwright): what a person waits for."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("browser timings skipped: playwright is not installed")
+        return
+    chromium = os.environ.get("MEMORIES_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists():
+        print(f"browser timings skipped: no {chromium}")
+        return
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            start = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector("#card-list button.card")
+            loaded = time.perf_counter() - start
+            start = time.perf_counter()
+            page.click("#page-last")
+            page.wait_for_selector("#page-next:disabled")
+            last = time.perf_counter() - start
+            page.click("#page-first")
+            page.wait_for_selector("#page-prev:disabled")
+            page.click("#search")
+            start = time.perf_counter()
+            page.keyboard.type("zebrafish", delay=60)  # a brisk typist
+            page.wait_for_selector("#list-note:has-text('for “zebrafish”')")
+            typed = time.perf_counter() - start
+            first = page.locator("#card-list mark").count()
+        finally:
+            browser.close()
+    print(f"in chromium at {items}+ notes: page ready {loaded * 1000:.0f} ms; last page {last * 1000:.0f} ms;")
+    print(f"  typing 'zebrafish' (9 keys, 60 ms apart) to its results on screen: {typed * 1000:.0f} ms ({first} highlights)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400)
@@ -187,6 +224,7 @@ def main() -> None:
             print(f"status p99 while busy: {busy_status[1]:.2f} ms (target < 100 ms: {verdict})")
             if args.items:
                 vault_window(home, port, token, args.items, max(5, args.requests // 40))
+                browser_timings(info["url"], args.items)
         finally:
             dash.terminate()
             dash.wait(10)
