@@ -17,6 +17,7 @@ from engine.search.normalize import fold, fold_fast
 from engine.search.query import ParsedQuery
 from engine.search.rerank import RERANK_WINDOW, Candidate, rerank
 from engine.search.script import to_simplified
+from engine.search.segment import has_cjk
 from engine.search.vectors import VectorStore
 
 __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
@@ -75,6 +76,7 @@ class VaultIndex:
         self.chunks: dict[int, ChunkInfo] = {}
         self.assets: dict[bytes, AssetInfo] = {}
         self.by_key: dict[bytes, list[int]] = {}
+        self._simplified: dict[int, str | None] = {}  # rowid -> Simplified folded chunk text if it differs (SR-8)
         self.vectors = VectorStore(self.limits.max_vector_bytes)
         self.text_bytes = 0
         self.truncated: set[bytes] = set()
@@ -151,6 +153,7 @@ class VaultIndex:
         self.fts.delete(info.rowids)
         for rowid in info.rowids:
             chunk = self.chunks.pop(rowid)
+            self._simplified.pop(rowid, None)
             keyed = self.by_key.get(chunk.key, [])
             if rowid in keyed:
                 keyed.remove(rowid)
@@ -180,6 +183,7 @@ class VaultIndex:
         self.chunks.clear()
         self.assets.clear()
         self.by_key.clear()
+        self._simplified.clear()
         self.vectors.clear()
 
     # -- vectors ------------------------------------------------------------------------
@@ -240,11 +244,12 @@ class VaultIndex:
                 best_row[asset] = rowid
             fused = [(a, s) for a, _, s in source]
         # Only the reranked window needs text; the tail keeps its retrieval order.
+        han_query = any(has_cjk(t) for t in (*query.terms, *query.phrases))
         candidates = [
             Candidate(
                 asset,
                 score,
-                self._candidate_text(asset, best_row[asset]) if i < RERANK_WINDOW else "",
+                self._candidate_text(asset, best_row[asset], han_query) if i < RERANK_WINDOW else "",
                 self.assets[asset].folded_title,
             )
             for i, (asset, score) in enumerate(fused)
@@ -275,6 +280,14 @@ class VaultIndex:
                 order.append(chunk.asset_id)
         return [(a, seen[a][0], seen[a][1]) for a in order]
 
-    def _candidate_text(self, asset_id: bytes, rowid: int) -> str:
+    def _candidate_text(self, asset_id: bytes, rowid: int, han_query: bool = False) -> str:
         # Folded per query for the few candidates only: a folded copy of every chunk would double memory.
-        return self.assets[asset_id].folded_head + "\n" + to_simplified(fold_fast(self.chunks[rowid].text))
+        text = fold_fast(self.chunks[rowid].text)
+        if not han_query:
+            return self.assets[asset_id].folded_head + "\n" + text
+        # SR-8: Han query terms are Simplified; compare with the chunk's Simplified form, converted
+        # once per chunk and kept only where it differs (Traditional text).
+        if rowid not in self._simplified:
+            converted = to_simplified(text)
+            self._simplified[rowid] = converted if converted != text else None
+        return self.assets[asset_id].folded_head + "\n" + (self._simplified[rowid] or text)

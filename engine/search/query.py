@@ -32,6 +32,7 @@ class ParsedQuery:
     phrases: list[str] = field(default_factory=list)  # folded quoted phrases
     phrase_tokens: list[list[str]] = field(default_factory=list)
     cjk_runs: list[str] = field(default_factory=list)  # CJK runs of 3+ characters
+    prefix: str | None = None  # the unfinished last word (SR-7), matched as a prefix too
 
     @property
     def empty(self) -> bool:
@@ -40,7 +41,7 @@ class ParsedQuery:
     def match_expression(self) -> str:
         clauses: list[str] = []
         for term in self.terms:
-            clauses.append(_term_clause(term))
+            clauses.append(_term_clause(term, prefix=term == self.prefix))
         for tokens, phrase in zip(self.phrase_tokens, self.phrases, strict=True):
             if not tokens:
                 continue
@@ -56,9 +57,9 @@ class ParsedQuery:
         return " OR ".join(clauses)
 
 
-def _term_clause(term: str) -> str:
+def _term_clause(term: str, *, prefix: bool = False) -> str:
     word = f"{WORD_COLS} : {_fts_string(term)}"
-    if len(term) >= PREFIX_MIN_CHARS and not has_cjk(term):
+    if prefix:
         # SR-7: an unfinished word ("cab") also matches the words it begins ("cabin"). A note
         # with the exact word matches both the word and the prefix, so BM25 ranks it first.
         return f"({word} OR {WORD_COLS} : {_fts_string(term)} *)"
@@ -90,5 +91,10 @@ def parse_query(text: str, segmenter: Segmenter) -> ParsedQuery:
                 seen.add(token)
                 parsed.terms.append(token)
     parsed.terms = parsed.terms[:MAX_TERMS]
+    # SR-7: the word being typed is the last one, when the text does not end in a space or a
+    # quote; only it is matched as a prefix too (a prefix per word would slow every query).
+    last = segmenter.words(rest)[-1:] if folded[-1:].isalnum() else []
+    if last and last[0] in parsed.terms and len(last[0]) >= PREFIX_MIN_CHARS and not has_cjk(last[0]):
+        parsed.prefix = last[0]
     parsed.cjk_runs = [r for r in dict.fromkeys(CJK_RUN.findall(rest)) if len(r) >= 3][:MAX_TERMS]
     return parsed

@@ -54,6 +54,8 @@ def test_prefix_finds_words_it_begins_and_exact_word_ranks_first(engine: RecallE
     # A longer prefix narrows; an unrelated prefix finds nothing.
     assert set(engine.search_titles("cabi")) == {"Cabin trip", "Cabinet", "Cabin decision", "Cabin follow-up"}
     assert engine.search_titles("cabz") == []
+    # Only the word being typed is a prefix: a finished word (followed by a space) matches exactly.
+    assert engine.search_titles("cab ") == ["Taxi"]
 
 
 def test_prefix_highlights_and_two_letter_prefixes_stay_exact(engine: RecallEngine) -> None:
