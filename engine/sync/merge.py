@@ -32,6 +32,7 @@ from engine.sync.bundle import EPOCH_KEY_PURPOSE, MAGIC, PEER_AUDIT_RECORD
 from engine.sync.forks import FORK_RECORD, RESOLUTION_RECORD, Resolution, parse_resolution
 from engine.sync.quarantine import QUARANTINE_RECORD, quarantined_ids
 from engine.vault.core import AUDIT_TAG, Actor, Unlocked, VaultCore, VaultKeys
+from engine.vault.index import HIDE_FIELD
 from engine.vault.policy import Policy, verify_chain
 from engine.vault.revision import Revision
 
@@ -475,6 +476,55 @@ def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Polic
     return out
 
 
+_WRITER_ROLES = frozenset({"owner", "admin", "editor"})
+OWN_REASON = "written on this device under a superseded policy; the newer policy no longer lets this device write here"
+
+
+def _may_write(policy: Policy, state: Unlocked) -> bool:
+    return policy.role_of(state.identity.user_pub) in _WRITER_ROLES and policy.authorizes_device(state.identity.device_pub)
+
+
+def _own_offline(
+    core: VaultCore, state: Unlocked, vault: VaultKeys, head: Policy, added: int, peer_holds: set[bytes] | None
+) -> list[dict[str, Any]]:
+    """SY-2, second half: this device's own writes the peer does not hold, made under a policy
+    that an incoming newer one superseded and that no longer lets this device write, are
+    quarantined locally (hidden from the view, kept with their content for review).
+
+    Without the peer's inventory (``peer_holds`` None) the writes under the last policy this
+    device knew before the merge are taken as the offline ones.
+    """
+    if added == 0 or _may_write(head, state):
+        return []
+    own = state.identity.device_pub
+    held_quarantine = quarantined_ids(state)
+    store = core.require_store()
+    rows: list[dict[str, Any]] = []
+    for rev in list(state.index.revisions.values()):
+        if rev.author != own or bytes(rev.body["vault"]) != vault.vault_id or bytes(rev.body["policy"]) == head.head:
+            continue
+        if rev.rev_id in held_quarantine or rev.rev_id in state.index.hidden:
+            continue
+        offline = rev.rev_id not in peer_holds if peer_holds is not None else bytes(rev.body["policy"]) == vault.policy.head
+        if not offline:
+            continue
+        rows.append(
+            {
+                "t": QUARANTINE_RECORD,
+                "id": os.urandom(8),
+                "vault": vault.vault_id,
+                "rev": rev.rev_id,
+                "reason": OWN_REASON,
+                "origin": "local",
+                "signed": rev.signed,
+                "sig": rev.signature,
+                "parts": store.read_content(rev.body_seqs),
+                HIDE_FIELD: rev.rev_id,
+            }
+        )
+    return rows
+
+
 # -- the entry point -------------------------------------------------------------------------
 
 
@@ -488,10 +538,13 @@ def merge(
     max_chunk_bytes: int = MAX_CHUNK_BYTES,
     max_chunks: int = MAX_CHUNKS,
     max_total_bytes: int = MAX_TOTAL_BYTES,
+    peer_holds: set[bytes] | None = None,
 ) -> MergeReport:
     """Verify a peer's bundle of one vault completely, then commit it in one transaction.
 
     No chunks (the peer had nothing we lack) is an empty report with an empty vault ID.
+    ``peer_holds``: the revision IDs the peer holds of this vault, when known (its inventory);
+    it decides which of this device's own writes were offline (SY-2).
     """
     if isinstance(chunks, (list, tuple)) and not chunks:
         return MergeReport(b"")
@@ -557,6 +610,8 @@ def merge(
             )
         else:
             applied.append(rev)
+
+    quarantine_rows += _own_offline(core, state, vault, head, outcome.added, peer_holds)
 
     vault_rows: list[dict[str, Any]] = []
     default = vault.vault_id == state.default_vault

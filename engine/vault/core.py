@@ -26,7 +26,7 @@ from engine.crypto.chunks import ChunkError
 from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.store.database import StoreFile
-from engine.vault.index import AssetEntry, AssetIndex
+from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
 from engine.vault.policy import Change, Policy, propose, verify_chain
 from engine.vault.revision import Revision, build_revision
 
@@ -232,6 +232,7 @@ class VaultCore:
         index.begin_bulk_load()
         for rev in revisions:
             index.apply(rev)
+        index.hide(bytes(r[HIDE_FIELD]) for records in extra.values() for _, r in records if HIDE_FIELD in r)
         state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log)
         for record in audits:
             digest = hashlib.sha256(bytes(record["signed"])).digest()
@@ -406,6 +407,7 @@ class VaultCore:
             kind = str(record.get("t"))
             if kind != "audit":
                 state.extra_records.setdefault(kind, []).append((seq, record))
+        state.index.hide(bytes(r[HIDE_FIELD]) for r in extra_records if HIDE_FIELD in r)
         for committed in self.committed:
             committed(state, revisions, extra_records)
 

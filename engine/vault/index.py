@@ -7,17 +7,20 @@ succeeded, so a failed commit leaves memory exactly as before (ST-5).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from engine.errors import MemoriesError
 from engine.vault.revision import Revision
 
-__all__ = ["AssetIndex", "AssetEntry", "MIN_SHORT_ID", "REV_SHORT"]
+__all__ = ["AssetIndex", "AssetEntry", "MIN_SHORT_ID", "REV_SHORT", "HIDE_FIELD"]
 
 MIN_SHORT_ID = 8
 REV_SHORT = 12
-AMBIGUOUS_SHOWN = 10  # candidates listed with an ambiguous_id error
+AMBIGUOUS_SHOWN = 10
+# A sealed extra record carrying this field hides that stored revision from the view
+# (VaultCore applies it at commit and at unlock; sync's local quarantine writes it, SY-2).
+HIDE_FIELD = "hide_rev"  # candidates listed with an ambiguous_id error
 
 
 @dataclass
@@ -48,6 +51,11 @@ class AssetIndex:
         # Kept incrementally so that status answers in O(1) in a 100k-asset vault.
         self.visible_count = 0
         self.conflict_count = 0
+        # Stored revisions hidden from heads, listings and search (SY-2: this device's own
+        # offline writes quarantined by sync), with every revision built on one of them.
+        self.hidden: set[bytes] = set()
+        # Items all of whose revisions are hidden: out of ``assets`` (no ID resolves to them).
+        self.hidden_assets: dict[bytes, AssetEntry] = {}
 
     def __len__(self) -> int:
         return len(self.assets)
@@ -64,6 +72,12 @@ class AssetIndex:
         if rev.rev_id in self.revisions:
             return
         self.check_parents(rev.asset_id, rev.parents)
+        gone = self.hidden_assets.get(rev.asset_id)
+        if gone is not None:  # every revision of this item is hidden, so its parents are
+            self.revisions[rev.rev_id] = rev
+            gone.revisions.append(rev.rev_id)
+            self.hidden.add(rev.rev_id)
+            return
         entry = self.assets.get(rev.asset_id)
         if entry is not None:
             self._count(entry, -1)
@@ -79,9 +93,33 @@ class AssetIndex:
         self.revisions[rev.rev_id] = rev
         entry.revisions.append(rev.rev_id)
         consumed = set(rev.parents)
-        entry.heads = [h for h in entry.heads if h not in consumed] + [rev.rev_id]
+        if consumed & self.hidden:  # built on a hidden revision: hidden with it
+            self.hidden.add(rev.rev_id)
+        else:
+            entry.heads = [h for h in entry.heads if h not in consumed] + [rev.rev_id]
         entry.kind = rev.kind
         self._count(entry, +1)
+
+    def hide(self, rev_ids: Iterable[bytes]) -> None:
+        """Take stored revisions (and their descendants) out of the view: heads are recomputed
+        over the rest; an item left with no visible revision is out of every listing."""
+        wanted = {r for r in rev_ids if r in self.revisions and r not in self.hidden}
+        for asset_id in dict.fromkeys(self.revisions[r].asset_id for r in wanted):
+            entry = self.assets[asset_id]
+            self._count(entry, -1)
+            for rid in entry.revisions:  # parents first: a child of a hidden revision is hidden
+                if rid in wanted or any(p in self.hidden for p in self.revisions[rid].parents):
+                    self.hidden.add(rid)
+            visible = [r for r in entry.revisions if r not in self.hidden]
+            consumed = {p for r in visible for p in self.revisions[r].parents}
+            entry.heads = [r for r in visible if r not in consumed]
+            if not entry.heads:
+                self.hidden_assets[asset_id] = self.assets.pop(asset_id)
+                self._sorted_hex.remove(asset_id.hex())
+                if self.content_keys is not None:
+                    self.content_keys = {k: v for k, v in self.content_keys.items() if v != asset_id}
+                continue
+            self._count(entry, +1)
 
     def _count(self, entry: AssetEntry, sign: int) -> None:
         if not self.is_deleted(entry):

@@ -133,3 +133,44 @@ def test_a_forged_resolution_is_refused(trio: tuple[Device, Device, Device]) -> 
         merge(b.service.vault, b.state, forged, peer_device=a.device_pub, actor=b.caller)
     assert caught.value.code in ("sync_rejected", "policy_fork")
     assert b.state.vault.policy.head == head and b.rows() >= rows
+
+
+def _titles(device: Device) -> set[str]:
+    return {str(i["title"]) for i in device.do("list")["items"]}
+
+
+def _found(device: Device, word: str) -> set[str]:
+    return {str(r["title"]) for r in device.do("search", query=word, wait_ms=20000)["results"]}
+
+
+def test_own_offline_writes_are_quarantined_when_an_incoming_policy_revokes_this_device(
+    trio: tuple[Device, Device, Device],
+) -> None:
+    """SY-2 (second half): c edits a shared note and writes a new one while a revokes c; when the
+    revoking policy reaches c, c's own writes that a lacks are quarantined locally — out of heads,
+    listings and search, also after a lock and unlock — kept for review, and a reapply is refused
+    because c may no longer write. The revision a already held stays."""
+    a, _, c = trio
+    shared = a.put("shared note", "shared zebrafirst body")
+    pull(c, a)
+    a.do("sudo", password=PASSWORD)
+    a.do("device_revoke", device="c")
+    c.edit(shared, "shared quokkaoffline edit")
+    c.put("offline note", "quokkaoffline body")
+    assert _titles(c) == {"shared note", "offline note"} and _found(c, "quokkaoffline")
+    report = pull(c, a)
+    assert report.policies_added == 1 and report.quarantined == 2
+    assert _titles(c) == {"shared note"}
+    assert c.do("get", id=shared)["body"] == "shared zebrafirst body"
+    assert not _found(c, "quokkaoffline") and _found(c, "zebrafirst") == {"shared note"}
+    entries = c.do("quarantine_list")["entries"]
+    assert len(entries) == 2
+    c.do("lock")
+    c.do("unlock", password=PASSWORD)
+    assert _titles(c) == {"shared note"} and c.do("get", id=shared)["body"] == "shared zebrafirst body"
+    assert len(c.do("quarantine_list")["entries"]) == 2
+    c.do("sudo", password=PASSWORD)
+    with pytest.raises(MemoriesError) as refused:
+        c.do("quarantine_reapply", id=str(entries[0]["id"]))
+    assert refused.value.code == "read_only"
+    assert _titles(c) == {"shared note"}

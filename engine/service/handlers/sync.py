@@ -196,6 +196,8 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
 
     # What each vault's inventory was made from: the marks recorded after the merge use it.
     at_inventory: dict[bytes, Lists] = {}
+    # What the peer holds of each vault (its expanded inventory): which own writes were offline (SY-2).
+    peer_holds: dict[bytes, set[bytes]] = {}
 
     def inventories(peer: bytes) -> list[dict[str, Any]]:
         def build(current: Unlocked) -> list[dict[str, Any]]:
@@ -231,6 +233,7 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
             out = []
             for vault_id in peer_vaults(current, peer):
                 inv = expand(current, theirs.get(vault_id) or Inventory(vault_id, [], [], [], peer), peer)
+                peer_holds[vault_id] = set(inv.revision_ids)
                 chunks = make_bundle(service.vault, current, vault_id, inv, max_bytes=CHUNK_BYTES)
                 if chunks:
                     out.append((vault_id, chunks))
@@ -245,9 +248,8 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
             reports = []
             before = {v: lists(current, v, peer).position() for v in at_inventory if v in current.vaults}
             for vault_id, chunks in received.items():
-                report = merge(service.vault, current, chunks, peer_device=peer, actor=actor)
+                report = merge(service.vault, current, chunks, peer_device=peer, actor=actor, peer_holds=peer_holds.get(vault_id))
                 reports.append(report.to_wire())
-                del vault_id
             marks = [
                 mark_record(current, v, peer, at_inventory[v], position)
                 for v, position in before.items()
