@@ -166,7 +166,11 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
         if tags:
             head.append(f"tags:     {tags}")
         head.extend(f"{one_line(k)}: {one_line(v)}" for k, v in sorted(view["meta"].items()))
-        blocks.append("\n".join(head) + "\n\n" + view["body"])
+        notes = [
+            f"note {_when(n.get('at_ms', 0))} by {one_line(str(n.get('by', '')))}: {one_line(str(n.get('note', '')))}"
+            for n in view.get("annotations", [])
+        ]
+        blocks.append("\n".join(head) + "\n\n" + view["body"] + ("\n\n" + "\n".join(notes) if notes else ""))
     ctx.emit(result, "\n\n---\n\n".join(blocks))
     return 0
 
@@ -267,6 +271,8 @@ def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
         when = _when(rev["created_ms"])
         author, title = one_line(rev["author"]), one_line(rev["title"])
         lines.append(f"{rev['short_revision']:<12}  {when}  {author:<16}  {parents:<12}  {title}{marks}")
+        for note in rev.get("annotations", []):
+            lines.append(f"{'':<12}  note by {one_line(str(note.get('by', '')))}: {one_line(str(note.get('note', '')))}")
     ctx.emit(result, "\n".join(lines))
     return 0
 

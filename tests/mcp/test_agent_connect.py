@@ -196,6 +196,11 @@ def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli)
     assert [a["note"] for a in after["annotations"]] == ["Tagging needs the gpg key now"]
     history = vault.ok("history", item["id"])["revisions"]
     assert len(history) == 2 and history[-1]["head"]
+    assert "annotations" not in history[0]
+    assert [(a["note"], a["by"]) for a in history[1]["annotations"]] == [("Tagging needs the gpg key now", "agent:scribe")]
+    for command in ("get", "history"):
+        text = vault.run(command, item["id"]).stdout
+        assert "by agent:scribe: Tagging needs the gpg key now" in text
 
 
 def test_token_goes_to_the_os_keyring_when_one_exists(vault: Cli, tmp_path: Path) -> None:

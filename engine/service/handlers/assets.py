@@ -249,19 +249,25 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
     state = service.require_unlocked()
     entry = state.index.resolve(request.id)
     revisions = []
+    noted: dict[bytes, int] = {}  # revision -> how many annotations its summary holds (AG-7)
     for rev in state.index.history(entry):
         summary = service.vault.summary_of(state, rev)
-        revisions.append(
-            {
-                **revision_ref(rev),
-                "parents": [p.hex() for p in rev.parents],
-                "title": summary.get("title", ""),
-                "tombstone": rev.tombstone,
-                "created_ms": rev.created_ms,
-                "author": fingerprint(rev.author)[:16],
-                "head": rev.rev_id in entry.heads,
-            }
-        )
+        row = {
+            **revision_ref(rev),
+            "parents": [p.hex() for p in rev.parents],
+            "title": summary.get("title", ""),
+            "tombstone": rev.tombstone,
+            "created_ms": rev.created_ms,
+            "author": fingerprint(rev.author)[:16],
+            "head": rev.rev_id in entry.heads,
+        }
+        notes = summary.get("annotations")
+        notes = notes if isinstance(notes, list) else []
+        noted[rev.rev_id] = len(notes)
+        before = max((noted.get(p, 0) for p in rev.parents), default=0)
+        if len(notes) > before:  # this revision added annotations: show them where they happened
+            row["annotations"] = [dict(n) for n in notes[before:] if isinstance(n, dict)]
+        revisions.append(row)
     for extra in HISTORY_EXTRAS:
         revisions = extra(service, state, entry) + revisions
     return {
