@@ -9,6 +9,8 @@ backup's password, an optional second line the new vault password, else the same
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -16,8 +18,9 @@ from typing import Any
 
 from engine.cli.context import Context
 from engine.cli.password import read_password
+from engine.errors import MemoriesError
 
-__all__ = ["register"]
+__all__ = ["register", "export_memories_json", "import_memories_json", "is_memories_json"]
 
 # A backup or restore of a large vault takes a while; the engine answers when it is done.
 _TIMEOUT = 3600.0
@@ -130,4 +133,75 @@ def cmd_restore(ctx: Context, args: argparse.Namespace) -> int:
         f"restored {result['items']} items in {result['vaults']} vault(s) as a new device; "
         f"the original history ({result['archived_revisions']} revisions) is kept read-only",
     )
+    return 0
+
+
+# -- export --format memories-json DIR and `import FILE.json` of such a file ----------------------
+JSON_FORMAT = "memories-json"
+JSON_FILE = "memories.json"
+_PAGE = 200
+
+
+def export_memories_json(ctx: Context, target: Path, vault: str | None, include_secrets: bool) -> int:
+    """DIR/memories.json: every item (every card kind, conflict heads), its links; secrets only if asked."""
+    scope: dict[str, Any] = {} if vault is None else {"vault": vault}
+    request = {"op": "export_memories_json", "offset": 0, "limit": _PAGE, "include_secrets": include_secrets, **scope}
+    first = ctx.request(request, timeout=300)  # elevation is checked before anything is written
+    items: list[dict[str, Any]] = list(first["items"])
+    offset = len(items)
+    while first["items"] and offset < first["total"]:
+        page = ctx.request({**request, "offset": offset}, timeout=300)
+        if not page["items"]:
+            break
+        items.extend(page["items"])
+        offset += len(page["items"])
+    document = {"format": JSON_FORMAT, "version": 1, "secrets": include_secrets, "items": items, "links": first["links"]}
+    path = target / JSON_FILE
+    try:
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, ensure_ascii=False, indent=1)
+    except FileExistsError:
+        raise MemoriesError("io_error", f"{path} already exists; export never overwrites.") from None
+    except OSError as exc:
+        raise MemoriesError("io_error", f"Cannot write to {target} ({exc.__class__.__name__}).") from None
+    result = {"exported": len(items), "links": len(first["links"]), "dir": str(target), "format": JSON_FORMAT}
+    ctx.emit(result, f"exported {len(items)} items and {len(first['links'])} links to {path}")
+    return 0
+
+
+def is_memories_json(path: Path) -> bool:
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    return b'"format"' in head and JSON_FORMAT.encode() in head
+
+
+def import_memories_json(ctx: Context, path: Path, vault: str | None) -> int:
+    """Import a memories-json file: every check in the engine, credentials first, then the rest, then links."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise MemoriesError("invalid_input", f"{path.name} is not a readable memories-json file. Nothing was imported.") from None
+    if not isinstance(document, dict) or document.get("format") != JSON_FORMAT or document.get("version") != 1:
+        raise MemoriesError("invalid_input", f"{path.name} is not a version-1 memories-json file. Nothing was imported.")
+    items, links = document.get("items"), document.get("links")
+    if not isinstance(items, list) or not isinstance(links, list):
+        raise MemoriesError("invalid_input", f"{path.name}: items and links must be lists. Nothing was imported.")
+    scope: dict[str, Any] = {} if vault is None else {"vault": vault}
+    ordered = sorted(items, key=lambda i: isinstance(i, dict) and i.get("kind") != "credential")
+    totals = {"created": 0, "skipped": 0, "without_secret": 0, "links": 0}
+    for start in range(0, len(ordered), _PAGE):
+        result = ctx.request({"op": "import_memories_json", "items": ordered[start : start + _PAGE], **scope}, timeout=300)
+        for key in ("created", "skipped", "without_secret"):
+            totals[key] += int(result[key])
+    for start in range(0, len(links), 5000):
+        result = ctx.request({"op": "import_memories_json", "links": links[start : start + 5000], **scope}, timeout=300)
+        totals["links"] += int(result["links"])
+    text = f"imported {totals['created']} items and {totals['links']} links, already present {totals['skipped']}"
+    if totals["without_secret"]:
+        text += f"; {totals['without_secret']} credentials had no secret in the file (exported without --include-secrets)"
+    ctx.emit(totals, text)
     return 0

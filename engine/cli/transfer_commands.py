@@ -38,7 +38,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("export", parents=[common], help="export ordinary content (needs sudo)")
     p.add_argument(
-        "--format", choices=("jsonl", "markdown"), required=True, help="one JSONL file, or one Markdown file per memory"
+        "--format",
+        choices=("jsonl", "markdown", "memories-json"),
+        required=True,
+        help="one JSONL file, one Markdown file per memory, or memories-json: every card kind and link (DIR/memories.json)",
+    )
+    p.add_argument(
+        "--include-secrets", action="store_true", help="memories-json only: include credential secrets (passwords, OTP seeds)"
     )
     p.add_argument("dir", help="a new or empty directory to write into")
     p.add_argument("--vault", metavar="NAME", help="export this vault (default: the default vault)")
@@ -75,6 +81,10 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     from engine.cli.importers import ImportFormatError, load_source  # msgspec: only `import` needs it
 
     source = Path(args.path)
+    from engine.cli.backup_commands import import_memories_json, is_memories_json
+
+    if is_memories_json(source):
+        return import_memories_json(ctx, source, args.vault)
     try:
         # Read and check every note first (the same limits as `put`): an invalid file imports nothing.
         loaded = load_source(source)
@@ -162,6 +172,12 @@ def _markdown(item: dict[str, Any]) -> str:
 
 def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
     target = Path(args.dir)
+    if args.format == "memories-json":
+        from engine.cli.backup_commands import export_memories_json
+
+        return export_memories_json(ctx, target, args.vault, args.include_secrets)
+    if args.include_secrets:
+        raise MemoriesError("invalid_input", "--include-secrets applies to --format memories-json only.")
     scope: dict[str, Any] = {} if args.vault is None else {"vault": args.vault}
     first = ctx.request({"op": "export", "offset": 0, "limit": 500, **scope}, timeout=300)  # elevation checked first
     try:

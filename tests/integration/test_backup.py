@@ -310,3 +310,45 @@ def test_a_killed_restore_leaves_no_half_made_home(tmp_path: Path) -> None:
         assert target.ok("status")["assets"] == NOTES
     finally:
         target.stop()
+
+
+def test_memories_json_round_trips_every_card_kind_and_link(source: Source, tmp_path: Path) -> None:
+    """Issue 15: export --format memories-json (sudo) then import keeps every card kind, link, conflict and secret."""
+    src = source.cli
+    src.sudo()
+    with_secrets, without = tmp_path / "with", tmp_path / "without"
+    src.ok("export", "--format", "memories-json", str(with_secrets), "--include-secrets")
+    src.ok("export", "--format", "memories-json", str(without))
+    plain_file = (without / "memories.json").read_text(encoding="utf-8")
+    assert MAPPED not in plain_file and "JBSWY3DPEHPK3PXP" not in plain_file
+    assert MAPPED in (with_secrets / "memories.json").read_text(encoding="utf-8")
+    assert LOCAL_CANARY not in plain_file  # the device-only vault is another vault: not exported
+    fresh = Cli(home=tmp_path / "fresh")
+    fresh.init()
+    try:
+        result = fresh.ok("import", str(with_secrets / "memories.json"))
+        assert result["created"] >= 8 and result["links"] == 1
+        for name in ("plain", "edited", "conflict", "card", "login"):
+            assert _view(fresh, source.ids[name]) == _view(src, source.ids[name]), name
+        assert fresh.ok("otp", source.ids["otp"])["code"] == src.ok("otp", source.ids["otp"])["code"]
+        assert source.ids["plain"] in str(fresh.ok("graph", source.ids["card"]))
+        kinds = sorted(i["kind"] for i in fresh.ok("list")["items"])
+        assert kinds == sorted(i["kind"] for i in src.ok("list")["items"])
+        again = fresh.ok("import", str(with_secrets / "memories.json"))
+        assert again["created"] == 0 and again["links"] == 0  # idempotent
+    finally:
+        fresh.stop()
+
+
+def test_memories_json_export_needs_sudo_and_bad_files_import_nothing(vault: Cli, tmp_path: Path) -> None:
+    """Issue 15: the memories-json export needs sudo; a malformed file is a typed error and imports nothing."""
+    assert vault.err("export", "--format", "memories-json", str(tmp_path / "out"))["code"] == "elevation_required"
+    assert not (tmp_path / "out" / "memories.json").exists()
+    before = vault.ok("status")["assets"]
+    bad = tmp_path / "bad.json"
+    item = {"id": "ab" * 16, "kind": "memory", "heads": [{"summary": {"title": "ok"}, "body": "b"}]}
+    wrong = {"id": "cd" * 16, "kind": "local_config", "heads": [{"summary": {"title": "x"}, "body": ""}]}
+    bad.write_text(json.dumps({"format": "memories-json", "version": 1, "items": [item, wrong], "links": []}))
+    error = vault.err("import", str(bad))
+    assert error["code"] == "invalid_input" and "local_config" in error["message"]
+    assert vault.ok("status")["assets"] == before

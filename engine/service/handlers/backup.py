@@ -10,30 +10,46 @@ so a damaged file or a killed restore leaves no store behind.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import threading
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from engine.backup.archive import ArchiveIndex
 from engine.backup.envelope import BackupReader
 from engine.backup.restore import Restorer
 from engine.backup.snapshot import write_backup
+from engine.cards.links import add_record
+from engine.cards.schema import CARD_KINDS
+from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import calibrate
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests_backup as brq
 from engine.service.caller import Caller
-from engine.service.handlers.assets import ARCHIVED_REVISIONS, HISTORY_EXTRAS, SECRET_BODY_KINDS
-from engine.service.projections import BODY_REDACTORS, revision_ref
+from engine.service.handlers.assets import (
+    ARCHIVED_REVISIONS,
+    HISTORY_EXTRAS,
+    META_VALIDATORS,
+    ORDINARY_KINDS,
+    SECRET_BODY_KINDS,
+    new_revision,
+)
+from engine.service.handlers.cards import link_index
+from engine.service.handlers.vaults import vault_for
+from engine.service.projections import BODY_REDACTORS, revision_ref, visible_body
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.store.database import StoreFile, create_store, is_disk_full
 from engine.vault.core import Unlocked
+from engine.vault.credentials import CREDENTIAL_KIND
 from engine.vault.diff import text_projection
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, chunk_count
 
 __all__ = ["archive_of"]
 
@@ -266,3 +282,175 @@ def _setup(service: Service) -> None:
 
 
 EXTENSIONS.append(_setup)
+
+
+# -- export --format memories-json and its import (issue 15) -------------------------------------
+# Every kind a memories-json file carries: ordinary memories, every card kind, and the
+# credentials protected and login cards and secret maps point to (their bodies only with
+# --include-secrets). Files and device-local kinds are not part of it.
+JSON_KINDS = frozenset({*ORDINARY_KINDS, *CARD_KINDS, CREDENTIAL_KIND})
+
+
+def _json_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary as JSON with bytes tagged the canonical way ({"$b": base64url})."""
+    value: dict[str, Any] = json.loads(canonical_bytes(summary))
+    return value
+
+
+@op(brq.ExportJson, needs_elevation=True)
+def export_memories_json(service: Service, request: brq.ExportJson, caller: Caller) -> dict[str, Any]:
+    """Every current item of one vault with every head (conflicts stay conflicts), and its links."""
+    state = service.require_unlocked()
+    vault_id = vault_for(state, request.vault).vault_id
+    entries = sorted(
+        (e for e in state.index.visible() if e.kind in JSON_KINDS and e.vault_id == vault_id),
+        key=lambda e: (e.kind != CREDENTIAL_KIND, state.index.revisions[e.revisions[0]].created_ms, e.asset_id),
+    )
+    page = entries[request.offset : request.offset + request.limit]
+    items = []
+    for entry in page:
+        heads = []
+        for rev in sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.rev_id)):
+            if rev.tombstone:
+                continue
+            body: str | None
+            if entry.kind == CREDENTIAL_KIND:
+                body = service.vault.body_of(state, rev) if request.include_secrets else None
+            else:
+                body = visible_body(service, state, rev)
+            heads.append({"summary": _json_summary(service.vault.summary_of(state, rev)), "body": body})
+        items.append({"id": entry.asset_id.hex(), "kind": entry.kind, "heads": heads})
+    links: list[dict[str, Any]] = []
+    if request.offset == 0:
+        for link in sorted(link_index(service).by_id.values(), key=lambda k: (k.created_ms, k.link_id)):
+            if link.vault_id != vault_id:
+                continue
+            links.append(
+                {
+                    "src": link.src.hex(),
+                    "dst": link.dst.hex(),
+                    "rel": link.rel,
+                    "confidence_ppm": link.confidence_ppm,
+                    **({"valid_till_ms": link.valid_till_ms} if link.valid_till_ms is not None else {}),
+                }
+            )
+    service.vault.commit_intent(state, "export", caller, [e.asset_id for e in page])
+    return {"items": items, "links": links, "total": len(entries), "offset": request.offset}
+
+
+def _refs(summary: dict[str, Any]) -> set[bytes]:
+    """The credentials a card's summary names: its protected credential and its secret map."""
+    found: set[bytes] = set()
+    protected = summary.get("protected")
+    if isinstance(protected, dict) and isinstance(protected.get("credential"), bytes):
+        found.add(protected["credential"])
+    secrets = summary.get("secrets")
+    if isinstance(secrets, dict):
+        found.update(v for v in secrets.values() if isinstance(v, bytes))
+    return found
+
+
+def _without_refs(summary: dict[str, Any], missing: set[bytes]) -> dict[str, Any]:
+    out = dict(summary)
+    protected = out.get("protected")
+    if isinstance(protected, dict) and protected.get("credential") in missing:
+        del out["protected"]
+    secrets = out.get("secrets")
+    if isinstance(secrets, dict):
+        kept = {k: v for k, v in secrets.items() if v not in missing}
+        if kept:
+            out["secrets"] = kept
+        else:
+            del out["secrets"]
+    return out
+
+
+def _decode_item(item: brq.JsonItem) -> list[tuple[dict[str, Any], str | None]]:
+    if item.kind not in JSON_KINDS:
+        raise MemoriesError("invalid_input", f"Item {item.id[:12]}: {item.kind[:32]!r} is not a kind a memories-json file holds.")
+    heads: list[tuple[dict[str, Any], str | None]] = []
+    for head in item.heads:
+        try:
+            summary = decode_canonical(canonical_bytes(head.summary))
+        except (ValueError, TypeError, msgspec.MsgspecError):
+            raise MemoriesError("invalid_input", f"Item {item.id[:12]}: a summary is not valid.") from None
+        if not isinstance(summary, dict) or not isinstance(summary.get("title"), str) or not summary["title"]:
+            raise MemoriesError("invalid_input", f"Item {item.id[:12]}: every version needs a title.")
+        meta = summary.get("meta", {})
+        if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+            raise MemoriesError("invalid_input", f"Item {item.id[:12]}: meta holds text values only.")
+        validator = META_VALIDATORS.get(item.kind)
+        if validator is not None:
+            summary["meta"] = validator(item.kind, dict(meta))
+        heads.append((summary, head.body))
+    return heads
+
+
+@op(brq.ImportJson)
+def import_memories_json(service: Service, request: brq.ImportJson, caller: Caller) -> dict[str, Any]:
+    """Create the batch's items with their own IDs (checked first, then ONE commit); existing IDs are skipped."""
+    state = service.require_unlocked()
+    store = service.require_store()
+    vault = vault_for(state, request.vault)
+    service.vault.writable_vault(state, b"", vault)
+    decoded = [(item, _decode_item(item)) for item in request.items]  # every check before any write
+    batch_ids = {bytes.fromhex(item.id) for item, _ in decoded}
+    revisions: list[Revision] = []
+    rows: list[tuple[int, bytes]] = []
+    created, skipped, without_secret = 0, 0, 0
+    next_seq = store.reserve_content(1)[0]
+    available = {a for a, e in state.index.assets.items() if e.kind == CREDENTIAL_KIND and e.vault_id == vault.vault_id}
+    for item, heads in decoded:
+        asset_id = bytes.fromhex(item.id)
+        if asset_id in state.index.assets:
+            skipped += 1
+            continue
+        if item.kind == CREDENTIAL_KIND and any(body is None for _, body in heads):
+            without_secret += 1  # exported without --include-secrets: nothing to restore
+            continue
+        if item.kind == CREDENTIAL_KIND:
+            available.add(asset_id)
+        for summary, body in heads:
+            missing = {r for r in _refs(summary) if r not in available and r not in batch_ids}
+            text = body or ""
+            need = chunk_count(len(text.encode("utf-8")))
+            rev, rev_rows = new_revision(
+                service,
+                state,
+                asset_id=asset_id,
+                kind=item.kind,
+                parents=[],
+                summary=_without_refs(summary, missing) if missing else summary,
+                body=text,
+                reserved=list(range(next_seq, next_seq + need)),
+                vault=vault,
+            )
+            next_seq += need
+            revisions.append(rev)
+            rows.extend(rev_rows)
+        created += 1
+    present = set(state.index.assets) | batch_ids
+    index = link_index(service)
+    records: list[dict[str, Any]] = []
+    links_added = 0
+    for link in request.links:
+        src, dst = bytes.fromhex(link.src), bytes.fromhex(link.dst)
+        if src not in present or dst not in present or index.between(src, dst, link.rel):
+            continue
+        records.append(
+            add_record(
+                vault_id=vault.vault_id,
+                src=src,
+                dst=dst,
+                rel=link.rel,
+                confidence_ppm=link.confidence_ppm,
+                valid_till_ms=link.valid_till_ms,
+            )
+        )
+        links_added += 1
+    if revisions or records:
+        audit = service.vault.audit_record(
+            state, "import", caller, outcome="ok", assets=sorted({r.asset_id for r in revisions}), links=links_added
+        )
+        service.vault.commit(state, revisions, rows, [*records, audit])
+    return {"created": created, "skipped": skipped, "without_secret": without_secret, "links": links_added}
