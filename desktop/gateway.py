@@ -14,7 +14,9 @@ from typing import Any
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 
-__all__ = ["EngineGateway", "DEFAULT_TIMEOUT"]
+__all__ = ["EngineGateway", "DEFAULT_TIMEOUT", "lock_quietly", "QUIT_LOCK_TIMEOUT"]
+
+QUIT_LOCK_TIMEOUT = 3.0
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -67,3 +69,16 @@ class EngineGateway:
             raise MemoriesError("invalid_input", "A save must name the revision it edits.")
         # The fixed keys come last so no field can ever rename the op or retarget the edit.
         return self._call({**fields, "op": "edit", "id": asset_id, "base": base})
+
+
+def lock_quietly(gateway: EngineGateway) -> bool:
+    """Lock on the way out (quitting the tray or the dashboard); True if the engine locked.
+
+    Best effort and bounded: an engine that is not running, has no vault or is already
+    locked has nothing to lock, and a hung one must not keep the process from exiting.
+    """
+    try:
+        EngineGateway(gateway.socket_path, timeout=min(gateway.timeout, QUIT_LOCK_TIMEOUT)).lock()
+    except (MemoriesError, OSError):
+        return False
+    return True

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
-from desktop.gateway import EngineGateway
+from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, ProbeWorker
 from engine.config import Paths
 
@@ -28,14 +28,17 @@ def run_dashboard(
     probe_deadline: float = DEFAULT_DEADLINE,
     json_output: bool = False,
     out: TextIO = sys.stdout,
+    lock_on_quit: bool = True,
 ) -> int:
+    """Serve until Ctrl-C or SIGTERM (a logout sends it); then lock the vault unless ``lock_on_quit`` is off."""
     prober = ProbeWorker(home, interval=probe_interval, deadline=probe_deadline)
     ctx = DashboardContext(prober, EngineGateway(Paths(home).socket), mode="dashboard", backend="none")
     server = DashboardServer(ctx, port)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        # SIGHUP and SIGTERM are what a logout sends: they end the dashboard like Ctrl-C (and lock).
+        for signum in (signal.SIGTERM, signal.SIGINT, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
             loop.add_signal_handler(signum, server.stop)
         serving = asyncio.create_task(server.serve())
         while server.port is None and not serving.done():
@@ -57,4 +60,6 @@ def run_dashboard(
         asyncio.run(main())
     finally:
         prober.stop(join_timeout=0)
+        if lock_on_quit:
+            lock_quietly(ctx.gateway)
     return 0

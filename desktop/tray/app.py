@@ -7,7 +7,9 @@ short-lived worker threads. Nothing the engine does can block the icon or the pa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
 import webbrowser
@@ -18,7 +20,7 @@ from typing import Any, TextIO
 
 from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
-from desktop.gateway import EngineGateway
+from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
 from desktop.status import TrayState, tooltip_text, tray_state
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
@@ -42,6 +44,8 @@ class TrayOptions:
     probe_interval: float = DEFAULT_INTERVAL
     probe_deadline: float = DEFAULT_DEADLINE
     verbose: bool = False
+    # Quit (menu or dashboard) and the end of the process lock the vault unless told not to.
+    lock_on_quit: bool = True
 
 
 class TrayApp:
@@ -77,6 +81,7 @@ class TrayApp:
         )
         self.icon = icon_class("memories", render(self.state), tooltip_text(self.state), menu)
         self.prober.subscribe(self._on_probe)
+        self._quit_on_signals()
         try:
             self.icon.run(setup=self._setup)
         finally:
@@ -102,6 +107,27 @@ class TrayApp:
             self._quitting.set()
             self._background(self._stop_icon)
 
+    def _quit_on_signals(self) -> None:
+        """A logout's SIGTERM/SIGHUP quits like the menu's Quit (and so locks by default)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            signal.signal(signum, lambda *_: self.quit())
+            if self.backend in ("gtk", "appindicator"):
+                # GTK's loop runs in C and would hold the Python handler until the next event;
+                # GLib's own source runs the quit from inside the loop.
+                with contextlib.suppress(ImportError, AttributeError, ValueError):
+                    from gi.repository import GLib  # type: ignore[import-untyped]
+
+                    GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._quit_from_glib)
+
+    def _quit_from_glib(self, *_: object) -> bool:
+        self.quit()
+        return True  # keep the source: a second signal after a stuck quit still reaches us
+
     def _stop_icon(self) -> None:
         for _ in range(QUIT_ATTEMPTS):
             icon = self.icon
@@ -119,6 +145,8 @@ class TrayApp:
         self.prober.stop(join_timeout=0)
         if self.server is not None:
             self.server.stop()
+        if self.options.lock_on_quit:
+            lock_quietly(self.gateway)
 
     # -- state -------------------------------------------------------------------------
     def _on_probe(self, probe: Probe) -> None:

@@ -42,6 +42,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=_port, default=0, help="dashboard port on 127.0.0.1 (default: a random free port)")
     p.add_argument("--probe-interval", type=_seconds, default=2.0, help="seconds between status probes")
     p.add_argument("--probe-deadline", type=_seconds, default=2.0, help="a probe taking longer means 'not responding'")
+    p.add_argument(
+        "--keep-unlocked",
+        action="store_true",
+        help="quitting leaves the vault unlocked (by default quitting the tray or the dashboard locks it)",
+    )
 
 
 def add_tray_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +91,7 @@ def run_tray(home: Path, args: argparse.Namespace, explicit_home: bool = True) -
         probe_interval=args.probe_interval,
         probe_deadline=args.probe_deadline,
         verbose=args.verbose,
+        lock_on_quit=not args.keep_unlocked,
     )
     try:
         return TrayApp(options).run()

@@ -46,4 +46,5 @@ def cmd_dashboard(ctx: Context, args: argparse.Namespace) -> int:
         probe_interval=args.probe_interval,
         probe_deadline=args.probe_deadline,
         json_output=ctx.json_output,
+        lock_on_quit=not args.keep_unlocked,
     )

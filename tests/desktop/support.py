@@ -138,9 +138,13 @@ class Dashboard:
         raise AssertionError(f"dashboard never showed {states}: {data}")
 
 
-def start_dashboard(cli: Cli, log: Path, *extra: str) -> Dashboard:
+def start_dashboard(cli: Cli, log: Path, *extra: str, keep_unlocked: bool = True) -> Dashboard:
+    """`memories dashboard --no-browser` in front of ``cli``. Tests keep using the vault after
+    stopping it, so by default it is started with ``--keep-unlocked``; the lock-on-quit tests
+    pass ``keep_unlocked=False``."""
+    keep = ("--keep-unlocked",) if keep_unlocked else ()
     proc = subprocess.Popen(
-        cli.command("dashboard", "--no-browser", "--json", "--probe-interval", "0.3", *extra),
+        cli.command("dashboard", "--no-browser", "--json", "--probe-interval", "0.3", *keep, *extra),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=open(log, "wb"),

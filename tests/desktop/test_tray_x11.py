@@ -133,9 +133,10 @@ def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(cli: Cli,
         finally:
             os.kill(pid, signal.SIGCONT)
         tray.wait_icon(TrayState.UNLOCKED)
-        # With no menu on xorg, the dashboard offers Quit.
+        # With no menu on xorg, the dashboard offers Quit; quitting locks the vault (issue 17).
         assert _dashboard_request(url, "/api/quit") == (200, {"quitting": True})
         assert tray.proc.wait(20) == 0
+        assert cli.ok("status") == {"state": "locked"}
     finally:
         tray.stop()
 
@@ -171,6 +172,20 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
         time.sleep(0.5)
         xsession.xdotool("key", "--delay", "100", "Up", "Return")
         assert tray.proc.wait(20) == 0, tray.output()
+        assert vault.ok("status") == {"state": "locked"}, "Quit locks the vault by default"
     finally:
         tray.stop()
     assert os.path.exists(tmp_path / "tray-gtk-menu.png")
+
+
+def test_logout_signal_quits_the_tray_and_locks(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """Issue 17: a logout's SIGTERM ends the tray like Quit does, and the vault is locked."""
+    tray = Tray(vault, xsession, tmp_path, "xorg")
+    try:
+        tray.wait_output(r"memories tray: dashboard http://")
+        tray.wait_icon(TrayState.UNLOCKED)
+        tray.proc.send_signal(signal.SIGTERM)
+        assert tray.proc.wait(20) == 0, tray.output()
+    finally:
+        tray.stop()
+    assert vault.ok("status") == {"state": "locked"}
