@@ -168,7 +168,8 @@ def test_revoked_or_missing_token_names_the_command_that_fixes_it(connected: Cli
 
 def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli) -> None:
     """AG-7: the MCP `annotate` tool adds a note (time, agent) as a new revision with the body,
-    title and tags unchanged; reads show it, history has the revision; a read grant is refused."""
+    title and tags unchanged; reads show it, history has the revision; a read grant is refused.
+    Also issue 18's filters on the MCP search/retrieve tools (since, until, source)."""
     vault.sudo()
     writer = grant(vault, "scribe", "read_write")
     reader = grant(vault, "viewer", "read")
@@ -186,6 +187,15 @@ def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli)
             assert read["annotations"][0]["at_ms"] >= before["created_ms"]
             bad = error_of(await client.call_tool("annotate", {"id": short, "note": ""}))
             assert bad["code"] == "invalid_request"
+            # Issue 18: the recall tools take a time window and a source filter.
+            recent = result_of(await client.call_tool("search", {"query": "deploy", "since": "1h"}))
+            assert [r["title"] for r in recent["results"]] == ["Deploy recipe"]
+            future = result_of(await client.call_tool("retrieve", {"query": "deploy", "since": "2999-01-01"}))
+            assert future["passages"] == []
+            other = result_of(await client.call_tool("search", {"query": "deploy", "source": "chat:"}))
+            assert other["results"] == []
+            unreadable = error_of(await client.call_tool("search", {"query": "deploy", "until": "someday"}))
+            assert unreadable["code"] == "invalid_input"
         async with stdio_client(vault, reader) as client:
             denied = error_of(await client.call_tool("annotate", {"id": item["id"][:12], "note": "nope"}))
             assert denied["code"] == "scope_denied"
