@@ -13,7 +13,7 @@ from tests.cards.conftest import xdisplay as xdisplay  # the private Xvfb fixtur
 from tests.helpers import PASSWORD, Cli
 from tests.mcp.support import grant, ipc, result_of, stdio_client
 
-ENTRY_KEYS = {"ts_ms", "time", "op", "actor", "surface", "who", "phase", "outcome", "error", "assets"}
+ENTRY_KEYS = {"ts_ms", "time", "op", "actor", "surface", "who", "phase", "outcome", "error", "assets", "device"}
 ASSET_KEYS = {"id", "short_id", "kind", "title", "state"}
 
 

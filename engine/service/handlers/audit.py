@@ -16,16 +16,20 @@ read itself is committed as an ``audit`` intent before the answer is delivered.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from typing import Any
 
 from engine.crypto.canonical import decode_canonical_flat
 from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
+from engine.service.handlers.devices import device_names
 from engine.service.integrity import AUDIT_TAG
 from engine.service.projections import asset_summary
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
+from engine.sync.bundle import PEER_AUDIT_RECORD
 from engine.vault.revision import Revision
 
 __all__ = ["AUDIT_VIEW_VERSION", "actor_label", "actor_matches", "decode_entry"]
@@ -34,6 +38,7 @@ AUDIT_VIEW_VERSION = 1
 _PREFIX = AUDIT_TAG.encode("ascii") + b"\x00\x01"
 # Entry fields a view may show: codes and names the engine chose, never request data.
 _TEXT_FIELDS = ("op", "caller", "surface", "phase", "outcome", "error")
+_DEVICE = "\x00device"  # set on entries another device signed (never a key of a stored entry)
 
 
 def decode_entry(signed: bytes) -> dict[str, Any]:
@@ -100,12 +105,12 @@ def audit(service: Service, request: rq.Audit, caller: Caller) -> dict[str, Any]
     if request.since_ms is not None and request.until_ms is not None and request.since_ms >= request.until_ms:
         raise MemoriesError("invalid_input", "The start of the time range must be before its end.")
     found: list[dict[str, Any]] = []
-    for signed in reversed(state.audit_log):
-        entry = decode_entry(signed)
+    for entry in _newest_first(state):
         if _matches(entry, request):
             found.append(entry)
             if len(found) > request.limit:
                 break
+    names = device_names(state) if any(_DEVICE in e for e in found) else {}
     assets: dict[bytes, dict[str, Any]] = {}
     entries = []
     for entry in found[: request.limit]:
@@ -120,7 +125,8 @@ def audit(service: Service, request: rq.Audit, caller: Caller) -> dict[str, Any]
                 "op": fields["op"] or "",
                 "actor": fields["caller"] or "",
                 "surface": fields["surface"] or "",
-                "who": actor_label(fields["caller"] or "", fields["surface"] or ""),
+                "who": _who(entry, fields, names),
+                "device": entry[_DEVICE].hex() if _DEVICE in entry else None,
                 "phase": fields["phase"],
                 "outcome": fields["outcome"],
                 "error": fields["error"],
@@ -130,6 +136,28 @@ def audit(service: Service, request: rq.Audit, caller: Caller) -> dict[str, Any]
     # Delivered only after this read is on disk: a failed commit delivers nothing.
     service.vault.commit_intent(state, "audit", caller, [])
     return {"v": AUDIT_VIEW_VERSION, "entries": entries, "more": len(found) > request.limit}
+
+
+def _newest_first(state: Unlocked) -> Iterator[dict[str, Any]]:
+    """This device's entries and those other devices of this user sent by sync (merge stored
+    them as ``peer_audit`` records after checking their signatures and hash chains), newest
+    first. A peer's entry carries the device that signed it under ``_DEVICE``."""
+    own = (decode_entry(signed) for signed in reversed(state.audit_log))
+    peers = []
+    for _, record in state.extra_records.get(PEER_AUDIT_RECORD, []):
+        entry = decode_entry(bytes(record["signed"]))
+        entry[_DEVICE] = bytes(record["device"])
+        peers.append(entry)
+    peers.sort(key=lambda e: int(e["ts_ms"]), reverse=True)
+    return heapq.merge(own, peers, key=lambda e: -int(e["ts_ms"]))
+
+
+def _who(entry: dict[str, Any], fields: dict[str, str | None], names: dict[bytes, str]) -> str:
+    label = actor_label(fields["caller"] or "", fields["surface"] or "")
+    device = entry.get(_DEVICE)
+    if not isinstance(device, bytes):
+        return label
+    return f"{label} on {names.get(device) or device.hex()[:12]}"
 
 
 def _setup(service: Service) -> None:
