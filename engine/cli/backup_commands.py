@@ -67,7 +67,7 @@ def _progress_thread(ctx: Context, stop: threading.Event) -> threading.Thread | 
         except Exception:
             return
         try:
-            while not stop.wait(0.3):
+            while not stop.wait(0.1):
                 try:
                     state = client.request({"op": "backup_progress"})
                 except Exception:

@@ -352,3 +352,26 @@ def test_memories_json_export_needs_sudo_and_bad_files_import_nothing(vault: Cli
     error = vault.err("import", str(bad))
     assert error["code"] == "invalid_input" and "local_config" in error["message"]
     assert vault.ok("status")["assets"] == before
+
+
+def test_passwords_are_asked_on_a_terminal(source: Source, tmp_path: Path) -> None:
+    """BK-1: on a terminal the backup password is asked twice and never echoed; restore asks both passwords."""
+    from tests.terminal import run_in_terminal
+
+    source.cli.sudo()
+    env = source.cli.environ()
+    out = tmp_path / "tty.backup"
+    typed = [("Backup password", BACKUP_PW), ("Repeat", BACKUP_PW + "x")]
+    code, screen = run_in_terminal(source.cli.command("backup", "create", str(out)), typed, env)
+    assert code != 0 and "do not match" in screen and not out.exists()
+    typed = [("Backup password", BACKUP_PW), ("Repeat", BACKUP_PW)]
+    code, screen = run_in_terminal(source.cli.command("backup", "create", str(out)), typed, env)
+    assert code == 0 and "backed up" in screen and BACKUP_PW not in screen
+    restored = Cli(home=tmp_path / "tty-restored")
+    try:
+        typed = [("Backup password", BACKUP_PW), ("New vault password", NEW_PW), ("Repeat", NEW_PW)]
+        code, screen = run_in_terminal(restored.command("restore", str(out)), typed, restored.environ())
+        assert code == 0 and "restored" in screen and NEW_PW not in screen
+        assert restored.ok("get", source.ids["plain"])["title"] == "购物清单 Shopping"
+    finally:
+        restored.stop()
