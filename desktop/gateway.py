@@ -61,6 +61,10 @@ class EngineGateway:
         """End a conflict by keeping one head's content as it is (an `edit --resolve`)."""
         return self._call({"op": "edit", "id": asset_id, "base": keep, "resolve": True})
 
+    def pending_tickets(self) -> dict[str, Any]:
+        """Remote-exec tickets waiting for approval (the tray's notifications; no idle touch)."""
+        return self._call({"op": "remote_pending"})
+
     def get_asset(self, asset_id: str) -> dict[str, Any]:
         return self._call({"op": "get", "id": asset_id})
 

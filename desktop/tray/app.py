@@ -27,6 +27,7 @@ from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
+from desktop.tray.notifier import TicketNotifier
 from engine.config import Paths
 
 __all__ = ["TrayOptions", "TrayApp"]
@@ -64,6 +65,7 @@ class TrayApp:
         self._icon_lock = threading.Lock()
         self._quitting = threading.Event()
         self._stopped = threading.Event()
+        self.notifier = TicketNotifier(self.gateway.pending_tickets, self._notify)
 
     def run(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
@@ -150,6 +152,8 @@ class TrayApp:
 
     # -- state -------------------------------------------------------------------------
     def _on_probe(self, probe: Probe) -> None:
+        if probe.status.get("attention") and not self._quitting.is_set():
+            self._background(lambda: self.notifier.check(True))  # a new ticket keeps "attention"
         new = tray_state(probe)
         with self._state_lock:
             if new is self.state:
@@ -191,6 +195,18 @@ class TrayApp:
         if error is not None:
             self._say(f"memories tray: could not start the engine ({error})")
         self.prober.refresh()
+
+    def _notify(self, title: str, message: str) -> None:
+        """A desktop notification where the backend has one (GTK/AppIndicator use D-Bus)."""
+        self._say("memories tray: a remote-exec ticket waits for approval")
+        icon = self.icon
+        if icon is None or not getattr(icon, "HAS_NOTIFICATION", False):
+            return
+        try:
+            with self._icon_lock:
+                icon.notify(message, title)
+        except Exception as exc:  # no notification service on this session: the icon still says "attention"
+            self._say(f"memories tray: notification failed ({type(exc).__name__})")
 
     def _background(self, fn: Callable[[], object]) -> None:
         threading.Thread(target=fn, name="memories-tray-action", daemon=True).start()

@@ -23,7 +23,7 @@ TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
 
 
 class Tray:
-    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str, standalone: bool = False) -> None:
+    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str, standalone: bool = False, bus: str | None = None) -> None:
         self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
         self.out = tmp / f"tray-{backend}.out"
         self.opened = tmp / "browser-opened.txt"
@@ -37,7 +37,9 @@ class Tray:
             cmd = [sys.executable, "-m", "desktop.tray.launcher", "--home", str(cli.home), *options]
         else:
             cmd = cli.command("tray", *options)
-        if backend in ("gtk", "appindicator"):
+        if bus is not None:  # a session bus the test owns (to read the notifications sent on it)
+            env["DBUS_SESSION_BUS_ADDRESS"] = bus
+        elif backend in ("gtk", "appindicator"):
             cmd = ["dbus-run-session", "--", *cmd]  # GTK needs a session bus (dunst is activated on it)
         self.proc = subprocess.Popen(
             cmd,
@@ -189,3 +191,57 @@ def test_logout_signal_quits_the_tray_and_locks(vault: Cli, xsession: XSession, 
     finally:
         tray.stop()
     assert vault.ok("status") == {"state": "locked"}
+
+
+def test_gtk_tray_notifies_once_per_new_ticket(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """Issue 17, DT-4: a remote-exec ticket waiting for approval raises one desktop notification
+    (read back from dunst) naming its target, escaped, and never its instruction."""
+    import json
+
+    from tests.remote import fakes
+
+    require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv (pip install '.[gtk]')")
+    for tool in ("dbus-daemon", "dunst", "dunstctl"):
+        require(shutil.which(tool) is not None, f"{tool} (apt: dbus dunst)")
+    bus_proc = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"], stdout=subprocess.PIPE, text=True)
+    procs: list[subprocess.Popen[Any]] = [bus_proc]
+    tray = None
+    try:
+        assert bus_proc.stdout is not None
+        bus = bus_proc.stdout.readline().strip()
+        env = xsession.env(vault.environ())
+        env["DBUS_SESSION_BUS_ADDRESS"] = bus
+        procs.append(subprocess.Popen(["dunst"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def history() -> str:
+            out = subprocess.run(["dunstctl", "history"], env=env, capture_output=True, text=True, timeout=10)
+            return out.stdout
+
+        tray = Tray(vault, xsession, tmp_path, "gtk", bus=bus)
+        tray.wait_output(r"memories tray: backend gtk")
+        tray.wait_icon(TrayState.UNLOCKED)
+        with fakes.serve(lambda reader, writer: _close(writer)) as port:
+            vault.ok("credential", "new", "tcp", "--name", "echo<b>", "--host", "127.0.0.1", "--port", str(port))
+            session = vault.ok("remote", "open", "echo<b>")["session"]
+            vault.ok("remote", "propose", session, "secret-instruction-text")
+            tray.wait_output(r"a remote-exec ticket waits for approval")
+            end = time.monotonic() + 20
+            while time.monotonic() < end and "approval needed" not in history():
+                time.sleep(0.1)
+            shown = history()
+            assert "Memories: approval needed" in shown, shown
+            assert "echo&lt;b&gt;" in json.dumps(json.loads(shown), ensure_ascii=False), shown
+            assert "secret-instruction-text" not in shown
+            tray.wait_icon(TrayState.ATTENTION)
+            time.sleep(1.0)  # several more probes while the same ticket waits: no second notification
+            assert tray.output().count("a remote-exec ticket waits for approval") == 1
+            vault.ok("remote", "close", session)
+    finally:
+        if tray is not None:
+            tray.stop()
+        for proc in reversed(procs):
+            stop_process(proc, timeout=5)
+
+
+async def _close(writer: Any) -> None:
+    writer.close()
