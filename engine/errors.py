@@ -113,6 +113,14 @@ CODES: dict[str, str] = {
     # -- cloud object sync (SPEC CL-1 … CL-4) --
     "cloud_denied": "The storage refused this account's credentials, bucket or token; sign in or fix the keys.",
     "cloud_unreachable": "The storage could not be reached or kept failing; what was sent stays queued for the next sync.",
+    # -- crypto jobs (SPEC JB-1 … JB-3) --
+    "job_input_changed": "An input file changed since the plan was made (its SHA-256 differs); nothing was run or published.",
+    "job_tool_changed": "A tool of the plan changed or moved since the plan was made; nothing was run. Make a new plan.",
+    "job_tool_missing": "A tool this job needs is not installed on this machine.",
+    "job_output_exists": "An output path of the plan already exists; a job never overwrites a file. Nothing was published.",
+    "job_step_failed": "A step of the job failed; nothing was published and the workspace was removed.",
+    "job_plan_stale": "A credential of the plan changed since the plan was made; nothing was run. Make a new plan.",
+    "unsupported_platform": "This is not supported on this platform.",
 }
 
 

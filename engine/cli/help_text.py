@@ -189,6 +189,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories run --env API_KEY=card:3fa9c2d1#token -- curl -H @headers.txt https://api.example",
         "memories run --template app.env.tpl -- ./app --env-file {template}",
     ),
+    "job": ("memories job plan smime-sign report.pdf -o report.p7m --key signer", "memories job run <PLAN_DIGEST>"),
+    "job plan": (
+        "memories job plan smime-sign report.pdf -o report.p7m --key signer",
+        "memories job plan openpgp-sign release.tar.gz -o release.tar.gz.asc --key release-key",
+        "memories job plan openpgp-encrypt notes.txt -o notes.txt.gpg --recipient alice --json",
+    ),
+    "job show": ("memories job show <PLAN_DIGEST>",),
+    "job run": ("memories sudo && memories job run <PLAN_DIGEST>",),
 }
 
 

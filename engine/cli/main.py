@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "agent_commands",
     "file_commands",
     "run_commands",
+    "job_commands",
     "backup_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
@@ -102,6 +103,7 @@ COMMAND_TABLE = {
     "cloud": "cloud_commands",
     "file": "file_commands",
     "run": "run_commands",
+    "job": "job_commands",
     "backup": "backup_commands",
     "restore": "backup_commands",
 }

@@ -24,6 +24,7 @@ TYPES = {
     "tls-ca": "tls_ca",
     "ssh-key": "ssh_key",
     "tls-cert": "tls_cert",
+    "openpgp": "openpgp",
 }
 
 
@@ -67,7 +68,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--host-key", help="pinned server host key (OpenSSH public key line)")
     p.add_argument("--known-hosts-file", help="known_hosts entries for the server")
     p.add_argument("--pem-file", help="tls-ca: the CA certificate (PEM)")
-    p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM)")
+    p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM); openpgp: an armored OpenPGP key")
     p.add_argument(
         "--key-passphrase-stdin",
         action="store_true",

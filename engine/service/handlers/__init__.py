@@ -11,6 +11,7 @@ from engine.service.handlers import (
     dashboard,  # the dashboard's listing of ordinary items (issue 17)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     files,  # file add/get/list/history: chunked upload and download (issue 16, FI-1)
+    jobs,  # crypto jobs: job plan/show/run (issue 16, JB-1 … JB-3)
     logins,  # login cards and moving-in batches (issue 15)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     remote,  # remote sessions, tickets, proxies (issue 7)
@@ -35,6 +36,7 @@ __all__ = [
     "dashboard",
     "devices",
     "files",
+    "jobs",
     "logins",
     "mcp_grants",
     "remote",

@@ -36,7 +36,7 @@ Short = Annotated[str, msgspec.Meta(max_length=1000)]
 Pem = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 
-NEW_TYPES = targets.REMOTE_TYPES | {"tls_ca", "ssh_key", "tls_cert"}
+NEW_TYPES = targets.REMOTE_TYPES | {"tls_ca", "ssh_key", "tls_cert", "openpgp"}
 
 
 class CredentialNew(Request, tag="credential_new"):
@@ -105,6 +105,12 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
         return {"public_key": keygen.ssh_public_line(private)}, {"private_key": private}
     if request.type == "tls_cert":
         return _import_tls_cert(service, request)
+    if request.type == "openpgp":  # a key for crypto jobs (JB-1): armored public or secret key
+        from engine.jobs.openpgp import import_openpgp_key
+
+        if not request.private_key:
+            raise MemoriesError("invalid_input", "An openpgp credential needs an armored key (--key-file).")
+        return import_openpgp_key(request.private_key)
     fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type", "key_passphrase"}}
     if request.type == "ssh" and request.private_key:
         fields["private_key"] = keygen.import_ssh_private_key(request.private_key, request.key_passphrase)

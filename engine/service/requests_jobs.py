@@ -1,0 +1,32 @@
+"""Requests of crypto jobs (JB-1 … JB-3): plan a job, run an approved plan by its digest."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from engine.service.requests import Request
+
+__all__ = ["JobPlan", "JobRun", "JobShow"]
+
+Path = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+# The full digest: approval is a byte-exact match, never a prefix resolved later (JB-2).
+Digest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+
+
+class JobPlan(Request, tag="job_plan"):
+    kind: Literal["smime-sign", "openpgp-sign", "openpgp-encrypt", "apk-sign", "ios-sign"]
+    input: Path
+    output: Path
+    key: Ref | None = None
+    recipients: Annotated[list[Ref], msgspec.Meta(max_length=16)] = []
+
+
+class JobRun(Request, tag="job_run"):
+    digest: Digest
+
+
+class JobShow(Request, tag="job_show"):
+    digest: Digest
