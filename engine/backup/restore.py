@@ -21,24 +21,37 @@ the whole file verified, so a damaged file or a killed restore leaves no store.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from engine.backup.envelope import BackupReader
-from engine.crypto.chunks import ChunkError
+from engine.crypto.aead import AeadError
+from engine.crypto.chunks import ChunkError, open_chunk, seal_chunk
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity
 from engine.errors import MemoriesError
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
-from engine.vault.revision import Revision, build_revision, chunk_count
+from engine.vault.revision import Revision, build_revision, build_streamed_revision
 
 __all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
 
 ARCHIVED_VAULT = "archived_vault"
 ARCHIVED_REVISION = "archived_revision"
 RESTORED_FROM = "restored_from"
+
+
+def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
+    """The ``n`` content items that follow a revision item, one at a time."""
+    for _ in range(n):
+        content = next(items, None)
+        if content is None or content.get("t") != "content" or not isinstance(content.get("data"), bytes):
+            raise _invalid("a revision without its content")
+        yield bytes(content["data"])
 
 
 def _invalid(detail: str) -> MemoriesError:
@@ -102,17 +115,11 @@ class Restorer:
                 try:
                     n = int(item["n"])
                     rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
-                except (KeyError, TypeError, ValueError):
+                except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
                     raise _invalid("a malformed revision") from None
                 if not 1 <= n <= 1_000_000:
                     raise _invalid("a malformed revision")
-                chunks = []
-                for _ in range(n):
-                    content = next(items, None)
-                    if content is None or content.get("t") != "content" or not isinstance(content.get("data"), bytes):
-                        raise _invalid("a revision without its content")
-                    chunks.append(bytes(content["data"]))
-                yield from self._revision(rev, chunks, bool(item.get("head")), heads, known)
+                yield from self._revision(rev, _content(items, n), n, bool(item.get("head")), heads, known)
                 if item.get("head"):
                     flagged.add(rev.rev_id)
             else:
@@ -170,17 +177,27 @@ class Restorer:
         )
 
     def _revision(
-        self, rev: Revision, chunks: list[bytes], head: bool, heads: dict[bytes, set[bytes]], known: dict[bytes, bytes]
+        self,
+        rev: Revision,
+        chunks: Iterator[bytes],
+        n: int,
+        head: bool,
+        heads: dict[bytes, set[bytes]],
+        known: dict[bytes, bytes],
     ) -> Iterator[tuple[int, bytes]]:
+        """Check one revision and stream its body chunk by chunk (memory: one chunk, any body size)."""
         try:
             rev.verify_signature()
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
             vault = self.old_vaults[bytes(rev.body["vault"])]
             epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
             summary = rev.open_summary(epoch_key)
-            body = rev.open_body(epoch_key, chunks)
-        except (SignatureError, ChunkError, KeyError, TypeError, ValueError):
+            dek = rev.data_key(epoch_key)
+            digests = [bytes(d) for d in rev.body["body"]]
+        except (SignatureError, ChunkError, AeadError, KeyError, TypeError, ValueError):
             raise _invalid("a revision's signature, policy or content") from None
+        if len(digests) != n:
+            raise _invalid("a revision's content does not match its signed digests")
         if rev.rev_id in known:
             raise _invalid("a revision appears twice")
         asset = rev.asset_id
@@ -191,36 +208,67 @@ class Restorer:
             raise _invalid("an item has two first revisions")
         if rev.parents and asset not in heads:
             raise _invalid("a revision's parent is missing")
+        resign = self.build and head and not rev.tombstone
+        new_dek = os.urandom(32)
+        archived: list[int] = []
+        new_seqs: list[int] = []
+        new_digests: list[bytes] = []
+        body_len = 0
+        context = asset + b"body"
+        for index, chunk in enumerate(chunks):
+            if hashlib.sha256(chunk).digest() != digests[index]:
+                raise _invalid("a content chunk does not match its signed digest")
+            try:
+                plain = open_chunk(dek, chunk, context, index, n)
+            except ChunkError:
+                raise _invalid("a content chunk failed authentication") from None
+            body_len += len(plain)
+            if not self.build:
+                continue
+            archived.append(self._take())
+            yield archived[-1], chunk
+            if resign:
+                sealed = seal_chunk(new_dek, plain, context, index, n)
+                new_seqs.append(self._take())
+                new_digests.append(hashlib.sha256(sealed).digest())
+                yield new_seqs[-1], sealed
+        if body_len != rev.body.get("body_len", body_len):
+            raise _invalid("a revision's body length does not match")
         known[rev.rev_id] = asset
         heads[asset] = (heads.get(asset, set()) - set(rev.parents)) | {rev.rev_id}
         self.counts["revisions"] += 1
         if not self.build:
             return
-        seqs = list(range(self._next_seq, self._next_seq + len(chunks)))
-        self._next_seq += len(chunks)
-        yield from zip(seqs, chunks, strict=True)
-        self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": seqs})
-        if head:
-            new = self.new_vaults[bytes(rev.body["vault"])]
-            reserved = list(range(self._next_seq, self._next_seq + chunk_count(len(body))))
-            self._next_seq += len(reserved)
-            built = build_revision(
-                identity=self.identity,
-                vault_id=new.vault_id,
-                policy_head=new.policy.head,
-                epoch=1,
-                epoch_key=new.key,
-                asset_id=asset,
-                kind=rev.kind,
-                parents=[],
-                tombstone=rev.tombstone,
-                summary=summary,
-                body=body,
-                content_seqs=reserved,
+        self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
+        if not head:
+            return
+        new = self.new_vaults[bytes(rev.body["vault"])]
+        common: dict[str, Any] = {
+            "identity": self.identity,
+            "vault_id": new.vault_id,
+            "policy_head": new.policy.head,
+            "epoch": 1,
+            "epoch_key": new.key,
+            "asset_id": asset,
+            "kind": rev.kind,
+            "parents": [],
+            "summary": summary,
+        }
+        if resign:
+            built = build_streamed_revision(
+                **common, dek=new_dek, body_digests=new_digests, body_len=body_len, content_seqs=new_seqs
             )
-            yield from built.content_rows
-            self.head_records.append(built.revision.to_record())
-            self.counts["heads"] += 1
+        else:  # a tombstone head: an empty body
+            made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])
+            yield from made.content_rows
+            built = made.revision
+        self.head_records.append(built.to_record())
+        self.counts["heads"] += 1
+
+    def _take(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
 
     def _link(self, item: dict[str, Any]) -> None:
         record = item.get("record")

@@ -60,6 +60,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
     deleted = cli.put("Deleted note", "gone")
     cli.ok("delete", deleted["id"])
     ids["deleted"] = deleted["id"]
+    blob = root / "contract.bin"
+    blob.write_bytes(os.urandom(700 * 1024))  # three body chunks: restored chunk by chunk
+    ids["file"] = cli.ok("file", "add", str(blob))["id"]
     cli.ok("local-config", "record")
     cli.ok("put", "--vault", "local", "--title", LOCAL_CANARY, "--body", "only here")
     local_vault = next(v["id"] for v in cli.ok("vaults")["vaults"] if v["name"] == "local")
@@ -114,6 +117,9 @@ def test_restore_keeps_content_kinds_conflicts_links_and_secrets(source: Source,
     logins = [(x["id"], x["title"], x["username"]) for x in dst.ok("login", "list")["items"]]
     assert logins == [(source.ids["login"], "邮箱", "me@example.cn")]
     assert dst.err("get", source.ids["deleted"])["code"] == "not_found"
+    got = dst.home.parent / "contract.out"
+    dst.ok("file", "get", source.ids["file"], "--output", str(got))
+    assert got.read_bytes() == (source.backup.parent / "contract.bin").read_bytes()
     assert {i["id"] for i in dst.ok("list")["items"]} == {i["id"] for i in src.ok("list")["items"]}
 
 
