@@ -487,3 +487,35 @@ def test_route_table_is_the_fixed_surface(tmp_path: Path) -> None:
     assert routes == EXPECTED_ROUTES
     for _, path in routes:
         assert not any(word in path for word in ("unlock", "sudo", "elevat", "secret", "credential", "copy", "request", "otp"))
+
+
+def test_ticket_badge_and_card(seeded: dict[str, Any]) -> None:
+    """DT-5 (issue 17): the Tickets tab carries a count badge; each ticket is a card with its
+    target, session, the instruction as a person would write it, and its fingerprint."""
+    from tests.remote import fakes
+
+    dash: Dashboard = seeded["dash"]
+    cli: Cli = seeded["cli"]
+
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    with fakes.serve(closing) as port:
+        cli.ok("credential", "new", "tcp", "--name", "echo", "--host", "127.0.0.1", "--port", str(port))
+        session = cli.ok("remote", "open", "echo")["session"]
+        ticket = cli.ok("remote", "propose", session, "PING")
+        try:
+
+            async def scenario(page: Any) -> None:
+                await page.wait_for_selector("#ticket-count:not([hidden])")
+                assert await page.text_content("#ticket-count") == "1"
+                await page.click("#nav-tickets")
+                item = f"#ticket-list li[data-ticket='{ticket['ticket']}']"
+                await page.wait_for_selector(item)
+                assert await page.text_content(f"{item} .ticket-instruction") == "send PING  (4 bytes)"
+                assert await page.text_content(f"{item} .ticket-fingerprint") == ticket["fingerprint"]
+                await _shot(page, "dashboard-ticket.png", seeded["tmp"])
+
+            run_in_browser(dash.url, scenario)
+        finally:
+            cli.ok("remote", "close", session)

@@ -43,7 +43,8 @@
     password.autocomplete = "current-password";
     password.placeholder = "Vault password for this ticket";
     password.className = "ticket-password";
-    const approve = el("button", "Approve", "ticket-approve");
+    password.setAttribute("aria-label", "Vault password to approve this ticket");
+    const approve = el("button", "Approve", "ticket-approve primary");
     approve.type = "button";
     const reject = el("button", "Reject", "ticket-reject");
     reject.type = "button";
