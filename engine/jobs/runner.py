@@ -160,6 +160,9 @@ def run_plan(plan: Plan, root: Path, credentials: dict[str, dict[str, bytes]], s
             raise MemoriesError("job_output_exists")
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(root, 0o700)
+    # Runs are serialized (the service lock): anything left here is from a crashed engine.
+    for stale in os.listdir(root):
+        shutil.rmtree(root / stale, ignore_errors=True)
     workspace = Path(tempfile.mkdtemp(prefix="w-", dir=root))  # 0700
     try:
         dirs = {name: workspace / name for name in ("in", "cred", "out", "home")}

@@ -168,7 +168,7 @@ def test_openpgp_sign_and_encrypt_verify_with_gpg(lab: Lab) -> None:
     assert lab.workspaces() == []
 
 
-def test_failing_step_publishes_nothing_and_masks_secrets(lab: Lab) -> None:
+def test_failing_step_publishes_nothing(lab: Lab) -> None:
     """JB-3: a step that fails (a sign-only key cannot encrypt): nothing published, workspace gone."""
     source = lab.file("fail.txt", b"fail\n")
     output = lab.root / "fail.gpg"
