@@ -194,3 +194,16 @@ def test_mcp_cannot_run_jobs(lab: Lab) -> None:
             client.request({"op": "mcp_call", "token": token, "request": inner})
         assert caught.value.code == "permission_denied"
     assert not output.exists()
+
+
+def test_deleted_credential_makes_the_plan_stale(lab: Lab) -> None:
+    """JB-2: credentials are looked up by the pinned ID and revision; a deleted one stops the run."""
+    made = lab.cli.ok("credential", "new", "openpgp", "--name", "bob", "--key-file", str(lab.root / "alice.asc"))
+    source = lab.file("stale.txt", b"stale\n")
+    output = lab.root / "stale.gpg"
+    shown = plan(lab, "openpgp-encrypt", source, output, "--recipient", "bob")
+    lab.cli.ok("delete", made["id"])
+    lab.cli.sudo()
+    assert lab.cli.err("job", "run", shown["digest"])["code"] == "job_plan_stale"
+    assert not output.exists()
+    assert lab.workspaces() == []
