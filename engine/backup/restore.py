@@ -78,6 +78,7 @@ class Restorer:
     vault_records: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"vaults": 0, "revisions": 0, "heads": 0, "links": 0, "assets": 0})
     _next_seq: int = 1
+    _defaults: int = 0
 
     def records(self) -> Iterable[dict[str, Any]]:
         """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
@@ -126,6 +127,8 @@ class Restorer:
                 raise _invalid(f"an unknown item kind {str(kind)[:20]!r}")
         if self.reader.manifest is None:
             raise _invalid("no manifest")
+        if self._defaults != 1:
+            raise _invalid("not exactly one default vault")
         actual = {h for hs in heads.values() for h in hs}
         if actual != flagged:
             raise _invalid("the marked heads are not the heads of the history")
@@ -148,6 +151,7 @@ class Restorer:
         old = VaultKeys(vault_id, name, head, keys, history, discarded)
         self.old_vaults[vault_id] = old
         self.counts["vaults"] += 1
+        self._defaults += 1 if item.get("default") else 0
         if not self.build:
             return
         new_id = os.urandom(16)

@@ -45,7 +45,7 @@ from engine.service.projections import BODY_REDACTORS, revision_ref, visible_bod
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.store.database import StoreFile, create_store, is_disk_full
-from engine.vault.core import Unlocked
+from engine.vault.core import Unlocked, VaultCore
 from engine.vault.credentials import CREDENTIAL_KIND
 from engine.vault.diff import text_projection
 from engine.vault.index import AssetEntry
@@ -158,6 +158,13 @@ def _build(staging: Path, password: str, restorer: Restorer) -> bytes:
                 store.commit([], batch)
                 batch, size = [], 0
         store.commit(list(restorer.records()), batch)
+        # The new store must open like any store before it is published (every row, chain, policy).
+        check = VaultCore(staging / "store.db")
+        try:
+            check.decode(store)
+        finally:
+            if check.store is not None:
+                check.store.close()
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         store.close()
