@@ -12,12 +12,13 @@ then, once: a merge of --offline edits made on each side while apart (seconds).
 No assertions: it prints the figures. Uses the real CLI, so process start-up is included.
 
 Measured on the 2-core box (notes of ~270 bytes), with per-peer sync marks (engine/sync/marks.py),
-while other test suites ran on the same two cores:
-  N=1000:  initial sync 1.77 s, 1.29 MiB moved, store files 2.26 MiB (ratio 0.57), copy 2.2 ms;
-           one edit: 2,581 B sent / 4,357 B received, searchable on B 0.40 s after sync starts
-  N=10000: initial sync 16.36 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 29.6 ms;
-           one edit: 2,582 B sent / 4,359 B received, searchable on B 0.77 s after sync starts
-  1,000 offline edits on each side: merged both ways in 2.40 s
+while other engineers' test suites ran on the same two cores (load average ~6, so times are
+inflated; bytes are exact):
+  N=1000:  initial sync 1.85 s, 1.29 MiB moved, store files 2.26 MiB (ratio 0.57), copy 1.1 ms;
+           one edit: 2,582 B sent / 4,359 B received, searchable on B 0.29 s after sync starts
+  N=10000: initial sync 10.48 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 26.7 ms;
+           one edit: 2,583 B sent / 4,361 B received, searchable on B 0.33 s after sync starts
+  1,000 offline edits on each side: merged both ways in 2.63 s
 (Before the marks, on an idle box: one edit cost 55.9 KB at 1k and 534 KB at 10k, because each
 inventory listed every revision ID; initial sync 0.92 s / 5.82 s, offline merge 0.96 s.)
 The one-edit cost no longer grows with the vault: after a completed sync each inventory lists
