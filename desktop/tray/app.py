@@ -28,6 +28,7 @@ from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
+from desktop.tray.password_dialog import DialogHost
 from engine.config import Paths
 
 __all__ = ["TrayOptions", "TrayApp"]
@@ -66,6 +67,9 @@ class TrayApp:
         self._quitting = threading.Event()
         self._stopped = threading.Event()
         self.notifier = TicketNotifier(self.gateway.pending_tickets, self._notify)
+        self.dialogs: DialogHost | None = None
+        self._last_probe: Probe | None = None
+        self._first_run_offered = False
 
     def run(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
@@ -75,12 +79,10 @@ class TrayApp:
         self._say(f"memories tray: backend {self.backend}")
         if self.options.verbose:
             self._say(f"memories tray: dashboard {self.server.url}")
+        self.dialogs = DialogHost(Paths(self.options.home).socket, self.backend, self._say, self.prober.refresh)
         icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
-        menu = build_menu(
-            pystray,
-            lambda: self.state,
-            {"open": self.open_dashboard, "lock": self.lock_now, "start": self.start_engine, "quit": self.quit},
-        )
+        actions = {"open": self.open_dashboard, "unlock": self.open_unlock, "lock": self.lock_now}
+        menu = build_menu(pystray, lambda: self.state, {**actions, "start": self.start_engine, "quit": self.quit})
         self.icon = icon_class("memories", render(self.state), tooltip_text(self.state), menu)
         self.prober.subscribe(self._on_probe)
         self._quit_on_signals()
@@ -152,6 +154,10 @@ class TrayApp:
 
     # -- state -------------------------------------------------------------------------
     def _on_probe(self, probe: Probe) -> None:
+        self._last_probe = probe
+        if probe.state == "uninitialized" and not self._first_run_offered and not self._quitting.is_set():
+            self._first_run_offered = True  # first run: offer to create the vault, once per tray start
+            self.open_unlock()
         if probe.status.get("attention") and not self._quitting.is_set():
             self._background(lambda: self.notifier.check(True))  # a new ticket keeps "attention"
         new = tray_state(probe)
@@ -176,6 +182,12 @@ class TrayApp:
         if server is not None:
             url = server.url
             self._background(lambda: webbrowser.open(url))
+
+    def open_unlock(self) -> None:
+        """Unlock… (or, with no vault yet, Create): the tray's own password window, never the page."""
+        probe = self._last_probe
+        if self.dialogs is not None:
+            self.dialogs.open(first_run=probe is not None and probe.state == "uninitialized")
 
     def lock_now(self) -> None:
         self._background(self._lock)

@@ -1,4 +1,4 @@
-"""The tray menu (SPEC DT-4): Open dashboard, Lock now, Start engine, Quit.
+"""The tray menu (SPEC DT-4): Open dashboard, Unlock…, Lock now, Start engine, Quit.
 
 ``menu_entries`` is the pure description (what is enabled in which state); ``build_menu``
 turns it into a pystray menu whose enabled flags are re-read from the current state each
@@ -15,7 +15,7 @@ from desktop.status import TrayState
 
 __all__ = ["MenuEntry", "menu_entries", "build_menu", "ACTIONS"]
 
-ACTIONS = ("open", "lock", "start", "quit")
+ACTIONS = ("open", "unlock", "lock", "start", "quit")
 _UNLOCKED = frozenset({TrayState.UNLOCKED, TrayState.BUSY, TrayState.ATTENTION})
 
 
@@ -31,6 +31,8 @@ def menu_entries(state: TrayState) -> list[MenuEntry]:
     return [
         # Default item: what a left click (or the xorg backend's only click) does.
         MenuEntry("open", "Open dashboard", True, default=True),
+        # The tray's own password window (issue 17); on first run it creates the vault.
+        MenuEntry("unlock", "Unlock…", state is TrayState.LOCKED),
         MenuEntry("lock", "Lock now", state in _UNLOCKED),
         MenuEntry("start", "Start engine", state is TrayState.NOT_RUNNING),
         MenuEntry("quit", "Quit", True),

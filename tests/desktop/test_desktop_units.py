@@ -45,15 +45,21 @@ def test_tray_state_from_probe(probe: Probe, state: TrayState) -> None:
 
 
 def test_menu_greys_out_what_does_not_apply() -> None:
-    """DT-4: Open dashboard, Lock now, Start engine, Quit; enabled only where they apply."""
+    """DT-4: Open dashboard, Unlock…, Lock now, Start engine, Quit; enabled only where they apply."""
 
     def enabled(state: TrayState) -> dict[str, bool]:
         return {e.key: e.enabled for e in menu_entries(state)}
 
-    assert [e.label for e in menu_entries(TrayState.UNLOCKED)] == ["Open dashboard", "Lock now", "Start engine", "Quit"]
-    assert enabled(TrayState.NOT_RUNNING) == {"open": True, "lock": False, "start": True, "quit": True}
-    assert enabled(TrayState.LOCKED) == {"open": True, "lock": False, "start": False, "quit": True}
-    assert enabled(TrayState.UNLOCKED) == {"open": True, "lock": True, "start": False, "quit": True}
+    assert [e.label for e in menu_entries(TrayState.UNLOCKED)] == [
+        "Open dashboard",
+        "Unlock…",
+        "Lock now",
+        "Start engine",
+        "Quit",
+    ]
+    assert enabled(TrayState.NOT_RUNNING) == {"open": True, "unlock": False, "lock": False, "start": True, "quit": True}
+    assert enabled(TrayState.LOCKED) == {"open": True, "unlock": True, "lock": False, "start": False, "quit": True}
+    assert enabled(TrayState.UNLOCKED) == {"open": True, "unlock": False, "lock": True, "start": False, "quit": True}
     assert enabled(TrayState.NOT_RESPONDING)["lock"] is False
     assert [e.key for e in menu_entries(TrayState.LOCKED) if e.default] == ["open"]
 
