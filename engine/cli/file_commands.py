@@ -89,24 +89,33 @@ class _Progress:
 def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> dict[str, Any]:
     """Send ``size`` bytes of ``source`` as a file revision; memory stays a few chunks."""
     started = ctx.request({"op": "file_begin", "size": size, **begin})
-    handle, per = started["upload"], int(started["per_request"])
+    handle = started["upload"]
+    # An engine that takes chunks as the frame's binary part says how many per request.
+    binary = "per_binary" in started
+    per = int(started["per_binary"] if binary else started["per_request"])
     hasher = hashlib.sha256()
     progress = _Progress(ctx, "adding", size)
     sent = index = 0
     try:
         while True:
             block = source.read(CHUNK_BYTES * per)
-            pieces = [block[i : i + CHUNK_BYTES] for i in range(0, len(block), CHUNK_BYTES)]
-            if index == 0 and not pieces:
-                pieces = [b""]  # an empty file is one empty chunk
-            if not pieces:
+            sizes = [min(CHUNK_BYTES, len(block) - i) for i in range(0, len(block), CHUNK_BYTES)]
+            if index == 0 and not sizes:
+                sizes = [0]  # an empty file is one empty chunk
+            if not sizes:
                 break
             if sent + len(block) > size:
                 raise MemoriesError("invalid_input", "The file grew while it was read; nothing was saved.")
             hasher.update(block)
-            data = [base64.b64encode(p).decode("ascii") for p in pieces]
-            ctx.request({"op": "file_chunk", "upload": handle, "index": index, "data": data}, timeout=_REQUEST_TIMEOUT)
-            index += len(pieces)
+            chunk: dict[str, Any] = {"op": "file_chunk", "upload": handle, "index": index}
+            if binary:  # the block itself is the frame's binary part: no copy, no base64
+                chunk.update(sizes=sizes, payload=block)
+            else:
+                chunk["data"] = [
+                    base64.b64encode(block[i : i + CHUNK_BYTES]).decode("ascii") for i in range(0, len(block) or 1, CHUNK_BYTES)
+                ]
+            ctx.request(chunk, timeout=_REQUEST_TIMEOUT)
+            index += len(sizes)
             sent += len(block)
             progress.update(sent)
             if len(block) < CHUNK_BYTES * per:
@@ -137,14 +146,18 @@ def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
         info = os.fstat(source.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise MemoriesError("invalid_input", "Only a regular file can be added.")
-        title = args.title if args.title is not None else path.name
-        begin: dict[str, Any] = {"title": title, "tags": args.tag, "name": path.name[:255]}
+        begin: dict[str, Any] = {"tags": args.tag, "name": path.name[:255]}
+        # A new file is titled by its name; --update without --title keeps the current title.
+        title = args.title if args.title is not None else (None if args.update is not None else path.name)
+        if title is not None:
+            begin["title"] = title
         if args.vault is not None:
             begin["vault"] = args.vault
         if args.update is not None:
             begin["id"] = args.update
         result = upload(ctx, source, info.st_size, begin)
-    ctx.emit(result, f"{result['short_id']}  {one_line(title)}  ({_size(result['size'])})")
+    shown = str(result.get("title", title or ""))
+    ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({_size(result['size'])})")
     return 0
 
 
@@ -168,17 +181,29 @@ def download(ctx: Context, opened: dict[str, Any], sink: BinaryIO) -> str:
     progress = _Progress(ctx, "getting", int(opened["size"]))
     done = 0
     try:
-        index, total, per = 0, int(opened["chunks"]), int(opened["per_request"])
+        binary = "per_binary" in opened  # the engine can answer with a binary part
+        index, total = 0, int(opened["chunks"])
+        per = int(opened["per_binary"] if binary else opened["per_request"])
         while index < total:
-            answer = ctx.request(
-                {"op": "file_read", "read": opened["read"], "index": index, "count": per}, timeout=_REQUEST_TIMEOUT
-            )
-            for text in answer["data"]:
-                data = base64.b64decode(text)
-                hasher.update(data)
-                sink.write(data)
-                done += len(data)
-            index += len(answer["data"])
+            ask: dict[str, Any] = {"op": "file_read", "read": opened["read"], "index": index, "count": per}
+            if binary:
+                ask["binary"] = True
+            answer = ctx.request(ask, timeout=_REQUEST_TIMEOUT)
+            if binary:
+                payload = answer.get("payload")
+                if not isinstance(payload, bytes | bytearray) or not answer["sizes"]:
+                    raise MemoriesError("internal", "The engine sent a malformed file chunk.")
+                hasher.update(payload)
+                sink.write(payload)
+                done += len(payload)
+                index += len(answer["sizes"])
+            else:
+                for text in answer["data"]:
+                    data = base64.b64decode(text)
+                    hasher.update(data)
+                    sink.write(data)
+                    done += len(data)
+                index += len(answer["data"])
             progress.update(done)
     finally:
         progress.done()

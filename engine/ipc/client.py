@@ -26,10 +26,11 @@ from engine.errors import MemoriesError, error_from_wire
 from engine.ipc.framing import (
     MAX_FRAME_BYTES,
     MAX_REQUEST_ID,
+    PAYLOAD_KEY,
     WIRE_VERSION,
-    encode_frame,
+    encode_frame_parts,
     make_request,
-    read_frame_sync,
+    read_message_sync,
     size_text,
 )
 
@@ -169,12 +170,21 @@ class IpcClient:
         ``timeout`` (default: the client's) bounds the whole exchange; on timeout the
         connection is closed (a late answer must not be mistaken for the next one) and
         ``MemoriesError("timeout")`` is raised. The next request reconnects.
+
+        ``bytes`` under ``body["payload"]`` travel as the frame's binary part, and an
+        answer's binary part comes back as ``result["payload"]`` (Wire v1, FI-1).
         """
         if not isinstance(body, dict):
             raise MemoriesError("invalid_input", "A request body must be a JSON object.")
         req_id = self._take_id()
+        payload = body.get(PAYLOAD_KEY)
+        if isinstance(payload, bytes | bytearray | memoryview):
+            body = {k: v for k, v in body.items() if k != PAYLOAD_KEY}
+            payload = bytes(payload) if isinstance(payload, memoryview) else payload
+        else:
+            payload = None
         try:
-            frame = encode_frame(make_request(req_id, body), max_bytes=self._max_frame_bytes)
+            parts = encode_frame_parts(make_request(req_id, body), max_bytes=self._max_frame_bytes, payload=payload)
         except MemoriesError as exc:
             if exc.code == "frame_too_large":
                 raise _request_too_large(body, exc, self._max_frame_bytes) from None
@@ -189,8 +199,9 @@ class IpcClient:
             # The engine may have answered (e.g. `busy`) and closed before reading our
             # request; what it sent is still readable, so go on and read it.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                sock.sendall(frame)
-            response = read_frame_sync(sock, self._max_frame_bytes, deadline=deadline)
+                for part in parts:
+                    sock.sendall(part)
+            response, answer_payload = read_message_sync(sock, self._max_frame_bytes, deadline=deadline)
         except TimeoutError:
             self.close()
             raise MemoriesError("timeout") from None
@@ -204,7 +215,12 @@ class IpcClient:
         except OSError:
             self.close()
             raise MemoriesError("daemon_unavailable") from None
-        return self._unwrap(req_id, response)
+        result = self._unwrap(req_id, response)
+        if answer_payload is not None:
+            if PAYLOAD_KEY in result:
+                raise self._malformed()
+            result[PAYLOAD_KEY] = answer_payload
+        return result
 
     def _malformed(self) -> MemoriesError:
         self.close()

@@ -7,6 +7,16 @@ UTF-8 JSON, and the JSON must be an object. Envelopes::
     success   {"v": 1, "id": <same int>, "ok": true, "result": {...}}
     failure   {"v": 1, "id": <int or null>, "ok": false, "error": {"code": ..., "message": ...}}
 
+A frame may carry a binary part (file chunks, FI-1) so bulk bytes need neither base64 nor
+JSON: the top bit of the length word (:data:`PAYLOAD_FLAG`) says that the JSON is followed
+by a second 4-byte big-endian length and exactly that many raw bytes (at most
+:data:`MAX_PAYLOAD_BYTES`, checked before a byte of them is read). The JSON part keeps
+every rule above, and the operation's JSON names how the bytes divide (e.g. ``"sizes"`` of
+file chunks). Only a peer that sends a binary part sets the flag, so older peers are
+unaffected; an older reader sees a length above the frame limit (``frame_too_large``). In
+a request the bytes reach the operation as ``body["payload"]``; an answer whose
+``result["payload"]`` is ``bytes`` sends them as its binary part.
+
 This module is imported by the lean CLI client, so it must stay stdlib-only and must not
 import :mod:`asyncio` at module level (the async reader imports it lazily).
 """
@@ -28,6 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; keeps asyncio off the CLI s
 __all__ = [
     "WIRE_VERSION",
     "MAX_FRAME_BYTES",
+    "MAX_PAYLOAD_BYTES",
+    "PAYLOAD_FLAG",
+    "PAYLOAD_KEY",
     "frame_too_large",
     "size_text",
     "MAX_REQUEST_ID",
@@ -35,9 +48,12 @@ __all__ = [
     "TruncatedFrame",
     "PeerClosed",
     "encode_frame",
+    "encode_frame_parts",
     "decode_body",
     "read_frame",
     "read_frame_sync",
+    "read_message",
+    "read_message_sync",
     "make_request",
     "make_ok",
     "make_error",
@@ -47,6 +63,12 @@ __all__ = [
 WIRE_VERSION = 1
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 HEADER_BYTES = 4
+# Top bit of the length word: a binary part follows the JSON (lengths are at most 16 MiB,
+# so a plain frame never has it set).
+PAYLOAD_FLAG = 0x8000_0000
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+# Where the binary part appears in a request body / a success result.
+PAYLOAD_KEY = "payload"
 # Request ids must survive a round trip through JavaScript clients (desktop, web), whose
 # numbers are IEEE doubles: keep them within the safe-integer range.
 MAX_REQUEST_ID = 2**53 - 1
@@ -77,8 +99,18 @@ class PeerClosed(ConnectionError):
 # --------------------------------------------------------------------------- encoding
 
 
-def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
-    """Serialize ``obj`` as one frame (header + compact UTF-8 JSON).
+def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES, payload: bytes | bytearray | None = None) -> bytes:
+    """One frame as one ``bytes`` (see :func:`encode_frame_parts`)."""
+    return b"".join(encode_frame_parts(obj, max_bytes=max_bytes, payload=payload))
+
+
+def encode_frame_parts(
+    obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES, payload: bytes | bytearray | None = None
+) -> list[bytes | bytearray]:
+    """Serialize ``obj`` as one frame (header + compact UTF-8 JSON [+ binary part]).
+
+    With ``payload`` the frame carries it as its binary part (see the module docstring);
+    a payload above :data:`MAX_PAYLOAD_BYTES` is ``frame_too_large``.
 
     Raises ``MemoriesError("frame_too_large")`` when the body exceeds ``max_bytes`` and
     ``MemoriesError("invalid_input")`` when ``obj`` is not representable as strict JSON
@@ -94,7 +126,12 @@ def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES) -> by
         raise MemoriesError("invalid_input", "The message cannot be encoded as JSON.") from None
     if len(body) > max_bytes:
         raise frame_too_large(len(body), max_bytes)
-    return _HEADER.pack(len(body)) + body
+    if payload is None:
+        return [_HEADER.pack(len(body)) + body]
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise frame_too_large(len(payload), MAX_PAYLOAD_BYTES, "The binary part")
+    # The binary part is not copied: a sender writes the parts one after the other.
+    return [b"".join((_HEADER.pack(PAYLOAD_FLAG | len(body)), body, _HEADER.pack(len(payload)))), payload]
 
 
 def size_text(size: int) -> str:
@@ -131,7 +168,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes | bytearray) -> dict[str, Any]:
     """Decode a frame body: strict UTF-8, strict JSON, and it must be an object.
 
     Every failure is ``MemoriesError("invalid_json")``; nothing of the input is echoed.
@@ -157,6 +194,21 @@ def _check_length(length: int, max_bytes: int) -> None:
         raise frame_too_large(length, max_bytes, "The incoming message")
 
 
+def _split_header(word: int, max_bytes: int, allow_payload: bool) -> tuple[int, bool]:
+    """(JSON length, whether a binary part follows) of a length word, bounds checked."""
+    if allow_payload and word & PAYLOAD_FLAG:
+        length = word & ~PAYLOAD_FLAG
+        _check_length(length, max_bytes)
+        return length, True
+    _check_length(word, max_bytes)
+    return word, False
+
+
+def _check_payload(length: int, max_payload: int) -> None:
+    if length > max_payload:
+        raise frame_too_large(length, max_payload, "The incoming binary part")
+
+
 async def read_frame(
     reader: asyncio.StreamReader,
     max_bytes: int,
@@ -174,7 +226,37 @@ async def read_frame(
     * Raises :class:`TimeoutError` when the first byte does not arrive within
       ``idle_timeout``, or the rest of the frame (header and body) does not arrive within
       ``frame_timeout`` of the first byte. ``None`` disables either bound.
+
+    A frame with a binary part is refused here (its length word is above any limit);
+    readers that accept one use :func:`read_message`.
     """
+    message = await _read(reader, max_bytes, 0, idle_timeout, frame_timeout)
+    return None if message is None else message[0]
+
+
+async def read_message(
+    reader: asyncio.StreamReader,
+    max_bytes: int,
+    *,
+    max_payload: int = MAX_PAYLOAD_BYTES,
+    idle_timeout: float | None = None,
+    frame_timeout: float | None = None,
+) -> tuple[dict[str, Any], bytes | None] | None:
+    """:func:`read_frame` that also accepts a binary part: ``(object, bytes or None)``.
+
+    The binary part's length is checked against ``max_payload`` before a byte of it is
+    read (``frame_too_large``); the timeouts cover the binary part as well.
+    """
+    return await _read(reader, max_bytes, max_payload, idle_timeout, frame_timeout)
+
+
+async def _read(
+    reader: asyncio.StreamReader,
+    max_bytes: int,
+    max_payload: int,
+    idle_timeout: float | None,
+    frame_timeout: float | None,
+) -> tuple[dict[str, Any], bytes | None] | None:
     import asyncio  # lazy: keeps the sync client free of asyncio
 
     try:
@@ -184,21 +266,29 @@ async def read_frame(
         return None
     received = 1
     length = -1
+    payload: bytes | None = None
     try:
         async with asyncio.timeout(frame_timeout):
             rest = await reader.readexactly(HEADER_BYTES - 1)
             received += len(rest)
-            (length,) = _HEADER.unpack(first + rest)
-            _check_length(length, max_bytes)
+            (word,) = _HEADER.unpack(first + rest)
+            length, has_payload = _split_header(word, max_bytes, max_payload > 0)
             body = await reader.readexactly(length)
+            if has_payload:
+                received += length
+                (size,) = _HEADER.unpack(await reader.readexactly(HEADER_BYTES))
+                received += HEADER_BYTES
+                _check_payload(size, max_payload)
+                payload = await reader.readexactly(size)
     except asyncio.IncompleteReadError as exc:
         expected = None if length < 0 else HEADER_BYTES + length
         raise TruncatedFrame(received + len(exc.partial), expected) from None
-    return decode_body(body)
+    return decode_body(body), payload
 
 
-def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | None) -> bytes:
-    chunks: list[bytes] = []
+def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | None) -> bytearray:
+    buffer = bytearray(n)  # filled in place: a large binary part is held once, not twice
+    view = memoryview(buffer)
     got = 0
     while got < n:
         if deadline is not None:
@@ -206,14 +296,14 @@ def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | N
             if remaining <= 0:
                 raise TimeoutError("frame read deadline passed")
             sock.settimeout(remaining)
-        chunk = sock.recv(min(n - got, 1024 * 1024))
-        if not chunk:
+        count = sock.recv_into(view[got:], min(n - got, 1024 * 1024))
+        if not count:
             if already + got == 0:
                 raise PeerClosed()
             raise TruncatedFrame(already + got, None)
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += count
+    view.release()
+    return buffer
 
 
 def read_frame_sync(sock: socket.socket, max_bytes: int, *, deadline: float | None = None) -> dict[str, Any]:
@@ -225,11 +315,29 @@ def read_frame_sync(sock: socket.socket, max_bytes: int, *, deadline: float | No
     :class:`OSError` from the socket propagate. ``deadline`` (a ``time.monotonic()``
     value) bounds the whole frame; without it the socket's own timeout applies per recv.
     """
+    return _read_sync(sock, max_bytes, 0, deadline)[0]
+
+
+def read_message_sync(
+    sock: socket.socket, max_bytes: int, *, max_payload: int = MAX_PAYLOAD_BYTES, deadline: float | None = None
+) -> tuple[dict[str, Any], bytes | bytearray | None]:
+    """Blocking counterpart of :func:`read_message` (errors as :func:`read_frame_sync`)."""
+    return _read_sync(sock, max_bytes, max_payload, deadline)
+
+
+def _read_sync(
+    sock: socket.socket, max_bytes: int, max_payload: int, deadline: float | None
+) -> tuple[dict[str, Any], bytes | bytearray | None]:
     header = _recv_exactly(sock, HEADER_BYTES, 0, deadline)
-    (length,) = _HEADER.unpack(header)
-    _check_length(length, max_bytes)
+    (word,) = _HEADER.unpack(header)
+    length, has_payload = _split_header(word, max_bytes, max_payload > 0)
     body = _recv_exactly(sock, length, HEADER_BYTES, deadline)
-    return decode_body(body)
+    payload: bytearray | None = None
+    if has_payload:
+        (size,) = _HEADER.unpack(_recv_exactly(sock, HEADER_BYTES, HEADER_BYTES + length, deadline))
+        _check_payload(size, max_payload)
+        payload = _recv_exactly(sock, size, 2 * HEADER_BYTES + length, deadline)
+    return decode_body(body), payload
 
 
 # --------------------------------------------------------------------------- envelopes

@@ -32,13 +32,14 @@ from typing import Any
 from engine.errors import MemoriesError
 from engine.ipc.framing import (
     MAX_FRAME_BYTES,
+    PAYLOAD_KEY,
     TruncatedFrame,
     encode_frame,
     frame_too_large,
     make_error,
     make_ok,
     parse_request,
-    read_frame,
+    read_message,
 )
 from engine.ipc.peer import Peer, peer_of
 
@@ -87,8 +88,13 @@ async def dispatch(req_id: int, body: dict[str, Any], peer: Peer, handler: Handl
     if not isinstance(result, dict):
         log.error("ipc handler returned %s instead of a dict", type(result).__name__)
         return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+    payload = result.get(PAYLOAD_KEY)
+    if isinstance(payload, bytes | bytearray):  # the answer's binary part (FI-1 chunks)
+        result = {k: v for k, v in result.items() if k != PAYLOAD_KEY}
+    else:
+        payload = None
     try:
-        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes)
+        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes, payload=payload)
     except MemoriesError as exc:
         if exc.code == "frame_too_large":
             # The stream is intact (nothing was written): report it and keep going.
@@ -328,7 +334,7 @@ class IpcServer:
         max_bytes = self._max_frame_bytes
         while True:
             try:
-                obj = await read_frame(
+                message = await read_message(
                     reader,
                     max_bytes,
                     idle_timeout=self._idle_timeout,
@@ -341,10 +347,15 @@ class IpcServer:
                 if exc.code == "frame_too_large":
                     return  # the body was not read: the stream cannot be resynchronized
                 continue  # invalid_json: the frame boundary is intact
-            if obj is None:
+            if message is None:
                 return  # clean EOF
+            obj, payload = message
             try:
                 req_id, body = parse_request(obj)
+                if payload is not None:
+                    if PAYLOAD_KEY in body:
+                        raise MemoriesError("invalid_request", "The request has both a binary part and a `payload` field.")
+                    body = {**body, PAYLOAD_KEY: payload}
             except MemoriesError as exc:
                 await self._send(writer, _encode_error(None, exc, max_bytes))
                 continue

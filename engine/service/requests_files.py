@@ -10,6 +10,7 @@ from engine.service.requests import AssetRef, Request, Tags, Title, VaultRef
 
 __all__ = [
     "CHUNKS_PER_FRAME",
+    "CHUNKS_PER_BINARY",
     "FileBegin",
     "FileChunk",
     "FileCommit",
@@ -24,6 +25,9 @@ __all__ = [
 
 # Chunks of 256 KiB per request or answer: 2 MiB of data, ~2.8 MB of base64, well inside a frame.
 CHUNKS_PER_FRAME = 8
+# Chunks per request or answer when they travel as the frame's binary part (no base64): 8 MiB.
+CHUNKS_PER_BINARY = 32
+ChunkSize = Annotated[int, msgspec.Meta(ge=0, le=256 * 1024)]
 Handle = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
 # One base64 chunk of at most 256 KiB (344 ASCII characters per 256 bytes).
 ChunkText = Annotated[str, msgspec.Meta(max_length=349_528)]
@@ -34,8 +38,9 @@ FileName = Annotated[str, msgspec.Meta(max_length=255)]
 class FileBegin(Request, tag="file_begin"):
     """Start writing a file revision of ``size`` bytes (a new file, or a new revision of ``id``)."""
 
-    title: Title
     size: Annotated[int, msgspec.Meta(ge=0, le=1 << 40)]
+    # Without a title: a new file is titled by its name; a new revision keeps the current title.
+    title: Title | None = None
     tags: Tags = []
     name: FileName = ""
     id: AssetRef | None = None
@@ -43,9 +48,14 @@ class FileBegin(Request, tag="file_begin"):
 
 
 class FileChunk(Request, tag="file_chunk"):
+    """Chunks ``index``, ``index + 1``, … either as base64 ``data`` or as the frame's binary
+    part (``payload``) cut into ``sizes`` — exactly one of the two."""
+
     upload: Handle
     index: Index
-    data: Annotated[list[ChunkText], msgspec.Meta(min_length=1, max_length=CHUNKS_PER_FRAME)]
+    data: Annotated[list[ChunkText], msgspec.Meta(max_length=CHUNKS_PER_FRAME)] = []
+    sizes: Annotated[list[ChunkSize], msgspec.Meta(max_length=CHUNKS_PER_BINARY)] = []
+    payload: bytes | None = None
 
 
 class FileCommit(Request, tag="file_commit"):
@@ -68,7 +78,10 @@ class FileOpen(Request, tag="file_open"):
 class FileRead(Request, tag="file_read"):
     read: Handle
     index: Index
-    count: Annotated[int, msgspec.Meta(ge=1, le=CHUNKS_PER_FRAME)] = CHUNKS_PER_FRAME
+    count: Annotated[int, msgspec.Meta(ge=1, le=CHUNKS_PER_BINARY)] = CHUNKS_PER_FRAME
+    # True: the chunks come back as the answer's binary part with their ``sizes`` (up to
+    # CHUNKS_PER_BINARY); false: as base64 ``data`` (up to CHUNKS_PER_FRAME).
+    binary: bool = False
 
 
 class FileClose(Request, tag="file_close"):

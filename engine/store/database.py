@@ -128,6 +128,8 @@ class StoreFile:
     _cursor: _Cursor = field(default_factory=_Cursor)
     # One SQLite connection shared by worker threads: serialize every use of it.
     _db_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # Content rows named by the records of the last load, and the content cursor then.
+    _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -209,6 +211,8 @@ class StoreFile:
         if checkpoint.get("chain") != chain or checkpoint.get("count") != len(records) or checkpoint.get("last_seq") != last_seq:
             raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
         self._cursor = _Cursor(last_seq, len(records), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        named = frozenset(int(s) for _, r in records if isinstance(r.get("body_seqs"), list) for s in r["body_seqs"])
+        self._loaded_refs = (named, self._cursor.last_content_seq)
         return Loaded(records, last_seq, len(records), chain, self._cursor.last_content_seq)
 
     def read_content(self, seqs: Sequence[int]) -> list[bytes]:
@@ -239,12 +243,21 @@ class StoreFile:
         The rows are ciphertext under a data key only the pending revision holds; until a
         commit references them they are unreachable. The cursor moves past them so no other
         write reuses their numbers; :meth:`discard_content` removes them if the upload ends.
+
+        These transactions are not synced on their own (``synchronous=NORMAL``): the commit
+        that references the rows syncs the write-ahead log with them in it, and a crash
+        before that loses only the upload (its rows are swept at the next unlock, see
+        :meth:`sweep_orphan_content`).
         """
         with self._db_lock:
             self._key()
             try:
-                with self._transaction():
-                    self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._transaction():
+                        self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+                finally:
+                    self.conn.execute("PRAGMA synchronous=FULL")
             except sqlite3.Error as exc:
                 if is_disk_full(exc, self.path):
                     raise MemoriesError("disk_full") from exc
@@ -252,6 +265,40 @@ class StoreFile:
             top = max((s for s, _ in content), default=0)
             if top > self._cursor.last_content_seq:
                 self._cursor.last_content_seq = top
+
+    def orphan_content(self, limit: int) -> list[int]:
+        """Up to ``limit`` content rows that no record read by the last :meth:`load` names
+        (``body_seqs`` of any record): what an upload cut short by a crash left behind.
+
+        Only rows that existed at that load are considered (numbers up to its cursor), so
+        rows written since (a new upload, a commit) are never candidates. Only row numbers
+        are read.
+        """
+        referenced, top = self._loaded_refs
+        with self._db_lock:
+            rows = self.conn.execute("SELECT seq FROM content WHERE seq <= ? ORDER BY seq", (top,))
+            found: list[int] = []
+            for (seq,) in rows:
+                if seq not in referenced:
+                    found.append(seq)
+                    if len(found) >= limit:
+                        break
+            return found
+
+    def sweep_orphan_content(self, seqs: Sequence[int]) -> None:
+        """Delete orphaned content rows found by :meth:`orphan_content` (one transaction).
+
+        Callers pass rows found before any new upload began: new uploads take numbers above
+        every row that existed, so a sweep never touches a live upload.
+        """
+        with self._db_lock:
+            try:
+                with self._transaction():
+                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+            except sqlite3.Error as exc:
+                if is_disk_full(exc, self.path):
+                    raise MemoriesError("disk_full") from exc
+                raise MemoriesError("io_error", "Orphaned file chunks could not be removed.") from exc
 
     def discard_content(self, seqs: Sequence[int]) -> None:
         """Remove content rows no committed revision references (an abandoned upload)."""

@@ -50,6 +50,27 @@ def peak_rss_kib(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+# Runs argv and prints its peak RSS (KiB). A child's ru_maxrss starts from the RSS of the
+# process that forked it, so the CLI is started from this small process, not from pytest
+# (whose RSS depends on which tests ran before).
+_MEASURE = """
+import os, sys
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"maxrss={usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def measured(cli: Cli, *args: str) -> tuple[bytes, int]:
+    """(stdout, peak RSS KiB) of one CLI process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cli.command(*args)], env=cli.environ(), capture_output=True, check=True
+    )
+    rss = [line for line in done.stderr.decode().splitlines() if line.startswith("maxrss=")][-1]
+    return done.stdout, int(rss.removeprefix("maxrss="))
+
+
 def pseudo_random(path: Path, size: int, seed: bytes = b"seed") -> str:
     """Write ``size`` bytes that do not compress (SHAKE output, 1 MiB at a time); return the SHA-256."""
     digest = hashlib.sha256()
@@ -196,23 +217,10 @@ def test_large_file_streams_with_bounded_memory(files_vault: Cli, tmp_path: Path
     files_vault.ok("file", "get", warmed["id"], "-o", str(tmp_path / "warm.out"))
     files_vault.ok("delete", warmed["id"])
     engine_before_kib = peak_rss_kib(pid)
-    proc = subprocess.Popen(
-        files_vault.command("file", "add", str(source), "--json"), env=files_vault.environ(), stdout=subprocess.PIPE
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert proc.stdout is not None
-    added_id = json.loads(proc.stdout.read())["id"]
-    add_cli_kib = usage.ru_maxrss
+    stdout, add_cli_kib = measured(files_vault, "file", "add", str(source), "--json")
+    added_id = json.loads(stdout)["id"]
     out = tmp_path / "big.out"
-    proc = subprocess.Popen(
-        files_vault.command("file", "get", added_id, "-o", str(out), "--json"),
-        env=files_vault.environ(),
-        stdout=subprocess.DEVNULL,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    get_cli_kib = usage.ru_maxrss
+    _, get_cli_kib = measured(files_vault, "file", "get", added_id, "-o", str(out), "--json")
     engine_kib = peak_rss_kib(pid)
     source.unlink()
     assert out.stat().st_size == size

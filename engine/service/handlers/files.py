@@ -1,6 +1,7 @@
 """File assets (HI-1 kind "file", FI-1): chunked upload and download over IPC.
 
-An upload is ``file_begin`` → ``file_chunk`` × N (≤ 8 chunks of 256 KiB each) →
+An upload is ``file_begin`` → ``file_chunk`` × N (≤ 8 chunks of 256 KiB each as base64, or
+≤ 32 as the frame's binary part) →
 ``file_commit``: every chunk is sealed and written as it arrives, and the commit signs one
 revision over the chunk digests (the same DAG as every other kind), with its audit entry,
 in one transaction. A download is ``file_open`` (an authorized read: the intent is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import os
 import threading
 import time
@@ -38,7 +40,12 @@ from engine.vault.revision import Revision
 # binary): `get` shows its metadata, `diff` its title and tags; `file get` streams it.
 SECRET_BODY_KINDS.add(FILE_KIND)
 
+log = logging.getLogger("memories.files")
+
 MAX_OPEN = 16  # transfers open at once per engine
+# Orphaned content rows (an upload cut short by a crash) removed per unlock: 256 MiB of
+# chunks at most, so an unlock stays quick; any rest goes at the next unlock.
+SWEEP_ROWS = 1024
 IDLE_SECONDS = 600.0  # a transfer untouched this long is dropped (its chunks removed)
 
 
@@ -111,9 +118,22 @@ def transfers_of(service: Service) -> Transfers:
     return found
 
 
+def _sweep(service: Service) -> None:
+    """Remove chunks of uploads a crash cut short (referenced by no revision), bounded."""
+    store = service.vault.require_store()
+    try:
+        orphans = store.orphan_content(SWEEP_ROWS)
+        if orphans:
+            store.sweep_orphan_content(orphans)
+            log.info("removed %d orphaned file chunks", len(orphans))
+    except MemoriesError as exc:  # the unlock itself succeeded; the next one tries again
+        log.warning("orphaned file chunks were not removed: error=%s", exc.code)
+
+
 def _setup(service: Service) -> None:
     transfers = transfers_of(service)
     service.on_lock.append(transfers.drop_all)
+    service.on_unlock.append(lambda _state: _sweep(service))
 
 
 EXTENSIONS.append(_setup)
@@ -124,6 +144,24 @@ def _decode(text: str) -> bytes:
         return binascii.a2b_base64(text, strict_mode=True)  # 2x faster than b64decode(validate=True)
     except (binascii.Error, ValueError):
         raise MemoriesError("invalid_input", "A file chunk is not valid base64.") from None
+
+
+def _pieces(request: rq.FileChunk) -> list[bytes]:
+    """The chunks of a request: base64 ``data``, or the binary part cut at ``sizes``."""
+    if request.payload is None:
+        if request.sizes or not request.data:
+            raise MemoriesError("invalid_input", "A file chunk request needs its chunks as `data` or as a binary part.")
+        return [_decode(text) for text in request.data]
+    if request.data or not request.sizes:
+        raise MemoriesError("invalid_input", "A binary file chunk request needs `sizes` and no `data`.")
+    if sum(request.sizes) != len(request.payload):
+        raise MemoriesError("invalid_input", "The chunk sizes do not add up to the binary part's length.")
+    view = memoryview(request.payload)
+    pieces, start = [], 0
+    for size in request.sizes:
+        pieces.append(bytes(view[start : start + size]))
+        start += size
+    return pieces
 
 
 def _file_entry(state: Unlocked, ref: str) -> Any:
@@ -143,9 +181,14 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
             raise MemoriesError("conflict")
         asset_id, parents = entry.asset_id, list(entry.heads)
         vault = service.vault.writable_vault(state, asset_id, None)
+        title = request.title
+        if title is None:  # a new revision keeps the file's title unless one is given
+            head = max(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
+            title = str(service.vault.summary_of(state, head).get("title", "")) or request.name or "file"
     else:
         asset_id, parents = os.urandom(16), []
         vault = service.vault.writable_vault(state, asset_id, vault_for(state, request.vault))
+        title = request.title if request.title is not None else (request.name or "file")
     with transfers.lock:
         transfers.room()
         upload = FileUpload(
@@ -157,8 +200,14 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
             owner=caller.namespace,
         )
         handle = os.urandom(16).hex()
-        transfers.uploads[handle] = _Upload(upload, caller.namespace, request.title, list(request.tags), request.name)
-    return {"upload": handle, "chunk_bytes": CHUNK_BYTES, "chunks": upload.total, "per_request": rq.CHUNKS_PER_FRAME}
+        transfers.uploads[handle] = _Upload(upload, caller.namespace, title, list(request.tags), request.name)
+    return {
+        "upload": handle,
+        "chunk_bytes": CHUNK_BYTES,
+        "chunks": upload.total,
+        "per_request": rq.CHUNKS_PER_FRAME,
+        "per_binary": rq.CHUNKS_PER_BINARY,
+    }
 
 
 @op(rq.FileChunk)
@@ -167,7 +216,7 @@ def file_chunk(service: Service, request: rq.FileChunk, caller: Caller) -> dict[
     transfers = transfers_of(service)
     with transfers.lock:
         pending = transfers.upload(request.upload, caller)
-    pieces = [_decode(text) for text in request.data]
+    pieces = _pieces(request)
     try:
         pending.upload.add(request.index, pieces)
     except MemoriesError:
@@ -206,7 +255,7 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
         raise
     with transfers.lock:
         transfers.uploads.pop(request.upload, None)
-    return {**result, "size": upload.size, "sha256": digest}
+    return {**result, "size": upload.size, "sha256": digest, "title": pending.title}
 
 
 @op(rq.FileAbort)
@@ -251,6 +300,7 @@ def file_open(service: Service, request: rq.FileOpen, caller: Caller) -> dict[st
         "sha256": str(info.get("sha256", "")),
         "chunks": len(rev.body["body"]),
         "per_request": rq.CHUNKS_PER_FRAME,
+        "per_binary": rq.CHUNKS_PER_BINARY,
     }
 
 
@@ -268,6 +318,11 @@ def file_read(service: Service, request: rq.FileRead, caller: Caller) -> dict[st
     end = min(total, request.index + request.count)
     if request.index >= total:
         raise MemoriesError("invalid_input", "That chunk is outside the file.")
+    if request.binary:
+        chunks = [open_file_chunk(rev, epoch_key, store, i) for i in range(request.index, end)]
+        return {"index": request.index, "sizes": [len(c) for c in chunks], "payload": b"".join(chunks)}
+    if request.count > rq.CHUNKS_PER_FRAME:
+        raise MemoriesError("invalid_input", f"At most {rq.CHUNKS_PER_FRAME} chunks travel as base64 in one answer.")
     data = [base64.b64encode(open_file_chunk(rev, epoch_key, store, i)).decode("ascii") for i in range(request.index, end)]
     return {"index": request.index, "data": data}
 
