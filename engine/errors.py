@@ -113,6 +113,8 @@ CODES: dict[str, str] = {
     # -- cloud object sync (SPEC CL-1 … CL-4) --
     "cloud_denied": "The storage refused this account's credentials, bucket or token; sign in or fix the keys.",
     "cloud_unreachable": "The storage could not be reached or kept failing; what was sent stays queued for the next sync.",
+    "cloud_login_required": "The sign-in for this cloud account expired or was revoked; run `memories cloud login` again.",
+    "cloud_login_refused": "The browser sign-in was refused, expired or did not match this login; nothing was stored.",
     # -- crypto jobs (SPEC JB-1 … JB-3) --
     "job_input_changed": "An input file changed since the plan was made (its SHA-256 differs); nothing was run or published.",
     "job_tool_changed": "A tool of the plan changed or moved since the plan was made; nothing was run. Make a new plan.",

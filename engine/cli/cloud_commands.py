@@ -8,6 +8,7 @@ standard input; the engine stores them sealed on this device and never shows the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -26,7 +27,9 @@ _IPC_TIMEOUT = 4 * 3600.0
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    cloud = sub.add_parser("cloud", parents=[common], help="sync through S3-compatible storage: add, accounts, remove, sync")
+    cloud = sub.add_parser(
+        "cloud", parents=[common], help="sync through S3, OneDrive or Google Drive: add, login, accounts, remove, sync"
+    )
     csub = cloud.add_subparsers(dest="cloud_command", metavar="COMMAND", parser_class=cloud.__class__)
     cloud.set_defaults(func=_usage(cloud))
 
@@ -45,6 +48,21 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"read the access key ID and the secret key as two lines of stdin (else ${ACCESS_KEY_ENV}, ${SECRET_KEY_ENV})",
     )
     p.set_defaults(func=cmd_add_s3)
+
+    p = csub.add_parser(
+        "login", parents=[common], help="sign in to OneDrive or Google Drive in the browser (needs sudo; PKCE, loopback redirect)"
+    )
+    p.add_argument("provider", choices=("onedrive", "gdrive"), metavar="PROVIDER", help="onedrive or gdrive")
+    p.add_argument("--name", default="", help="a short name for this account (default: the provider's name)")
+    p.add_argument(
+        "--client-id",
+        default="",
+        metavar="ID",
+        help="your OAuth app's client ID (else $MEMORIES_ONEDRIVE_CLIENT_ID or $MEMORIES_GDRIVE_CLIENT_ID)",
+    )
+    p.add_argument("--no-browser", action="store_true", help="only print the sign-in URL; do not open a browser")
+    p.add_argument("--wait", type=float, default=300.0, metavar="SECONDS", help="how long to wait for the browser (default 300)")
+    p.set_defaults(func=cmd_login)
 
     p = csub.add_parser("accounts", parents=[common], help="the storage accounts: bucket, queue, last sync (never keys)")
     p.set_defaults(func=cmd_accounts)
@@ -177,3 +195,75 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_CLIENT_ENV = {"onedrive": "MEMORIES_ONEDRIVE_CLIENT_ID", "gdrive": "MEMORIES_GDRIVE_CLIENT_ID"}
+_GDRIVE_SECRET_ENV = "MEMORIES_GDRIVE_CLIENT_SECRET"  # noqa: S105 (a variable name)
+_DONE_PAGE = b"<!doctype html><title>Memories</title><p>Signed in. You can close this tab and go back to the terminal.</p>"
+
+
+def cmd_login(ctx: Context, args: argparse.Namespace) -> int:
+    """CL-1: a loopback listener on 127.0.0.1:random, the authorize URL from the engine (which
+    keeps the PKCE verifier), the browser, then the code and state back to the engine."""
+    import http.server
+    import threading
+    import urllib.parse
+    import webbrowser
+
+    client_id = args.client_id or os.environ.get(_CLIENT_ENV[args.provider], "")
+    if not client_id:
+        raise UsageError(f"give --client-id or set ${_CLIENT_ENV[args.provider]} (your OAuth app's client ID)")
+    got: dict[str, str] = {}
+    arrived = threading.Event()
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            parts = urllib.parse.urlsplit(self.path)
+            query = dict(urllib.parse.parse_qsl(parts.query))
+            if parts.path != "/callback" or arrived.is_set() or not ("code" in query or "error" in query):
+                self.send_error(404)
+                return
+            got.update(query)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(_DONE_PAGE)))
+            self.end_headers()
+            self.wfile.write(_DONE_PAGE)
+            arrived.set()
+
+        def log_message(self, format: str, *args: Any) -> None:  # the URL carries the code: never logged
+            return
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        begin = ctx.request(
+            {
+                "op": "cloud_login_begin",
+                "kind": args.provider,
+                "name": args.name or args.provider,
+                "client_id": client_id,
+                "client_secret": os.environ.get(_GDRIVE_SECRET_ENV, "") if args.provider == "gdrive" else "",
+                "redirect_uri": f"http://127.0.0.1:{server.server_address[1]}/callback",
+            }
+        )
+        url = str(begin["authorize_url"])
+        print(f"Open this URL to sign in (waiting up to {int(args.wait)} s):\n{url}", file=sys.stderr, flush=True)
+        if not args.no_browser:
+            with contextlib.suppress(webbrowser.Error):
+                webbrowser.open(url)
+        if not arrived.wait(max(1.0, args.wait)):
+            raise MemoriesError("cloud_login_refused", "The browser did not come back in time; nothing was stored.")
+    finally:
+        server.shutdown()
+        server.server_close()
+    if "code" not in got:
+        raise MemoriesError("cloud_login_refused", "The provider refused the sign-in in the browser; nothing was stored.")
+    result = ctx.request(
+        {"op": "cloud_login_complete", "ticket": begin["ticket"], "code": got["code"], "state": got.get("state", "")},
+        timeout=180,
+    )
+    added = result["added"]
+    ctx.emit(result, f"cloud account {one_line(added['name'])} added: {added['kind']} ({added['bucket']})")
+    return 0

@@ -167,6 +167,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "printf '%s\\n%s\\n' \"$KEY_ID\" \"$SECRET\" | memories cloud add s3 --name lab --endpoint http://127.0.0.1:9000 "
         "--bucket notes --keys-stdin",
     ),
+    "cloud login": (
+        "memories sudo && memories cloud login onedrive --client-id 00000000-0000-0000-0000-000000000000",
+        "memories sudo && MEMORIES_GDRIVE_CLIENT_ID=… memories cloud login gdrive --name drive --no-browser",
+    ),
     "cloud accounts": ("memories cloud accounts", "memories cloud accounts --json"),
     "cloud remove": ("memories sudo && memories cloud remove team",),
     "cloud sync": ("memories cloud sync", "memories cloud sync team --watch --interval 30"),

@@ -5,7 +5,8 @@ ever part of a sync bundle, a backup (engine/backup keeps an allowlist) or an IP
 :meth:`Account.view` is the only shape that leaves the engine, and it has no secret.
 
 * ``cloud_account`` — name, provider kind, endpoint, bucket, prefix, region, and ``secret``
-  (the provider's keys or tokens); ``cloud_account_removed`` ends one.
+  (the provider's keys or tokens); ``cloud_account_removed`` ends one; ``cloud_tokens`` replaces an OAuth account's secret
+  after a refresh (latest wins).
 * ``cloud_out`` — one enqueued bundle for one receiving device: the exact sealed object bytes,
   their descriptor and what they carry, written before any transport I/O (CL-3).
   ``cloud_sent`` acknowledges its upload.
@@ -32,6 +33,7 @@ __all__ = [
     "SENT",
     "SEEN",
     "DONE",
+    "TOKENS",
     "Account",
     "Records",
     "accounts",
@@ -51,6 +53,7 @@ OUT = "cloud_out"
 SENT = "cloud_sent"
 SEEN = "cloud_in"
 DONE = "cloud_done"
+TOKENS = "cloud_tokens"  # an OAuth account's refreshed tokens (OneDrive, Drive): latest wins
 PROVIDER_KINDS = ("s3", "onedrive", "gdrive")
 Records = dict[str, list[tuple[int, dict[str, Any]]]]
 
@@ -101,6 +104,7 @@ def new_account_record(
 
 def accounts(records: Records) -> list[Account]:
     removed = {bytes(r["id"]) for _, r in records.get(REMOVED, [])}
+    refreshed = {bytes(r["id"]): dict(r["secret"]) for _, r in records.get(TOKENS, [])}
     out = []
     for _, r in records.get(ACCOUNT, []):
         if bytes(r["id"]) in removed:
@@ -114,7 +118,7 @@ def accounts(records: Records) -> list[Account]:
                 str(r["bucket"]),
                 str(r["prefix"]),
                 str(r["region"]),
-                {str(k): str(v) for k, v in dict(r["secret"]).items()},
+                {str(k): str(v) for k, v in refreshed.get(bytes(r["id"]), dict(r["secret"])).items()},
                 int(r["created_ms"]),
             )
         )

@@ -12,7 +12,7 @@ import msgspec
 
 from engine.service.requests import Request
 
-__all__ = ["CloudAdd", "CloudAccounts", "CloudRemove", "CloudSync"]
+__all__ = ["CloudAdd", "CloudAccounts", "CloudRemove", "CloudSync", "CloudBegin", "CloudComplete"]
 
 Name = Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")]
 Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
@@ -43,3 +43,22 @@ class CloudRemove(Request, tag="cloud_remove"):
 
 class CloudSync(Request, tag="cloud_sync"):
     name: Name | None = None
+
+
+class CloudBegin(Request, tag="cloud_login_begin"):
+    """CL-1: start a browser sign-in; the engine keeps the PKCE verifier and answers the
+    authorize URL (challenge and state only) and a ticket."""
+
+    kind: Literal["onedrive", "gdrive"]
+    name: Name
+    client_id: Key
+    redirect_uri: Url
+    client_secret: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+
+
+class CloudComplete(Request, tag="cloud_login_complete"):
+    """CL-1: what the browser brought back to the CLI's loopback listener."""
+
+    ticket: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    code: Key
+    state: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]

@@ -14,12 +14,18 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import os
+import secrets
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engine.cloud import oauth
 from engine.cloud import state as cs
+from engine.cloud.gdrive import DriveTransport
+from engine.cloud.onedrive import OneDriveTransport
 from engine.cloud.s3 import S3Transport, check_endpoint
 from engine.cloud.transport import ObjectStore
 from engine.cloud.worker import acknowledge, enqueue, now_ms, transfer
@@ -35,11 +41,29 @@ _ATTR = "cloud_manager"
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """A pending browser sign-in (CL-1): bound to the caller, provider, client and the
+    session generation; the PKCE verifier and the state never leave the engine."""
+
+    kind: str
+    name: str
+    client_id: str
+    client_secret: str
+    redirect_uri: str
+    state: str
+    verifier: str
+    namespace: str
+    generation: int
+    expires_ms: int
+
+
 class CloudManager:
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._workers: dict[bytes, threading.Lock] = {}
         self.last: dict[bytes, dict[str, Any]] = {}
+        self.tickets: dict[str, Ticket] = {}
 
     def worker_lock(self, account: bytes) -> threading.Lock:
         with self._guard:
@@ -92,7 +116,28 @@ def transport_for(account: cs.Account) -> ObjectStore:
             account.secret["access_key_id"],
             account.secret["secret_access_key"],
         )
+    if account.kind == "onedrive":
+        return OneDriveTransport(oauth.provider("onedrive"), oauth.Tokens.from_secret(account.secret))
+    if account.kind == "gdrive":
+        return DriveTransport(oauth.provider("gdrive"), oauth.Tokens.from_secret(account.secret))
     raise MemoriesError("invalid_input", "This engine has no transport for that provider yet.")
+
+
+async def _closing(store: ObjectStore, coro: Any) -> Any:
+    try:
+        return await coro
+    finally:
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _refreshed(store: ObjectStore) -> dict[str, str] | None:
+    """The new tokens of an OAuth transport that refreshed them (to persist), else None."""
+    client = getattr(store, "client", None)
+    if isinstance(client, oauth.OAuthClient) and client.authorizer.changed:
+        return client.authorizer.tokens.to_secret()
+    return None
 
 
 def _run(coro: Any) -> Any:
@@ -193,8 +238,12 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
         store = transport_for(account)
         now = now_ms()
         try:
-            moved = _run(transfer(store, plan, now))
+            moved = _run(_closing(store, transfer(store, plan, now)))
             result = locked(lambda current: acknowledge(service.vault, current, plan, moved, caller, now))
+            tokens = _refreshed(store)
+            if tokens is not None:  # a rotated refresh token must outlive this sync
+                record = {"t": cs.TOKENS, "id": account.account_id, "secret": tokens, "ts_ms": now}
+                locked(lambda current: service.vault.commit(current, [], [], [record]))
         except MemoriesError as exc:
             manager.last[account.account_id] = {"ts_ms": now, "error": exc.code}
             raise
@@ -208,3 +257,85 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
     }
     service.session.touch()
     return result
+
+
+_TICKET_MS = 10 * 60 * 1000
+
+
+@op(rq.CloudBegin, needs_elevation=True)
+def cloud_login_begin(service: Service, request: rq.CloudBegin, caller: Caller) -> dict[str, Any]:
+    """CL-1: a ticket for one browser sign-in, voided by a lock, a logout or a restart."""
+    state = service.require_unlocked()
+    if any(a.name == request.name for a in cs.accounts(state.extra_records)):
+        raise MemoriesError("invalid_input", "A cloud account already has that name; remove it first or pick another.")
+    redirect = oauth.check_redirect(request.redirect_uri)
+    provider = oauth.provider(request.kind)
+    verifier, challenge = oauth.pkce_pair()
+    ticket_id, nonce = secrets.token_urlsafe(16), secrets.token_urlsafe(24)
+    manager = _manager(service)
+    now = now_ms()
+    manager.tickets = {k: t for k, t in manager.tickets.items() if t.expires_ms > now}
+    manager.tickets[ticket_id] = Ticket(
+        request.kind,
+        request.name,
+        request.client_id,
+        request.client_secret,
+        redirect,
+        nonce,
+        verifier,
+        caller.namespace,
+        service.session.generation,
+        now + _TICKET_MS,
+    )
+    url = oauth.authorize_url(provider, request.client_id, redirect, challenge, nonce)
+    return {"ticket": ticket_id, "authorize_url": url, "expires_ms": now + _TICKET_MS}
+
+
+@op(rq.CloudComplete, lock_free=True)
+def cloud_login_complete(service: Service, request: rq.CloudComplete, caller: Caller) -> dict[str, Any]:
+    """CL-1: check the ticket and the state, exchange the code with the verifier (no lock
+    held), re-check the ticket's session and the caller's sudo, then store the tokens sealed
+    on this device (CL-2). A ticket is used once, whatever the outcome."""
+    manager = _manager(service)
+    refused = MemoriesError("cloud_login_refused", "This sign-in is unknown, expired, voided by a lock, or not yours.")
+    with service.lock:
+        service.require_unlocked()
+        ticket = manager.tickets.pop(request.ticket, None)
+        if (
+            ticket is None
+            or ticket.namespace != caller.namespace
+            or ticket.generation != service.session.generation
+            or ticket.expires_ms <= now_ms()
+        ):
+            raise refused
+        if not hmac.compare_digest(ticket.state.encode(), request.state.encode()):
+            raise MemoriesError("cloud_login_refused", "The browser came back with another state; nothing was stored.")
+        if not service.session.is_elevated(caller.namespace):
+            raise MemoriesError("elevation_required")
+    provider = oauth.provider(ticket.kind)
+
+    async def sign_in() -> oauth.Tokens:
+        tokens = await oauth.exchange_code(
+            provider, ticket.client_id, ticket.client_secret, ticket.redirect_uri, request.code, ticket.verifier
+        )
+        store: ObjectStore = (
+            OneDriveTransport(provider, tokens) if ticket.kind == "onedrive" else DriveTransport(provider, tokens)
+        )
+        await _closing(store, store.check())  # the app folder answers before anything is stored
+        return tokens
+
+    tokens = _run(sign_in())
+    with service.lock:
+        state = service.require_unlocked()
+        if service.session.generation != ticket.generation:
+            raise refused
+        if not service.session.is_elevated(caller.namespace):
+            raise MemoriesError("elevation_required")
+        if any(a.name == ticket.name for a in cs.accounts(state.extra_records)):
+            raise MemoriesError("invalid_input", "A cloud account already has that name; remove it first or pick another.")
+        bucket = "approot" if ticket.kind == "onedrive" else "appDataFolder"
+        record = cs.new_account_record(ticket.name, ticket.kind, provider.api, bucket, "", "", tokens.to_secret(), now_ms())
+        audit = service.vault.audit_record(state, "cloud_add", caller, outcome="ok", account=ticket.name, kind=ticket.kind)
+        service.vault.commit(state, [], [], [record, audit])
+        account = cs.accounts(state.extra_records)[-1]
+        return {"added": account.view()}
