@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import MemoriesError
+from engine.files import FILE_KIND, TEXT_SAMPLE_BYTES, open_file_chunk, text_of_sample
 from engine.search.cache import IndexCache
 from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
@@ -165,8 +166,22 @@ class SearchRuntime:
         if cached is not None:
             return cached.document(entry.asset_id, entry.kind, head.created_ms)
         # CD-7: a value protected later never reaches the index, even from an old head.
-        body = visible_body(self.service, state, head)
+        file = entry.kind == FILE_KIND
+        body = self._file_text(state, head, summary) if file else visible_body(self.service, state, head)
         return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.created_ms)
+
+    def _file_text(self, state: Unlocked, head: Revision, summary: dict[str, Any]) -> str:
+        """A file is found by its title and tags; a text file also by its first TEXT_SAMPLE_BYTES.
+
+        Only the first chunk is opened (one decryption per file, whatever its size); a binary
+        file contributes no body text at all.
+        """
+        info = summary.get("file") or {}
+        if not info.get("text") or not head.body_seqs:
+            return ""
+        vault = state.vaults[bytes(head.body["vault"])]
+        chunk = open_file_chunk(head, vault.epoch_keys[int(head.body["epoch"])], self.service.vault.require_store(), 0)
+        return text_of_sample(chunk[:TEXT_SAMPLE_BYTES]) or ""
 
     def prepared_for(self, doc: Document, fresh: list[Prepared]) -> Prepared:
         cached = self.tokens.get(doc.rev_id)

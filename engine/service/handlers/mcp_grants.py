@@ -230,7 +230,8 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         _check_vault(state, grant, inner)
         _check_transcripts(state, grant, op_name, inner)
         generation = service.session.generation
-    hidden = frozenset() if grant.transcripts else frozenset({TRANSCRIPT_KIND})
+    # Files are not open to agents (no file op is MCP-allowed), so search never shows them either.
+    hidden = frozenset({"file"}) if grant.transcripts else frozenset({TRANSCRIPT_KIND, "file"})
     agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
     # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
     # in dispatch, exactly as for every other surface.
