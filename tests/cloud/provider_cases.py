@@ -19,6 +19,7 @@ __all__ = [
     "env_for",
     "two_engines_both_ways",
     "wrong_state_is_refused",
+    "lock_voids_the_ticket",
     "throttled_then_ok",
     "expired_refresh_token",
     "tokens_never_leave",
@@ -67,6 +68,17 @@ def wrong_state_is_refused(kind: str, cli: Cli) -> None:
     query = dict(urllib.parse.parse_qsl(parts.query))
     query["state"] = query["state"][::-1] + "x"
     code, result = finish(proc, urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query))))
+    assert code != 0 and result["error"]["code"] == "cloud_login_refused", result
+    assert cli.ok("cloud", "accounts")["accounts"] == []
+
+
+def lock_voids_the_ticket(kind: str, cli: Cli) -> None:
+    cli.sudo()
+    proc, url = start_login(cli, kind, "voided")
+    cli.ok("lock")
+    cli.unlock()
+    cli.sudo()
+    code, result = finish(proc, authorize_redirect(url))
     assert code != 0 and result["error"]["code"] == "cloud_login_refused", result
     assert cli.ok("cloud", "accounts")["accounts"] == []
 

@@ -64,6 +64,11 @@ def test_a_redirect_with_a_wrong_state_is_refused(graph: FakeGraph, one: Cli) ->
     cases.wrong_state_is_refused("onedrive", one)
 
 
+def test_a_lock_voids_a_pending_login(graph: FakeGraph, one: Cli) -> None:
+    """CL-1: a lock (even followed by an unlock and sudo) voids the pending sign-in ticket."""
+    cases.lock_voids_the_ticket("onedrive", one)
+
+
 def test_429_and_503_with_retry_after_then_success(graph: FakeGraph, pair: tuple[Cli, Cli]) -> None:
     """CL-4: Graph throttling (429, then 503, with Retry-After) is waited out and retried."""
     cases.throttled_then_ok("onedrive", graph, *pair)
