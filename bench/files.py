@@ -5,7 +5,8 @@
 For each size (MiB) it writes an incompressible file, times whole `memories file add` and
 `memories file get -o` processes against a real engine, and compares their MiB/s with raw
 AEAD of the same bytes in one process (``seal_chunk`` over 256 KiB chunks: the crypto floor
-without IPC, hashing or SQLite; chunks travel as the Wire v1 binary part, 8 MiB per request). Peak RSS of each CLI process (``wait4`` rusage) and
+without IPC, hashing or SQLite; chunks travel as the Wire v1 binary part, 8 MiB per request).
+Peak RSS of each CLI process (``wait4`` rusage) and
 of the engine (``VmHWM`` after the transfers) are reported per size: they must not grow with
 the file. The goal is a ratio ≥ 0.5.
 """

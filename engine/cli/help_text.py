@@ -125,7 +125,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "backup verify": ("memories backup verify ~/memories.backup",),
     "restore": (
         "memories --home ~/memories-restored restore ~/memories.backup",
-        "printf '%s\\n%s\\n' \"$BACKUP_PW\" \"$NEW_PW\" | memories --home ~/new restore memories.backup --password-stdin",
+        'printf \'%s\\n%s\\n\' "$BACKUP_PW" "$NEW_PW" | memories --home ~/new restore memories.backup --password-stdin',
     ),
     "password generate": ("memories password generate --length 32", "memories password generate --words 6"),
     "vaults": ("memories vaults",),
@@ -164,7 +164,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "cloud add s3": (
         "memories sudo && AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… memories cloud add s3 --name team "
         "--endpoint https://s3.eu-central-1.amazonaws.com --bucket notes --region eu-central-1",
-        "printf '%s\\n%s\\n' \"$KEY_ID\" \"$SECRET\" | memories cloud add s3 --name lab --endpoint http://127.0.0.1:9000 "
+        'printf \'%s\\n%s\\n\' "$KEY_ID" "$SECRET" | memories cloud add s3 --name lab --endpoint http://127.0.0.1:9000 '
         "--bucket notes --keys-stdin",
     ),
     "cloud login": (
@@ -177,7 +177,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sync": (
         "memories sudo && memories sync token new --device laptop",
         "MEMORIES_SYNC_TOKEN=msync1.… memories sync http://127.0.0.1:7700 --watch",
-        "memories sync --relay https://relay.example:7701 --room \"$ROOM\"",
+        'memories sync --relay https://relay.example:7701 --room "$ROOM"',
         "memories sync status",
     ),
     "relay": ("memories relay serve --listen 127.0.0.1:7701",),

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engine.errors import MemoriesError
 from engine.sync.bundle import MAGIC
 from engine.sync.forks import forks_for
-from engine.sync.merge import merge
+from engine.sync.merge import MAX_CHUNK_BYTES, MAX_CHUNKS, MAX_TOTAL_BYTES, merge
 from engine.sync.quarantine import quarantined
 from engine.vault.revision import build_revision
 from tests.helpers import PASSWORD
@@ -53,10 +53,28 @@ def _snapshot(device: Device) -> tuple[int, dict[str, tuple[str, ...]], bytes, i
     return device.rows(), view(device), state.vault.policy.head, len(state.extra_records.get("peer_audit", []))
 
 
-def _refused(receiver: Device, sender: Device, chunks: list[bytes], code: str, **bounds: int) -> MemoriesError:
+def _refused(
+    receiver: Device,
+    sender: Device,
+    chunks: list[bytes],
+    code: str,
+    *,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
+    max_chunks: int = MAX_CHUNKS,
+    max_total_bytes: int = MAX_TOTAL_BYTES,
+) -> MemoriesError:
     before = _snapshot(receiver)
     with pytest.raises(MemoriesError) as caught:
-        merge(receiver.service.vault, receiver.state, chunks, peer_device=sender.device_pub, actor=receiver.caller, **bounds)
+        merge(
+            receiver.service.vault,
+            receiver.state,
+            chunks,
+            peer_device=sender.device_pub,
+            actor=receiver.caller,
+            max_chunk_bytes=max_chunk_bytes,
+            max_chunks=max_chunks,
+            max_total_bytes=max_total_bytes,
+        )
     assert caught.value.code == code, caught.value.message
     assert _snapshot(receiver) == before
     return caught.value
