@@ -5,12 +5,14 @@ Shared by ``desktop/tray`` and ``desktop/dashboard``: the dashboard never import
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from desktop.prober import Probe
 from engine.terminal_text import one_line
 
-__all__ = ["TrayState", "tray_state", "tooltip_text", "TOOLTIP_CHARS"]
+__all__ = ["TrayState", "tray_state", "tooltip_text", "TOOLTIP_CHARS", "Badges", "sync_problem"]
 
 # Windows cuts notification-area tooltips at 127 characters; stay inside everywhere.
 TOOLTIP_CHARS = 120
@@ -62,7 +64,33 @@ def tray_state(probe: Probe) -> TrayState:
     return TrayState.UNLOCKED
 
 
-def tooltip_text(state: TrayState, probe: Probe | None = None) -> str:
+@dataclass(frozen=True)
+class Badges:
+    """What the icon adds to its state (issue 17): tickets waiting for approval, a failed sync."""
+
+    tickets: int = 0
+    sync_problem: bool = False
+
+    def describe(self) -> str:
+        parts = []
+        if self.tickets:
+            parts.append(f"{self.tickets} ticket{'s' if self.tickets != 1 else ''} waiting")
+        if self.sync_problem:
+            parts.append("last sync failed")
+        return ", ".join(parts)
+
+
+def sync_problem(sync_status: dict[str, Any]) -> bool:
+    """The engine's `sync_status`: True when its most recent sync session ended in an error
+    (ours or the peer's); a later successful session clears it."""
+    recent = sync_status.get("recent")
+    if not isinstance(recent, list) or not recent or not isinstance(recent[-1], dict):
+        return False
+    last = recent[-1]
+    return bool(last.get("error") or last.get("peer_error"))
+
+
+def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | None = None) -> str:
     """The icon's tooltip: the state's title, plus the error code when a probe failed.
 
     Everything that came from outside (the probe's error code) goes through the same
@@ -72,5 +100,7 @@ def tooltip_text(state: TrayState, probe: Probe | None = None) -> str:
     text = state.tooltip
     if probe is not None and probe.error and state in (TrayState.ATTENTION, TrayState.NOT_RESPONDING):
         text += f" ({probe.error})"
+    if badges is not None and badges.describe():
+        text += f"; {badges.describe()}"
     text = one_line(text)
     return text if len(text) <= TOOLTIP_CHARS else text[: TOOLTIP_CHARS - 1] + "…"

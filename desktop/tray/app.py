@@ -22,8 +22,9 @@ from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
-from desktop.status import TrayState, tooltip_text, tray_state
+from desktop.status import Badges, TrayState, tooltip_text, tray_state
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
+from desktop.tray.badges import read_badges
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
@@ -70,6 +71,8 @@ class TrayApp:
         self.dialogs: DialogHost | None = None
         self._last_probe: Probe | None = None
         self._first_run_offered = False
+        self.badges = Badges()
+        self._badge_read = threading.Lock()  # at most one badge read in flight
 
     def run(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
@@ -160,19 +163,41 @@ class TrayApp:
             self.open_unlock()
         if probe.status.get("attention") and not self._quitting.is_set():
             self._background(lambda: self.notifier.check(True))  # a new ticket keeps "attention"
-        new = tray_state(probe)
-        with self._state_lock:
-            if new is self.state:
-                return
-            self.state = new
+        if probe.state == "unlocked":
+            if not self._quitting.is_set() and self._badge_read.acquire(blocking=False):
+                self._background(self._read_badges)
+        elif self.badges != Badges():
+            self.badges = Badges()  # locked: remote sessions are gone; nothing to badge
+            self._show(tray_state(probe), probe, force=True)
+            return
+        self._show(tray_state(probe), probe)
+
+    def _read_badges(self) -> None:
+        try:
+            badges = read_badges(Paths(self.options.home).socket)
+        finally:
+            self._badge_read.release()
+        if badges is None or badges == self.badges:
+            return
+        self.badges = badges
         if self.options.verbose:
+            self._say(f"memories tray: badges tickets={badges.tickets} sync_problem={str(badges.sync_problem).lower()}")
+        self._show(self.state, self._last_probe, force=True)
+
+    def _show(self, new: TrayState, probe: Probe | None, force: bool = False) -> None:
+        with self._state_lock:
+            if new is self.state and not force:
+                return
+            changed = new is not self.state
+            self.state = new
+        if self.options.verbose and changed:
             self._say(f"memories tray: state {new.value}")
         icon = self.icon
         if icon is None or self._quitting.is_set():
             return
         with self._icon_lock:
-            icon.icon = render(new)
-            icon.title = tooltip_text(new, probe)
+            icon.icon = render(new, badges=self.badges)
+            icon.title = tooltip_text(new, probe, self.badges)
             if getattr(icon, "HAS_MENU", False):
                 icon.update_menu()
 

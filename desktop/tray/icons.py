@@ -12,9 +12,9 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from desktop.status import TrayState
+from desktop.status import Badges, TrayState
 
-__all__ = ["render", "PALETTE", "write_assets"]
+__all__ = ["render", "PALETTE", "BADGE_TICKET", "BADGE_SYNC", "write_assets"]
 
 SIZE = 64
 
@@ -28,14 +28,25 @@ PALETTE: dict[TrayState, tuple[int, int, int]] = {
     TrayState.ATTENTION: (220, 60, 160),
 }
 _INK = (255, 255, 255, 255)
+# Badges (issue 17), each its own colour *and* shape and corner: tests look for these exact colours.
+BADGE_TICKET: tuple[int, int, int] = (255, 204, 0)  # yellow disc, top right: tickets wait for approval
+BADGE_SYNC: tuple[int, int, int] = (255, 96, 0)  # orange triangle, bottom right: the last sync failed
+_OUTLINE = (20, 20, 20, 255)
 
 
-def render(state: TrayState, size: int = SIZE) -> Image.Image:
+def render(state: TrayState, size: int = SIZE, badges: Badges | None = None) -> Image.Image:
     img = Image.new("RGBA", (size, size), (0, 0, 0, 0))
     draw = ImageDraw.Draw(img)
     pad = max(1, size // 32)
     draw.ellipse((pad, pad, size - pad - 1, size - pad - 1), fill=(*PALETTE[state], 255))
     _GLYPHS[state](draw, size)
+    if badges is not None and badges.tickets:
+        r = size * 0.17
+        cx, cy = size - r - 1, r + 1
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=(*BADGE_TICKET, 255), outline=_OUTLINE, width=max(1, size // 64))
+    if badges is not None and badges.sync_problem:
+        s = size
+        draw.polygon([(s * 0.64, s - 1), (s - 1, s - 1), (s * 0.82, s * 0.64)], fill=(*BADGE_SYNC, 255), outline=_OUTLINE)
     return img
 
 
