@@ -1,4 +1,4 @@
-"""The dashboard's one listing op (issue 17, SPEC DT-5, API-6): ordinary items only.
+"""The dashboard's listing ops (issue 17, SPEC DT-5, API-6): ordinary items only, and activity.
 
 ``dashboard_list`` pages over the ordinary kinds (memory, knowledge, brain, persona) of
 the default vault, optionally narrowed to some of them and to one tag, and answers the
@@ -6,10 +6,18 @@ per-kind and per-tag counts the page's sidebar shows. Protected cards, logins,
 credentials and device-local records are never listed here: the kinds a caller may name
 are a closed set, so no request can widen it. Not on the MCP allowlist; the desktop's
 gateway is its only caller.
+
+``dashboard_activity`` is the activity view ("what did my agents read today") for a page
+that must never elevate: unlike ``audit`` it needs no elevation, so it answers far less —
+the last 24 hours at most, and per entry only its time, who acted (in words), the
+operation's name and the kinds and current titles of the items it touched. No IDs, no
+outcome details, no request data, never content (a credential's title is its name). The
+read itself is committed as a ``dashboard_activity`` intent before the answer is delivered.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Annotated, Any, Literal
 
@@ -18,15 +26,18 @@ import msgspec
 from engine.errors import MemoriesError
 from engine.service.caller import Caller
 from engine.service.handlers.assets import ORDINARY_KINDS
+from engine.service.handlers.audit import _DEVICE, _asset_view, _newest_first, _who
+from engine.service.handlers.devices import device_names
 from engine.service.projections import asset_summary
 from engine.service.registry import op
 from engine.service.requests import Request, Tag
 from engine.service.service import Service
 from engine.vault.index import AssetEntry
 
-__all__ = ["DashboardList", "TAG_FACETS"]
+__all__ = ["DashboardList", "DashboardActivity", "TAG_FACETS", "ACTIVITY_HOURS"]
 
 TAG_FACETS = 200
+ACTIVITY_HOURS = 24
 OrdinaryKind = Literal["memory", "knowledge", "brain", "persona"]
 
 
@@ -79,3 +90,39 @@ def dashboard_list(service: Service, request: DashboardList, caller: Caller) -> 
         "tags": [{"tag": t, "count": n} for t, n in tags],
         "conflicts": sum(1 for _, entry in rows if entry.in_conflict),
     }
+
+
+class DashboardActivity(Request, tag="dashboard_activity"):
+    hours: Annotated[int, msgspec.Meta(ge=1, le=ACTIVITY_HOURS)] = ACTIVITY_HOURS
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 200
+
+
+@op(DashboardActivity)
+def dashboard_activity(service: Service, request: DashboardActivity, caller: Caller) -> dict[str, Any]:
+    """Issue 17: time, actor, op and item titles of the last ``hours`` (≤ 24) of audit entries, newest first."""
+    state = service.require_unlocked()
+    since_ms = int(time.time() * 1000) - request.hours * 3_600_000
+    found: list[dict[str, Any]] = []
+    for entry in _newest_first(state):
+        if int(entry["ts_ms"]) < since_ms or len(found) > request.limit:
+            break
+        found.append(entry)
+    names = device_names(state) if any(_DEVICE in e for e in found) else {}
+    views: dict[bytes, dict[str, Any]] = {}
+    entries = []
+    for entry in found[: request.limit]:
+        fields = {k: (v if isinstance(v := entry.get(k), str) else None) for k in ("op", "caller", "surface")}
+        items = []
+        for raw in entry.get("assets", []):
+            if not isinstance(raw, bytes):
+                continue
+            asset_id = bytes(raw)
+            if asset_id not in views:
+                views[asset_id] = _asset_view(service, state, asset_id)
+            view = views[asset_id]
+            items.append({"kind": view["kind"], "title": view["title"]})
+        entries.append(
+            {"ts_ms": int(entry["ts_ms"]), "who": _who(entry, fields, names), "op": fields["op"] or "", "items": items}
+        )
+    service.vault.commit_intent(state, "dashboard_activity", caller, [])
+    return {"entries": entries, "hours": request.hours, "more": len(found) > request.limit}
