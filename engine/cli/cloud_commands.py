@@ -265,5 +265,6 @@ def cmd_login(ctx: Context, args: argparse.Namespace) -> int:
         timeout=180,
     )
     added = result["added"]
-    ctx.emit(result, f"cloud account {one_line(added['name'])} added: {added['kind']} ({added['bucket']})")
+    done = "signed in again" if result.get("renewed") else "added"
+    ctx.emit(result, f"cloud account {one_line(added['name'])} {done}: {added['kind']} ({added['bucket']})")
     return 0

@@ -107,6 +107,14 @@ def expired_refresh_token(kind: str, fake: FakeOAuth, a: Cli, b: Cli) -> None:
     assert "memories cloud login" in error["message"]
     account = a.ok("cloud", "accounts")["accounts"][0]
     assert account["last"]["error"] == "cloud_login_required" and account["outbox"] == 1
+    # Signing in again renews the same account's tokens; its queue goes out on the next sync.
+    assert login(a, kind, "home")["renewed"] is True
+    again = a.ok("cloud", "sync")
+    # The queued bundle goes out, plus one for the audit entry of the new sign-in.
+    assert again["uploaded"] >= 1 and a.ok("cloud", "accounts")["accounts"][0]["outbox"] == 0, again
+    login(b, kind, "home", password=B_PASSWORD)  # the provider revoked B's sign-in too
+    b.ok("cloud", "sync")
+    assert titles(b) == {"Note"}
 
 
 def tokens_never_leave(fake: FakeOAuth, a: Cli, b: Cli, tmp_path: Path) -> None:

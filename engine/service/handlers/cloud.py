@@ -180,7 +180,7 @@ def cloud_add(service: Service, request: rq.CloudAdd, caller: Caller) -> dict[st
         audit = service.vault.audit_record(state, "cloud_add", caller, outcome="ok", account=request.name, kind=request.kind)
         service.vault.commit(state, [], [], [record, audit])
         account = cs.accounts(state.extra_records)[-1]
-        return {"added": account.view()}
+        return {"added": account.view(), "renewed": False}
 
 
 @op(rq.CloudAccounts)
@@ -266,8 +266,8 @@ _TICKET_MS = 10 * 60 * 1000
 def cloud_login_begin(service: Service, request: rq.CloudBegin, caller: Caller) -> dict[str, Any]:
     """CL-1: a ticket for one browser sign-in, voided by a lock, a logout or a restart."""
     state = service.require_unlocked()
-    if any(a.name == request.name for a in cs.accounts(state.extra_records)):
-        raise MemoriesError("invalid_input", "A cloud account already has that name; remove it first or pick another.")
+    if any(a.name == request.name and a.kind != request.kind for a in cs.accounts(state.extra_records)):
+        raise MemoriesError("invalid_input", "A cloud account of another provider has that name; pick another.")
     redirect = oauth.check_redirect(request.redirect_uri)
     provider = oauth.provider(request.kind)
     verifier, challenge = oauth.pkce_pair()
@@ -331,11 +331,17 @@ def cloud_login_complete(service: Service, request: rq.CloudComplete, caller: Ca
             raise refused
         if not service.session.is_elevated(caller.namespace):
             raise MemoriesError("elevation_required")
-        if any(a.name == ticket.name for a in cs.accounts(state.extra_records)):
-            raise MemoriesError("invalid_input", "A cloud account already has that name; remove it first or pick another.")
+        same = [a for a in cs.accounts(state.extra_records) if a.name == ticket.name]
+        if same and same[0].kind != ticket.kind:
+            raise MemoriesError("invalid_input", "A cloud account of another provider has that name; pick another.")
+        if same:  # signing in again: new tokens for the same account, its queue kept
+            renewed = {"t": cs.TOKENS, "id": same[0].account_id, "secret": tokens.to_secret(), "ts_ms": now_ms()}
+            audit = service.vault.audit_record(state, "cloud_login", caller, outcome="ok", account=ticket.name, kind=ticket.kind)
+            service.vault.commit(state, [], [], [renewed, audit])
+            return {"added": same[0].view(), "renewed": True}
         bucket = "approot" if ticket.kind == "onedrive" else "appDataFolder"
         record = cs.new_account_record(ticket.name, ticket.kind, provider.api, bucket, "", "", tokens.to_secret(), now_ms())
         audit = service.vault.audit_record(state, "cloud_add", caller, outcome="ok", account=ticket.name, kind=ticket.kind)
         service.vault.commit(state, [], [], [record, audit])
         account = cs.accounts(state.extra_records)[-1]
-        return {"added": account.view()}
+        return {"added": account.view(), "renewed": False}
