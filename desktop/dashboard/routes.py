@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import cards, tickets
+from desktop.dashboard import activity, cards, tickets
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
 from desktop.status import tray_state
@@ -210,4 +210,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     app.router.add_post("/api/lock", lock)
     app.router.add_post("/api/quit", quit_)
     tickets.register(app, ctx)  # issue 7: the Tickets page lives in its own route module
+    activity.register(app, ctx)  # issue 17: the Activity page (dashboard_activity, no elevation)
     return app

@@ -447,6 +447,7 @@ EXPECTED_ROUTES = {
     ("GET", "/static/app.js"),
     ("GET", "/static/app.css"),
     ("GET", "/static/tickets.js"),
+    ("GET", "/static/activity.js"),
     ("GET", "/favicon.svg"),
     ("GET", "/api/status"),
     ("GET", "/api/kinds"),
@@ -462,6 +463,7 @@ EXPECTED_ROUTES = {
     ("GET", "/api/tickets"),
     ("POST", "/api/tickets/{id}/approve"),
     ("POST", "/api/tickets/{id}/reject"),
+    ("GET", "/api/activity"),
 }
 
 
