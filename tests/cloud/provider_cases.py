@@ -141,3 +141,14 @@ def tokens_never_leave(fake: FakeOAuth, a: Cli, b: Cli, tmp_path: Path) -> None:
     a.ok("backup", "create", str(backup), "--password-stdin", input="backup pw for cloud 1\n")
     data = backup.read_bytes()
     assert not any(token in data for token in tokens)
+    # The backup is encrypted, so the scan above proves little: restore it and look (BK-1).
+    restored = Cli(home=tmp_path / "restored")
+    try:
+        proc = restored.run("restore", str(backup), "--password-stdin", "--json", input="backup pw for cloud 1\nnew pw 2\n")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if restored.ok("status")["locked"]:
+            restored.unlock("new pw 2")
+        assert restored.ok("cloud", "accounts")["accounts"] == []
+        assert restored.ok("status")["providers"] == []
+    finally:
+        restored.stop()
