@@ -28,7 +28,7 @@ VAULT_PASSWORD = "bench vault password that is long enough"
 
 
 def build_kdbx(path: Path, entries: int) -> None:
-    from pykeepass import create_database  # type: ignore[import-untyped]
+    from pykeepass import create_database
 
     kp = create_database(str(path), password=PASSWORD)
     groups = []

@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+from engine.config import Paths
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
+
 PASSWORD = "correct horse battery staple"
 # Tests use a tiny KDF (the chosen parameters are stored in the header); the
 # real default is calibrated to ~0.7 s and is measured by bench/.
@@ -125,3 +129,18 @@ def pid_alive(pid: int) -> bool:
         return state != "Z"
     except (OSError, IndexError):
         return True
+
+
+def raw(cli: Cli, body: dict[str, Any]) -> dict[str, Any]:
+    """One request over the real IPC socket (for fields the CLI never sends)."""
+    with IpcClient(Paths(cli.home).socket) as client:
+        return client.request(body)
+
+
+def raw_error(cli: Cli, body: dict[str, Any]) -> MemoriesError:
+    """The typed error of a request that must be refused (fails the test if it succeeds)."""
+    try:
+        raw(cli, body)
+    except MemoriesError as exc:
+        return exc
+    raise AssertionError(f"{body['op']} unexpectedly succeeded")

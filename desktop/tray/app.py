@@ -127,7 +127,7 @@ class TrayApp:
                 # GTK's loop runs in C and would hold the Python handler until the next event;
                 # GLib's own source runs the quit from inside the loop.
                 with contextlib.suppress(ImportError, AttributeError, ValueError):
-                    from gi.repository import GLib  # type: ignore[import-untyped]
+                    from gi.repository import GLib
 
                     GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._quit_from_glib)
 

@@ -57,7 +57,7 @@ class DialogHost:
     def open(self, first_run: bool) -> None:
         """Callable from any thread; a second call while a window is up raises that window."""
         if self.toolkit == "gtk":
-            from gi.repository import GLib  # type: ignore[import-untyped]
+            from gi.repository import GLib
 
             GLib.idle_add(self._gtk_build, first_run)
             return

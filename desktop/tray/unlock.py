@@ -46,7 +46,7 @@ class Outcome:
 def weak_password_warning(password: str) -> str | None:
     """A sentence when a new vault password is weak (zxcvbn score < 3), else None (as `memories init`)."""
     try:
-        from zxcvbn import zxcvbn  # type: ignore[import-untyped]
+        from zxcvbn import zxcvbn
     except ImportError:
         return None
     result: dict[str, Any] = zxcvbn(password[:_ESTIMATE_CHARS])

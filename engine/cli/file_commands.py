@@ -251,11 +251,14 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
 
 # -- list, history ---------------------------------------------------------------------------
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n = n / 1024  # type: ignore[assignment]
-    return f"{n} B"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:,.1f} {unit}"
 
 
 def cmd_list(ctx: Context, args: argparse.Namespace) -> int:

@@ -80,7 +80,7 @@ def generate_passphrase(words: int, symbols: bool = True) -> tuple[str, float]:
 
 def estimate(password: str) -> dict[str, Any]:
     """zxcvbn's score (0–4), its guess count, offline crack time and feedback for ``password``."""
-    from zxcvbn import zxcvbn  # type: ignore[import-untyped]
+    from zxcvbn import zxcvbn
 
     result = zxcvbn(password[:_ESTIMATE_CHARS])
     feedback = result.get("feedback") or {}

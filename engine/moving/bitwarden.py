@@ -45,7 +45,7 @@ def parse_bitwarden(data: bytes) -> Loaded:
     skipped: list[str] = []
     for i, item in enumerate(items):
         where = f"item {i + 1}"
-        with guarded(lambda where=where: where):  # type: ignore[misc]
+        with guarded(where):
             entry = _item(item, where, folders, skipped)
         if entry is not None:
             entries.append(entry)

@@ -61,14 +61,19 @@ def fail(where: str, message: str) -> MemoriesError:
 
 
 @contextmanager
-def guarded(where: Callable[[], str]) -> Iterator[None]:
-    """Any structural surprise inside becomes a typed error naming the current entry."""
+def guarded(where: str | Callable[[], str]) -> Iterator[None]:
+    """Any structural surprise inside becomes a typed error naming the current entry.
+
+    ``where`` is the entry's name, or a callable giving it when the parser moves on while
+    inside (a streaming parse names the entry it reached, not the one it started at).
+    """
     try:
         yield
     except MemoriesError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError, UnicodeError) as exc:
-        raise fail(where(), f"the export is malformed here ({exc.__class__.__name__}).") from None
+        name = where if isinstance(where, str) else where()
+        raise fail(name, f"the export is malformed here ({exc.__class__.__name__}).") from None
 
 
 T = TypeVar("T")

@@ -26,8 +26,8 @@ _IGNORED = {"TOTP Settings", "_etm_template_uuid"}
 
 def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded:
     try:
-        from pykeepass import PyKeePass  # type: ignore[import-untyped]
-        from pykeepass.exceptions import CredentialsError, HeaderChecksumError, PayloadChecksumError  # type: ignore[import-untyped]
+        from pykeepass import PyKeePass
+        from pykeepass.exceptions import CredentialsError, HeaderChecksumError, PayloadChecksumError
     except ImportError:
         raise fail(
             "the file",
@@ -47,7 +47,7 @@ def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded
         raise fail("the database", "is damaged (a checksum failed).") from None
     except Exception as exc:  # the parser's own errors (construct, lxml) are many; any is "not readable"
         raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
-    from lxml import etree  # type: ignore[import-untyped]  # pykeepass's own dependency
+    from lxml import etree  # pykeepass's own dependency
 
     xml: bytes = etree.tostring(kp.tree)
     return _from_xml(xml)

@@ -139,31 +139,26 @@ def build_revision(
 ) -> NewContent:
     """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers."""
     dek = os.urandom(32)
-    summary_chunks = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
     body_chunks = seal_chunks(dek, body, asset_id + b"body")
     seqs = content_seqs[: len(body_chunks)]
     if len(seqs) != len(body_chunks):
         raise ValueError("not enough content row numbers reserved")
-    signed: dict[str, Any] = {
-        "v": 1,
-        "vault": vault_id,
-        "asset": asset_id,
-        "kind": kind,
-        "parents": sorted(parents),
-        "policy": policy_head,
-        "tombstone": tombstone,
-        "epoch": epoch,
-        "wrapped_key": seal(epoch_key, dek, _dek_aad(vault_id, asset_id, epoch)),
-        "summary": summary_chunks,
-        "body": [hashlib.sha256(c).digest() for c in body_chunks],
-        "body_len": len(body),
-        "device": identity.device_pub,
-        "cert": identity.certificate_hash,
-        "created_ms": int(time.time() * 1000),
-    }
-    signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
-    signature = sign(identity.device_key, signed_bytes)
-    revision = Revision(signed_bytes, signature, seqs, body=signed, summary_cache=summary)
+    revision = _sign_revision(
+        identity=identity,
+        vault_id=vault_id,
+        policy_head=policy_head,
+        epoch=epoch,
+        epoch_key=epoch_key,
+        asset_id=asset_id,
+        kind=kind,
+        parents=parents,
+        tombstone=tombstone,
+        summary=summary,
+        dek=dek,
+        body_digests=[hashlib.sha256(c).digest() for c in body_chunks],
+        body_len=len(body),
+        content_seqs=seqs,
+    )
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
 
@@ -198,6 +193,42 @@ def build_streamed_revision(
     written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`."""
     if len(body_digests) != len(content_seqs) or len(body_digests) != chunk_count(body_len):
         raise ValueError("body chunks, row numbers and length do not agree")
+    return _sign_revision(
+        identity=identity,
+        vault_id=vault_id,
+        policy_head=policy_head,
+        epoch=epoch,
+        epoch_key=epoch_key,
+        asset_id=asset_id,
+        kind=kind,
+        parents=parents,
+        tombstone=False,
+        summary=summary,
+        dek=dek,
+        body_digests=body_digests,
+        body_len=body_len,
+        content_seqs=content_seqs,
+    )
+
+
+def _sign_revision(
+    *,
+    identity: DeviceIdentity,
+    vault_id: bytes,
+    policy_head: bytes,
+    epoch: int,
+    epoch_key: bytes,
+    asset_id: bytes,
+    kind: str,
+    parents: list[bytes],
+    tombstone: bool,
+    summary: dict[str, Any],
+    dek: bytes,
+    body_digests: list[bytes],
+    body_len: int,
+    content_seqs: list[int],
+) -> Revision:
+    """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies."""
     signed: dict[str, Any] = {
         "v": 1,
         "vault": vault_id,
@@ -205,7 +236,7 @@ def build_streamed_revision(
         "kind": kind,
         "parents": sorted(parents),
         "policy": policy_head,
-        "tombstone": False,
+        "tombstone": tombstone,
         "epoch": epoch,
         "wrapped_key": wrap_data_key(epoch_key, dek, vault_id, asset_id, epoch),
         "summary": seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary"),

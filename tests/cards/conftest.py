@@ -10,24 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.config import Paths
-from engine.errors import MemoriesError
-from engine.ipc.client import IpcClient
 from tests.helpers import Cli, require
-
-
-def raw(cli: Cli, body: dict[str, Any]) -> dict[str, Any]:
-    """One request over the real IPC socket (for fields the CLI never sends)."""
-    with IpcClient(Paths(cli.home).socket) as client:
-        return client.request(body)
-
-
-def raw_error(cli: Cli, body: dict[str, Any]) -> MemoriesError:
-    try:
-        raw(cli, body)
-    except MemoriesError as exc:
-        return exc
-    raise AssertionError(f"{body['op']} unexpectedly succeeded")
 
 
 def state_rows(cli: Cli) -> int:

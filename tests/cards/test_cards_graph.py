@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.cards.conftest import raw, raw_error, state_rows, wait_for
-from tests.helpers import Cli
+from tests.cards.conftest import state_rows, wait_for
+from tests.helpers import Cli, raw, raw_error
 
 
 def new_card(cli: Cli, kind: str, title: str, body: str = "", *meta: str) -> dict[str, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from tests.cards.conftest import raw
-from tests.helpers import Cli
+from tests.helpers import Cli, raw
 
 TOKEN = "CanaryTok3n-91ab27"
 MAPPED = "CanaryMapped-5e6f70"

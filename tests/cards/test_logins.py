@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from engine.cards.otp import totp
-from tests.cards.conftest import clipboard, raw, raw_error, state_rows, wait_for
-from tests.helpers import PASSWORD, Cli
+from tests.cards.conftest import clipboard, state_rows, wait_for
+from tests.helpers import PASSWORD, Cli, raw, raw_error
 from tests.mcp.support import grant, stdio_client, text_of
 
 PASSWORD_CANARY = "login-pw-CANARY-3e1f"

@@ -21,9 +21,8 @@ from engine.errors import MemoriesError
 from engine.service import handlers  # noqa: F401  (registers every op)
 from engine.service.caller import Caller
 from engine.service.service import Service
-from tests.cards.conftest import raw, raw_error
 from tests.desktop.support import start_dashboard, stop_process
-from tests.helpers import PASSWORD, Cli
+from tests.helpers import PASSWORD, Cli, raw, raw_error
 from tests.mcp.support import grant, stdio_client, text_of
 
 CANARY = "CANARY-pw-4f1d9e27"

@@ -11,9 +11,9 @@ import pytest
 
 from engine.config import Paths
 from engine.ipc.framing import encode_frame, make_request
-from tests.cards.conftest import raw, raw_error, state_rows, wait_for
+from tests.cards.conftest import state_rows, wait_for
 from tests.cards.test_otp_parsing import RFC4226_CODES, RFC6238, SEED
-from tests.helpers import Cli
+from tests.helpers import Cli, raw, raw_error
 
 
 def b32(key: bytes) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cards.conftest import clipboard, raw, raw_error, set_clipboard, wait_for
-from tests.helpers import Cli
+from tests.cards.conftest import clipboard, set_clipboard, wait_for
+from tests.helpers import Cli, raw, raw_error
 
 VALUE = "pg-Pa55word-7c1e"
 

@@ -44,7 +44,7 @@ class S3Server:
             self.server = None
 
     def client(self) -> Any:
-        import boto3  # type: ignore[import-untyped]
+        import boto3
 
         return boto3.client(
             "s3", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id=ACCESS, aws_secret_access_key=SECRET

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import MemoriesError
-from tests.cards.conftest import clipboard, raw, raw_error
+from tests.cards.conftest import clipboard
 from tests.cards.conftest import xdisplay as xdisplay  # the private Xvfb fixture, for `copy`
-from tests.helpers import PASSWORD, Cli
+from tests.helpers import PASSWORD, Cli, raw, raw_error
 from tests.mcp.support import grant, ipc, result_of, stdio_client
 
 ENTRY_KEYS = {"ts_ms", "time", "op", "actor", "surface", "who", "phase", "outcome", "error", "assets", "device"}

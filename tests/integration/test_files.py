@@ -13,29 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from engine.config import Paths
-from engine.errors import MemoriesError
-from engine.ipc.client import IpcClient
-from tests.helpers import Cli
+from tests.helpers import Cli, raw, raw_error
 
 CHUNK = 256 * 1024
-
-
-def raw(cli: Cli, body: dict[str, Any]) -> dict[str, Any]:
-    with IpcClient(Paths(cli.home).socket) as client:
-        return client.request(body)
-
-
-def raw_error(cli: Cli, body: dict[str, Any]) -> MemoriesError:
-    try:
-        raw(cli, body)
-    except MemoriesError as exc:
-        return exc
-    raise AssertionError(f"{body['op']} unexpectedly succeeded")
 
 
 def content_rows(cli: Cli) -> int:

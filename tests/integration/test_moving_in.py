@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.cards.conftest import raw, state_rows
-from tests.helpers import PASSWORD, Cli, require
+from tests.cards.conftest import state_rows
+from tests.helpers import PASSWORD, Cli, raw, require
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "moving"
 KDBX_PASSWORD = "kdbx-master-pass"
@@ -38,7 +38,7 @@ TOTP = "otpauth://totp/Mail:zhang?secret=JBSWY3DPEHPK3PXP&issuer=Mail"
 
 
 def _make_kdbx(path: Path) -> None:
-    from pykeepass import create_database  # type: ignore[import-untyped]
+    from pykeepass import create_database
 
     kp = create_database(str(path), password=KDBX_PASSWORD)
     internet = kp.add_group(kp.root_group, "互联网")
