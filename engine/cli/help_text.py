@@ -198,6 +198,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories job plan smime-sign report.pdf -o report.p7m --key signer",
         "memories job plan openpgp-sign release.tar.gz -o release.tar.gz.asc --key release-key",
         "memories job plan openpgp-encrypt notes.txt -o notes.txt.gpg --recipient alice --json",
+        "memories job plan apk-sign app.apk -o app-signed.apk --key android-release --min-sdk 24",
     ),
     "job show": ("memories job show <PLAN_DIGEST>",),
     "job run": ("memories sudo && memories job run <PLAN_DIGEST>",),

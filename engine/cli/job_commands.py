@@ -22,9 +22,15 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     plan.add_argument("kind", choices=KINDS, metavar="KIND", help="one of: " + ", ".join(KINDS))
     plan.add_argument("input", metavar="INPUT", help="the file to sign or encrypt (pinned by its SHA-256)")
     plan.add_argument("--output", "-o", required=True, metavar="PATH", help="where the result goes (must not exist yet)")
-    plan.add_argument("--key", metavar="CRED", help="the signing credential: tls_cert (S/MIME) or openpgp")
+    plan.add_argument("--key", metavar="CRED", help="the signing credential: tls_cert (S/MIME, APK) or openpgp")
     plan.add_argument(
         "--recipient", action="append", default=[], metavar="CRED", help="openpgp-encrypt: an openpgp credential (repeatable)"
+    )
+    plan.add_argument(
+        "--min-sdk",
+        type=int,
+        metavar="N",
+        help="apk-sign: the APK's minimum Android API level (needed when its manifest does not say)",
     )
     plan.set_defaults(func=cmd_plan)
 
@@ -64,6 +70,8 @@ def cmd_plan(ctx: Context, args: argparse.Namespace) -> int:
     }
     if args.key is not None:
         body["key"] = args.key
+    if args.min_sdk is not None:
+        body["min_sdk"] = args.min_sdk
     result = ctx.request(body)
     ctx.emit(result, _describe(result) + f"\nRun it with: memories job run {result['digest']}")
     return 0

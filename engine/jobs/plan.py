@@ -25,13 +25,14 @@ __all__ = [
     "sha256_file",
     "pin_input",
     "pin_tool",
+    "pin_file",
     "fresh_output",
 ]
 
 PLAN_VERSION = 1
 Plan = dict[str, Any]
 # A step argument that is exactly one of these is replaced by a workspace path, nothing else.
-PLACEHOLDER = re.compile(r"^\{(in|cred|out|home):([a-z0-9_.-]{1,64})\}$")
+PLACEHOLDER = re.compile(r"^\{(in|cred|out|home|tool):([a-z0-9_.-]{1,64})\}$")
 _READ = 1 << 20
 
 
@@ -83,6 +84,15 @@ def pin_tool(name: str) -> dict[str, Any]:
     if found is None:
         raise MemoriesError("job_tool_missing", f"The tool `{name}` is not installed on this machine.")
     real = os.path.realpath(found)
+    sha, _ = sha256_file(real)
+    return {"path": real, "sha256": sha}
+
+
+def pin_file(path: str) -> dict[str, Any]:
+    """A file a tool loads (a Java archive), pinned like a tool: its real path and SHA-256."""
+    real = os.path.realpath(path)
+    if not os.path.isfile(real):
+        raise MemoriesError("job_tool_missing", f"The file `{path}` a tool needs is not installed on this machine.")
     sha, _ = sha256_file(real)
     return {"path": real, "sha256": sha}
 

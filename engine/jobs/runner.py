@@ -170,6 +170,7 @@ def run_plan(plan: Plan, root: Path, credentials: dict[str, dict[str, bytes]], s
             path.mkdir(mode=0o700)
         (dirs["home"] / "gnupg").mkdir(mode=0o700)
         paths: dict[str, dict[str, Path]] = {"in": {}, "cred": {}, "out": {}, "home": {"gnupg": dirs["home"] / "gnupg"}}
+        paths["tool"] = {name: Path(path) for name, path in tools.items()}  # a pinned file a tool loads (a .jar)
         for item in plan["inputs"]:
             target = dirs["in"] / str(item["name"])
             _copy_verified(str(item["path"]), target, str(item["sha256"]))

@@ -22,6 +22,7 @@ class JobPlan(Request, tag="job_plan"):
     output: Path
     key: Ref | None = None
     recipients: Annotated[list[Ref], msgspec.Meta(max_length=16)] = []
+    min_sdk: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None  # apk-sign: the APK's minimum Android API level
 
 
 class JobRun(Request, tag="job_run"):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.errors import MemoriesError
-from engine.jobs.plan import PLAN_VERSION, pin_input, sha256_file
+from engine.jobs.plan import PLAN_VERSION, pin_file, pin_input, sha256_file
 from engine.jobs.runner import MASK, run_plan
 
 SECRET_KEY = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n"
@@ -59,3 +59,23 @@ def test_successful_run_publishes_and_cleans_up(tmp_path: Path) -> None:
     assert (tmp_path / "result.bin").read_bytes() == b"input\n"
     assert os.listdir(root) == []
     assert os.stat(root).st_mode & 0o777 == 0o700
+
+
+def test_a_pinned_tool_file_is_passed_by_path_and_rechecked(tmp_path: Path) -> None:
+    """JB-3: a file a tool loads (apksigner's .jar) is pinned like the tool: `{tool:NAME}` is its path,
+    and a file changed after planning stops the run before any step starts."""
+    library = tmp_path / "library.jar"
+    library.write_bytes(b"version 1")
+    copy = "import shutil,sys; shutil.copy(sys.argv[1], sys.argv[2])"
+    plan = python_plan(tmp_path, [[copy, "{tool:library.jar}", "{out:result}"]])
+    plan["tools"]["library.jar"] = pin_file(str(library))
+    root = tmp_path / "jobs"
+    assert run_plan(plan, root, {"key": {"key.pem": SECRET_KEY.encode()}}, [SECRET_KEY]) == [str(tmp_path / "result.bin")]
+    assert (tmp_path / "result.bin").read_bytes() == b"version 1"
+    os.unlink(tmp_path / "result.bin")
+    library.write_bytes(b"version 2")
+    with pytest.raises(MemoriesError) as caught:
+        run_plan(plan, root, {"key": {"key.pem": SECRET_KEY.encode()}}, [SECRET_KEY])
+    assert caught.value.code == "job_tool_changed"
+    assert not (tmp_path / "result.bin").exists()
+    assert os.listdir(root) == []

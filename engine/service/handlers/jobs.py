@@ -60,7 +60,14 @@ def job_plan(service: Service, request: rq.JobPlan, caller: Caller) -> dict[str,
     state = service.require_unlocked()
     key = _info(service, state, request.key) if request.key is not None else None
     recipients = [_info(service, state, ref) for ref in request.recipients]
-    plan = build_plan(request.kind, input_path=request.input, output_path=request.output, key=key, recipients=recipients)
+    plan = build_plan(
+        request.kind,
+        input_path=request.input,
+        output_path=request.output,
+        key=key,
+        recipients=recipients,
+        min_sdk=request.min_sdk,
+    )
     digest = plan_digest(plan)
     assets = [bytes.fromhex(str(b["asset"])) for b in plan["credentials"]]
     record = {"t": RECORD, "digest": bytes.fromhex(digest), "plan": plan_bytes(plan)}
@@ -96,7 +103,7 @@ def job_run(service: Service, request: rq.JobRun, caller: Caller) -> dict[str, A
             raise
         if cred.asset_id != asset or cred.revision.hex() != binding["revision"] or cred.ctype != binding["type"]:
             raise MemoriesError("job_plan_stale")
-        files[str(binding["slot"])] = credential_files(cred.ctype, cred.public, cred.secret)
+        files[str(binding["slot"])] = credential_files(cred.ctype, cred.public, cred.secret, list(binding["files"]))
         secrets += [v for v in cred.secret.values() if isinstance(v, str)]
         assets.append(asset)
     service.vault.commit_intent(state, "job_run", caller, assets)
