@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.helpers import Cli
 from tests.mcp.support import REPO, environ_without_token, error_of, grant, result_of, stdio_client
+from tests.secret_service import secret_service
 
 
 @pytest.fixture
@@ -213,44 +215,57 @@ def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli)
         assert "by agent:scribe: Tagging needs the gpg key now" in text
 
 
+def _secret_items(env: dict[str, str]) -> dict[str, str]:
+    """Every (service, username) -> secret the Secret Service holds, read over D-Bus by a
+    separate process the way any other desktop client would."""
+    probe = (
+        "import json, secretstorage\n"
+        "bus = secretstorage.dbus_init()\n"
+        "items = secretstorage.get_default_collection(bus).get_all_items()\n"
+        "print(json.dumps({a.get('service', '') + '\\n' + a.get('username', ''): i.get_secret().decode()"
+        " for i in items for a in [i.get_attributes()] if 'service' in a}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=True
+    )
+    return dict(json.loads(done.stdout))
+
+
 def test_token_goes_to_the_os_keyring_when_one_exists(vault: Cli, tmp_path: Path) -> None:
-    """AG-6: with a keyring backend the token is stored there, not in any file of the data home,
-    the project or the user's home; the written command reads it back; disconnect deletes it."""
+    """AG-6: with an OS keyring (the real Secret Service: gnome-keyring on its own D-Bus) the
+    token is stored there, not in any file of the data home, the project or the user's home;
+    the written command reads it back; disconnect deletes it."""
     user_home = tmp_path / "user"
     user_home.mkdir()
-    ring = tmp_path / "keyring.json"
-    vault.env.update(
-        {
-            "HOME": str(user_home),
-            "XDG_CONFIG_HOME": str(user_home / ".config"),
-            "PYTHON_KEYRING_BACKEND": "tests.mcp.keyring_backend.FileKeyring",
-            "MEMORIES_TEST_KEYRING_FILE": str(ring),
-            "PYTHONPATH": str(REPO),
-        }
-    )
-    vault.sudo()
-    project = tmp_path / "project"
-    project.mkdir()
-    out = vault.ok("agent", "connect", "claude-code", "--project", str(project), "--scope", "read")
-    assert out["token_store"] == "keyring"
-    stored = json.loads(ring.read_text())
-    assert list(stored) == [f"memories-agent\n{vault.home.resolve()}:claude-code"]
-    token = next(iter(stored.values()))
-    assert not _token_file(vault, "claude-code").exists()
-    for path in _files_under(project, user_home, vault.home):
-        assert token.encode() not in path.read_bytes(), path
+    with secret_service(user_home) as keyring_env:
+        vault.env.update(keyring_env)
+        vault.env["PYTHONPATH"] = str(REPO)
+        vault.env.pop("PYTHON_KEYRING_BACKEND", None)
+        vault.sudo()
+        project = tmp_path / "project"
+        project.mkdir()
+        out = vault.ok("agent", "connect", "claude-code", "--project", str(project), "--scope", "read")
+        assert out["token_store"] == "keyring"
+        stored = _secret_items(keyring_env)
+        assert list(stored) == [f"memories-agent\n{vault.home.resolve()}:claude-code"]
+        token = next(iter(stored.values()))
+        assert token
+        assert not _token_file(vault, "claude-code").exists()
+        # The keyring's own files live under the user's home too: encrypted, so the sweep covers them.
+        for path in _files_under(project, user_home, vault.home):
+            assert token.encode() not in path.read_bytes(), path
 
-    server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["memories"]
+        server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["memories"]
 
-    async def read_only() -> None:
-        env = _server_env(vault)
-        params = StdioServerParameters(command=server["command"], args=server["args"], env=env, cwd=str(project))
-        async with Client(params, read_timeout_seconds=60) as client:
-            found = result_of(await client.call_tool("search", {"query": "anything"}))
-            assert found["results"] == []
-            denied = error_of(await client.call_tool("memory_write", {"title": "x"}))
-            assert denied["code"] == "scope_denied"
+        async def read_only() -> None:
+            env = _server_env(vault)
+            params = StdioServerParameters(command=server["command"], args=server["args"], env=env, cwd=str(project))
+            async with Client(params, read_timeout_seconds=60) as client:
+                found = result_of(await client.call_tool("search", {"query": "anything"}))
+                assert found["results"] == []
+                denied = error_of(await client.call_tool("memory_write", {"title": "x"}))
+                assert denied["code"] == "scope_denied"
 
-    asyncio.run(read_only())
-    vault.ok("agent", "disconnect", "claude-code")
-    assert json.loads(ring.read_text()) == {}
+        asyncio.run(read_only())
+        vault.ok("agent", "disconnect", "claude-code")
+        assert _secret_items(keyring_env) == {}
