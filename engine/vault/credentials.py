@@ -105,22 +105,54 @@ def _current(state: Unlocked, entry: AssetEntry) -> Revision | None:
 
 
 def _by_name(core: VaultCore, state: Unlocked, name: str) -> AssetEntry | None:
+    named = _all_named(core, state, name)
+    return named[0] if named else None
+
+
+def _all_named(core: VaultCore, state: Unlocked, name: str) -> list[AssetEntry]:
+    found = []
     for entry in state.index.assets.values():
         rev = _current(state, entry)
         if rev is not None and core.summary_of(state, rev).get("title") == name:
-            return entry
-    return None
+            found.append(entry)
+    return found
+
+
+def _ambiguous(state: Unlocked, entries: list[AssetEntry], why: str) -> MemoriesError:
+    candidates = [{"id": e.asset_id.hex(), "short_id": state.index.short_id(e.asset_id), "kind": e.kind} for e in entries]
+    return MemoriesError("ambiguous_id", why, candidates=candidates, more=0)
 
 
 def find_credential(core: VaultCore, state: Unlocked, ref: str) -> AssetEntry:
-    """Resolve a credential by exact name, else by asset-ID prefix."""
-    entry = _by_name(core, state, ref)
+    """Resolve a credential by its full ID, else by exact name, else by asset-ID prefix.
+
+    A full ID always wins, so a credential whose *name* spells another one's ID can never
+    stand in for it (internal callers pass full IDs). A reference that names one
+    credential and is the ID prefix of another, or a name that two devices both gave a
+    credential before they synced, is refused as ambiguous rather than resolved by the
+    order of the store.
+    """
+    text = ref.strip().lower()
+    if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
+        exact = state.index.assets.get(bytes.fromhex(text))
+        if exact is not None and _current(state, exact) is not None:
+            return exact
+    named = _all_named(core, state, ref)
+    if len(named) > 1:
+        raise _ambiguous(state, named, f"{len(named)} credentials have that name; use one of their IDs.")
+    by_id: AssetEntry | None
+    try:
+        by_id = state.index.resolve(ref)
+    except MemoriesError as exc:
+        if exc.code == "ambiguous_id" and not named:
+            raise
+        by_id = None
+    if by_id is not None and _current(state, by_id) is None:
+        by_id = None
+    if named and by_id is not None and by_id.asset_id != named[0].asset_id:
+        raise _ambiguous(state, [named[0], by_id], "That is one credential's name and another's ID prefix; use a longer ID.")
+    entry = named[0] if named else by_id
     if entry is None:
-        try:
-            entry = state.index.resolve(ref)
-        except MemoriesError:
-            entry = None
-    if entry is None or _current(state, entry) is None:
         raise MemoriesError("not_found", "No credential has that name or ID.")
     return entry
 
