@@ -3,14 +3,16 @@ mean two credentials is refused instead of resolved by the store's order (API-8)
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.helpers import Cli
 
 
-def _tcp(vault: Cli, name: str, port: int) -> dict[str, str]:
+def _tcp(vault: Cli, name: str, port: int) -> dict[str, Any]:
     return vault.ok("credential", "new", "tcp", "--name", name, "--host", "127.0.0.1", "--port", str(port))
 
 
-def _show(vault: Cli, ref: str) -> dict[str, str]:
+def _show(vault: Cli, ref: str) -> dict[str, Any]:
     return vault.ok("credential", "show", ref)
 
 
