@@ -1,9 +1,10 @@
 """Autostart entries for the tray (SPEC DT-6): XDG autostart or a systemd user unit on
 Linux, a LaunchAgent on macOS, the Startup folder on Windows.
 
-Templates live in ``desktop/packaging/``; they are filled with the command that starts
-this install's tray (and ``--home`` if one was given). Installing twice is harmless;
-removing deletes only the file this module writes.
+Templates live in the top-level ``packaging/`` folder (found by
+:mod:`desktop.packaging_files` in a checkout, a wheel or the app bundle); they are filled
+with the command that starts this install's tray (and ``--home`` if one was given).
+Installing twice is harmless; removing deletes only the file this module writes.
 """
 
 from __future__ import annotations
@@ -14,9 +15,20 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from desktop.packaging_files import read_template
 from engine.errors import MemoriesError
 
-__all__ = ["KINDS", "default_kind", "tray_command", "entry_path", "install", "remove"]
+__all__ = [
+    "KINDS",
+    "default_kind",
+    "tray_command",
+    "entry_path",
+    "render_entry",
+    "desktop_exec",
+    "install",
+    "remove",
+    "installed",
+]
 
 KINDS = ("xdg", "systemd", "launchagent", "windows")
 _TEMPLATES = {
@@ -36,8 +48,13 @@ def default_kind() -> str:
 
 
 def tray_command(home: Path | None) -> list[str]:
-    frozen = getattr(sys, "frozen", False)
-    base = [sys.executable] if frozen else [sys.executable, "-m", "desktop.tray.launcher"]
+    """This install's tray: ``python -m desktop.tray.launcher``, or in the app bundle the
+    ``memories-tray`` executable beside whichever of the two is running (the CLI writes entries too)."""
+    if getattr(sys, "frozen", False):
+        name = "memories-tray.exe" if sys.platform == "win32" else "memories-tray"
+        base = [str(Path(sys.executable).resolve().with_name(name))]
+    else:
+        base = [sys.executable, "-m", "desktop.tray.launcher"]
     return base + (["--home", str(home)] if home is not None else [])
 
 
@@ -57,7 +74,7 @@ def entry_path(kind: str) -> Path:
     raise MemoriesError("invalid_input", f"Unknown autostart kind; use one of {', '.join(KINDS)}.")
 
 
-def _desktop_exec(args: list[str]) -> str:
+def desktop_exec(args: list[str]) -> str:
     """An ``Exec=`` value by the Desktop Entry spec ("The Exec key").
 
     An argument with a reserved character is double-quoted with ``"`` `` ` `` ``$`` ``\\``
@@ -91,7 +108,7 @@ def _icon_path() -> str:
 
 
 def render_entry(kind: str, home: Path | None) -> str:
-    template = (resources.files("desktop") / "packaging" / _TEMPLATES[kind]).read_text("utf-8")
+    template = read_template(_TEMPLATES[kind])
     command = tray_command(home)
     if kind == "launchagent":
         args = "\n".join(f"    <string>{_xml(a)}</string>" for a in command)
@@ -100,7 +117,7 @@ def render_entry(kind: str, home: Path | None) -> str:
         return text
     if kind == "windows":
         return template.replace("{exec}", " ".join(f'"{a}"' for a in command)).replace("\n", "\r\n")
-    exec_line = _desktop_exec(command) if kind == "xdg" else _systemd_exec(command)
+    exec_line = desktop_exec(command) if kind == "xdg" else _systemd_exec(command)
     return template.replace("{exec}", exec_line).replace("{icon}", _icon_path())
 
 
@@ -116,6 +133,10 @@ def install(kind: str, home: Path | None) -> Path:
     tmp.write_text(text, "utf-8")
     os.replace(tmp, path)  # never a half-written entry
     return path
+
+
+def installed(kind: str) -> bool:
+    return entry_path(kind).is_file()
 
 
 def remove(kind: str) -> Path | None:

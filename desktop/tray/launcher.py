@@ -12,10 +12,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from engine.config import resolve_home
 
-__all__ = ["main", "run_tray", "add_tray_arguments", "add_dashboard_arguments"]
+__all__ = [
+    "main",
+    "run_tray",
+    "add_tray_arguments",
+    "add_dashboard_arguments",
+    "AUTOSTART_KINDS",
+    "autostart_enable",
+    "autostart_disable",
+    "autostart_status",
+    "app_menu_install",
+    "app_menu_uninstall",
+]
+
+# Where the tray starts at login: auto picks XDG autostart, a LaunchAgent or the Startup folder.
+AUTOSTART_KINDS = ("auto", "xdg", "systemd", "launchagent", "windows")
 
 
 def _port(text: str) -> int:
@@ -58,8 +73,9 @@ def add_tray_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-start-engine", action="store_true", help="do not start the engine if it is not running")
     p.add_argument("--verbose", action="store_true", help="print the backend, the dashboard link and state changes")
+    # The older spellings of `memories autostart enable|disable`, kept as aliases.
     autostart = p.add_mutually_exclusive_group()
-    kinds = ("auto", "xdg", "systemd", "launchagent", "windows")
+    kinds = AUTOSTART_KINDS
     autostart.add_argument(
         "--install-autostart",
         nargs="?",
@@ -101,16 +117,59 @@ def run_tray(home: Path, args: argparse.Namespace, explicit_home: bool = True) -
 
 
 def _autostart(args: argparse.Namespace, home: Path | None) -> int:
+    if args.install_autostart:
+        print(f"autostart entry written: {autostart_enable(args.install_autostart, home)['path']}")
+    else:
+        removed = autostart_disable(args.remove_autostart)
+        print(f"autostart entry removed: {removed['path']}" if removed["removed"] else "no autostart entry to remove")
+    return 0
+
+
+# -- putting the app into the desktop session (`memories autostart`, `memories desktop`) -------
+# The CLI calls these (it may import this entry point, never the desktop's modules); each
+# returns the plain JSON-ready answer and imports its module only when it runs.
+
+
+def autostart_enable(kind: str, home: Path | None) -> dict[str, Any]:
+    """Write the login entry of ``kind`` that starts this install's tray (with ``home`` if given)."""
     from desktop import autostart
 
-    if args.install_autostart:
-        kind = autostart.default_kind() if args.install_autostart == "auto" else args.install_autostart
-        print(f"autostart entry written: {autostart.install(kind, home)}")
-    else:
-        kind = autostart.default_kind() if args.remove_autostart == "auto" else args.remove_autostart
-        removed = autostart.remove(kind)
-        print(f"autostart entry removed: {removed}" if removed else "no autostart entry to remove")
-    return 0
+    chosen = autostart.default_kind() if kind == "auto" else kind
+    return {"kind": chosen, "path": str(autostart.install(chosen, home)), "enabled": True}
+
+
+def autostart_disable(kind: str) -> dict[str, Any]:
+    from desktop import autostart
+
+    chosen = autostart.default_kind() if kind == "auto" else kind
+    removed = autostart.remove(chosen)
+    return {"kind": chosen, "path": str(autostart.entry_path(chosen)), "removed": removed is not None}
+
+
+def autostart_status() -> dict[str, Any]:
+    """Every kind's entry path and whether it exists (on any platform: files are just files)."""
+    from desktop import autostart
+
+    entries = [
+        {"kind": kind, "path": str(autostart.entry_path(kind)), "enabled": autostart.installed(kind)} for kind in autostart.KINDS
+    ]
+    return {"entries": entries}
+
+
+def app_menu_install(home: Path | None) -> dict[str, Any]:
+    from desktop import app_menu
+
+    done = app_menu.install(home)
+    return {"entry": str(done.entry), "icons": [str(p) for p in done.icons], "refreshed": done.refreshed}
+
+
+def app_menu_uninstall() -> dict[str, Any]:
+    from desktop import app_menu
+
+    done = app_menu.uninstall()
+    if done is None:
+        return {"entry": str(app_menu.entry_path()), "removed": False, "icons": []}
+    return {"entry": str(done.entry), "removed": True, "icons": [str(p) for p in done.icons]}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from engine import __version__
 from engine.cli.context import JSON_VERSION, Context, UsageError
 from engine.errors import MemoriesError
 from engine.terminal_text import one_line
@@ -28,6 +29,7 @@ COMMAND_MODULES = (
     "search_commands",
     "card_commands",
     "desktop_commands",
+    "integration_commands",
     "mcp_commands",
     "remote_commands",
     "audit_commands",
@@ -78,6 +80,8 @@ COMMAND_TABLE = {
     "copy": "card_commands",
     "tray": "desktop_commands",
     "dashboard": "desktop_commands",
+    "autostart": "integration_commands",
+    "desktop": "integration_commands",
     "mcp": "mcp_commands",
     "inject": "mcp_commands",
     "agent": "agent_commands",
@@ -181,9 +185,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Memories: a local-first, end-to-end encrypted vault.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"memories {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     word = _command_word(argv) if argv is not None else None
-    modules = (COMMAND_TABLE[word],) if word in COMMAND_TABLE else COMMAND_MODULES
+    modules: tuple[str, ...] = (COMMAND_TABLE[word],) if word in COMMAND_TABLE else COMMAND_MODULES
+    if word is None and argv is not None and "--version" in argv:
+        modules = ()  # the answer needs no command module
     for name in modules:
         importlib.import_module(f"engine.cli.{name}").register(sub, common)
     if argv is not None and ("-h" in argv or "--help" in argv):

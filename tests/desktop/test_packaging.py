@@ -1,17 +1,25 @@
-"""DT-6: autostart entries, the .desktop file and icons, installed through the real CLI."""
+"""DT-6: autostart entries, the app-menu launcher and its icons, installed through the real CLI
+(`memories autostart enable|disable`, `memories desktop install|uninstall`, and the older
+`memories tray --install-autostart` spelling), checked with desktop-file-validate and
+systemd-analyze; the packaging files are found from a checkout and from an installed wheel."""
 
 from __future__ import annotations
 
+import json
 import os
 import plistlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from desktop import autostart
+from desktop.packaging_files import ICON_SIZES
 from tests.helpers import Cli, require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,9 +68,16 @@ def test_systemd_launchagent_and_windows_entries(cli: Cli, tmp_path: Path) -> No
 
 
 def test_packaging_files_and_icons_exist() -> None:
-    """DT-6: a one-folder build spec, a .desktop template and Pillow-drawn icons in assets/."""
-    packaging = ROOT / "desktop" / "packaging"
-    for name in ("memories-tray.spec", "memories-tray.desktop", "memories-tray.service", "com.memories.tray.plist"):
+    """DT-6: a one-folder build spec, the .desktop templates and Pillow-drawn icons in assets/."""
+    packaging = ROOT / "packaging"
+    assert not (ROOT / "desktop" / "packaging").exists(), "packaging/ moved to the top level (issue 17)"
+    for name in (
+        "memories-tray.spec",
+        "memories.desktop",
+        "memories-tray.desktop",
+        "memories-tray.service",
+        "com.memories.tray.plist",
+    ):
         assert (packaging / name).is_file(), name
     icons = sorted(p.name for p in (ROOT / "assets" / "icons").glob("memories*.png"))
     assert "memories.png" in icons and "memories-locked.png" in icons
@@ -128,7 +143,7 @@ def test_exec_lines_carry_any_home_path_unchanged(home: str) -> None:
     """DT-6: a --home path with spaces, quotes, $, `, %, backslashes or newlines reaches the tray as one
     unchanged argument: nothing in it is expanded by the launcher or by systemd."""
     command = autostart.tray_command(Path(home))
-    assert _parse_desktop_exec(autostart._desktop_exec(command)) == command
+    assert _parse_desktop_exec(autostart.desktop_exec(command)) == command
     assert _parse_systemd_exec(autostart._systemd_exec(command)) == command
 
 
@@ -141,3 +156,163 @@ def test_hostile_home_still_gives_a_valid_desktop_file(tmp_path: Path) -> None:
         assert check.returncode == 0, (home, check.stdout + check.stderr)
         exec_value = next(line.split("=", 1)[1] for line in entry.read_text().splitlines() if line.startswith("Exec="))
         assert _parse_desktop_exec(exec_value)[-1] == str(Path(home))
+
+
+# -- `memories autostart enable|disable` and `memories desktop install|uninstall` ---------------
+
+
+def _memories(cli: Cli, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _env(cli, tmp)
+    env["XDG_DATA_HOME"] = str(tmp / "data")
+    return subprocess.run(cli.command(*args), env=env, capture_output=True, text=True, timeout=60)
+
+
+def _ok(cli: Cli, tmp: Path, *args: str) -> dict[str, Any]:
+    proc = _memories(cli, tmp, *args, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    assert result.pop("v") == 1
+    return result
+
+
+def _validate(path: Path) -> None:
+    """desktop-file-validate passes the file with nothing to say (no error, warning or hint)."""
+    require(shutil.which("desktop-file-validate") is not None, "desktop-file-validate (apt: desktop-file-utils)")
+    check = subprocess.run(["desktop-file-validate", str(path)], capture_output=True, text=True)
+    assert (check.returncode, check.stdout + check.stderr) == (0, ""), path.read_text()
+
+
+def test_autostart_enable_and_disable_write_a_valid_xdg_entry(cli: Cli, tmp_path: Path) -> None:
+    """DT-6: `memories autostart enable` writes an XDG autostart entry that desktop-file-validate
+    accepts and that starts this install's tray with --home; `disable` removes exactly it."""
+    entry = tmp_path / "cfg" / "autostart" / "memories-tray.desktop"
+    done = _ok(cli, tmp_path, "autostart", "enable")
+    assert done == {"kind": "xdg", "path": str(entry), "enabled": True}
+    _validate(entry)
+    exec_value = next(line.split("=", 1)[1] for line in entry.read_text().splitlines() if line.startswith("Exec="))
+    assert _parse_desktop_exec(exec_value) == autostart.tray_command(cli.home)
+    status = _ok(cli, tmp_path, "autostart", "status")
+    assert {"kind": "xdg", "path": str(entry), "enabled": True} in status["entries"]
+    assert _ok(cli, tmp_path, "autostart", "enable") == done  # again: same entry, still valid
+    _validate(entry)
+    assert _ok(cli, tmp_path, "autostart", "disable") == {"kind": "xdg", "path": str(entry), "removed": True}
+    assert not entry.exists() and entry.parent.is_dir()
+    assert _ok(cli, tmp_path, "autostart", "disable")["removed"] is False
+    text = _memories(cli, tmp_path, "autostart", "disable")
+    assert text.returncode == 0 and "No login entry to remove" in text.stdout
+
+
+def test_autostart_systemd_unit_passes_systemd_analyze(cli: Cli, tmp_path: Path) -> None:
+    """DT-6: `memories autostart enable --kind systemd` writes a user unit that `systemd-analyze
+    verify` accepts, even for a --home with spaces, quotes, $ and %. systemd-analyze comes with
+    systemd, which a CI container may lack: then this part skips (also under CI) and says so."""
+    home = tmp_path / 'data $HOME 100% "q"'
+    weird = Cli(home=home)
+    unit = tmp_path / "cfg" / "systemd" / "user" / "memories-tray.service"
+    assert _ok(weird, tmp_path, "autostart", "enable", "--kind", "systemd")["path"] == str(unit)
+    assert "ExecStart=" in unit.read_text() and "WantedBy=graphical-session.target" in unit.read_text()
+    exec_value = next(line.split("=", 1)[1] for line in unit.read_text().splitlines() if line.startswith("ExecStart="))
+    assert _parse_systemd_exec(exec_value) == autostart.tray_command(home)
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (package systemd); the unit's quoting is checked above")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    check = subprocess.run([analyze, "verify", "--user", str(unit)], capture_output=True, text=True, env=env, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert _ok(weird, tmp_path, "autostart", "disable", "--kind", "systemd")["removed"] is True
+
+
+def test_desktop_install_adds_a_valid_launcher_and_icons_in_every_size(cli: Cli, tmp_path: Path) -> None:
+    """DT-6: `memories desktop install` writes $XDG_DATA_HOME/applications/memories.desktop
+    (valid, Icon=memories, starting this install's tray) and the hicolor icons in all sizes
+    plus the SVG; `desktop uninstall` removes exactly those files; both can be repeated."""
+    from PIL import Image
+
+    data = tmp_path / "data"
+    launcher = data / "applications" / "memories.desktop"
+    done = _ok(cli, tmp_path, "desktop", "install")
+    assert done["entry"] == str(launcher)
+    _validate(launcher)
+    fields = dict(line.split("=", 1) for line in launcher.read_text().splitlines() if "=" in line)
+    assert fields["Icon"] == "memories" and fields["Terminal"] == "false"
+    assert _parse_desktop_exec(fields["Exec"]) == autostart.tray_command(cli.home)
+    assert Path(_parse_desktop_exec(fields["TryExec"])[0]).is_file()
+    hicolor = data / "icons" / "hicolor"
+    for size in ICON_SIZES:
+        with Image.open(hicolor / f"{size}x{size}" / "apps" / "memories.png") as icon:
+            assert (icon.format, icon.size, icon.mode) == ("PNG", (size, size), "RGBA")
+    assert (hicolor / "scalable" / "apps" / "memories.svg").read_text().startswith("<?xml")
+    assert sorted(done["icons"]) == sorted(str(p) for p in hicolor.rglob("memories.*"))
+    if shutil.which("update-desktop-database"):
+        assert "update-desktop-database" in done["refreshed"]
+    assert not (hicolor / "icon-theme.cache").exists(), "a new icon cache would hide other apps' icons"
+    assert _ok(cli, tmp_path, "desktop", "install")["entry"] == str(launcher)
+    gone = _ok(cli, tmp_path, "desktop", "uninstall")
+    assert gone["removed"] is True and len(gone["icons"]) == len(ICON_SIZES) + 1
+    assert not launcher.exists() and not list(hicolor.rglob("memories.*"))
+    assert _ok(cli, tmp_path, "desktop", "uninstall") == {"entry": str(launcher), "removed": False, "icons": []}
+
+
+def test_committed_icons_are_the_drawing_at_each_size(tmp_path: Path) -> None:
+    """DT-6: packaging/icons is what packaging/make_icons.py draws today (within a few levels
+    per pixel, for Pillow's antialiasing between versions), so the icons cannot go stale."""
+    from PIL import Image, ImageChops, ImageStat
+
+    subprocess.run([sys.executable, str(ROOT / "packaging" / "make_icons.py"), str(tmp_path)], check=True, capture_output=True)
+    committed = ROOT / "packaging" / "icons" / "hicolor"
+    for size in ICON_SIZES:
+        rel = Path(f"{size}x{size}") / "apps" / "memories.png"
+        with Image.open(committed / rel) as old, Image.open(tmp_path / "hicolor" / rel) as new:
+            assert old.size == new.size == (size, size)
+            diff = ImageStat.Stat(ImageChops.difference(old.convert("RGBA"), new.convert("RGBA"))).mean
+            assert max(diff) < 4, (size, diff)
+    svg = (committed / "scalable" / "apps" / "memories.svg").read_text()
+    assert svg == (tmp_path / "hicolor" / "scalable" / "apps" / "memories.svg").read_text()
+
+
+def test_a_wheel_carries_the_templates_and_icons(tmp_path: Path) -> None:
+    """DT-6: from an installed wheel (no checkout on the path), the desktop code finds the
+    packaging files where the wheel put them (<prefix>/share/memories/packaging)."""
+    # setuptools builds inside the source tree, so the wheel is built from a copy of it.
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("engine", "desktop", "assets", "packaging"):
+        shutil.copytree(ROOT / name, source / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    wheel = next(wheels.glob("memories-*.whl"))
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    # The desktop modules used here need only the standard library, so no dependency is installed.
+    probe = (
+        "import json, desktop; from desktop import app_menu, autostart, packaging_files as p;"
+        "print(json.dumps([desktop.__file__, str(p.packaging_dir()), len(p.hicolor_icons()),"
+        " autostart.render_entry('systemd', None), app_menu.render(None)]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    module, found, icons, unit, launcher = json.loads(out.stdout)
+    assert module.startswith(str(venv)) and found == str(venv / "share" / "memories" / "packaging")
+    assert icons == len(ICON_SIZES) + 1
+    assert "ExecStart=" in unit and "Icon=memories" in launcher
