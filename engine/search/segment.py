@@ -1,35 +1,73 @@
-"""Jieba segmentation for mixed Chinese/English text, plus CJK character bigrams (SR-1).
+"""Word segmentation for mixed Chinese/English text (rjieba), plus CJK character bigrams (SR-1).
 
-Jieba's cut depends on context: "记忆库来" may become 记忆/库来 and then miss a
+The segmenter is ``rjieba``, the Python binding of jieba-rs: a Rust port of Jieba with
+the same dictionary and HMM. It segments about 20× faster than Python Jieba and builds
+its dictionary in memory (no cache file anywhere, so nothing for another user to plant;
+issue 12 and issue 20). Python Jieba stays the reference: tests/search/test_search_segmenter.py
+compares both on the evaluation sets and on generated mixed text.
+
+jieba-rs differs from Jieba in three documented places, and ``Segmenter.words`` undoes
+the first two so that tokens stay Jieba's:
+
+* it keeps ASCII words joined by ``-``, ``_`` or ``.`` together ("wi-fi", "pg_dump"), and
+  its HMM skip pattern lets any character stand for the dot of "3.14" ("a+1"); Jieba cuts
+  both into letters-and-digits runs (a decimal part and a % kept), which ``_rejoin`` redoes;
+* it treats CJK Extension A–F and compatibility ideographs as Han, Jieba only
+  U+4E00–U+9FD5: such characters are cut out first, each one a token, as Jieba does;
+* its HMM emission table is rounded to six decimals, so where Jieba's Viterbi has two
+  labellings within about 1e-6 of each other the other one may win (rare: 1 in tens of
+  thousands of random Han strings, none on the evaluation sets). Both are then equally
+  likely segmentations; the bigram columns below find the text either way.
+
+Segmentation depends on context: "记忆库来" may become 记忆/库来 and then miss a
 query for 记忆库. Every CJK run is therefore also indexed as overlapping
 character bigrams in separate columns; a CJK query word matches either its
-Jieba token or the phrase of its bigrams. English never produces bigrams, so
+segmenter token or the phrase of its bigrams. English never produces bigrams, so
 English precision is unaffected.
 """
 
 from __future__ import annotations
 
-import logging
+import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import jieba
 import regex
 
-from engine.search.dictcache import default_cache_dir, load_dictionary
 from engine.search.normalize import fold, is_cjk
 from engine.search.script import SCRIPT_VERSION, to_simplified
 
-__all__ = ["Segmenter", "Segmented", "SEGMENTER_VERSION", "cjk_bigrams", "STOPWORDS", "CJK_RUN", "HANGUL_RUN"]
+__all__ = [
+    "Segmenter",
+    "Segmented",
+    "SEGMENTER_VERSION",
+    "RJIEBA_VERSION",
+    "cjk_bigrams",
+    "STOPWORDS",
+    "CJK_RUN",
+    "HANGUL_RUN",
+]
 
-# Bump when tokenization changes: stored token streams of an older version are re-segmented lazily (SR-6).
-SEGMENTER_VERSION = f"jieba-{jieba.__version__}/bigram-1/hangul-1/{SCRIPT_VERSION}"
+# The rjieba release the tokens are known to match (tests check it is the installed one).
+# Bump both when rjieba changes: stored token streams of an older version are re-segmented
+# lazily (SR-6). Importing rjieba builds its dictionary (~0.3 s), so the version is not read
+# from the module at import time.
+RJIEBA_VERSION = "0.2.2"
+SEGMENTER_VERSION = f"rjieba-{RJIEBA_VERSION}/bigram-1/hangul-1/{SCRIPT_VERSION}"
 CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 # Korean separates words with spaces; Jieba, which knows no Hangul, cut every syllable apart,
 # so a query matched any note sharing one syllable with it. A Hangul run is one word; its
 # bigrams (cjk_bigrams) still find a word inside a longer one (저장소 in 저장소에).
 HANGUL_RUN = regex.compile(r"\p{Hangul}+")
+# Ideographs jieba-rs segments as Han but Jieba does not (Jieba's class is U+4E00–U+9FD5):
+# Jieba makes each one a token of its own, without context.
+_OUTSIDE_JIEBA_HAN = regex.compile(
+    "[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ebef\U0002f800-\U0002fa1f]"
+)
+# Jieba's HMM skip pattern (jieba/finalseg): how it cuts ASCII that is not a dictionary word.
+_JIEBA_SKIP = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")  # re, like Jieba
+_JOINERS = frozenset("-_.+#&%")
 _init_lock = threading.Lock()
 
 STOPWORDS = frozenset(
@@ -165,48 +203,72 @@ def _is_word(token: str) -> bool:
 
 @dataclass(frozen=True)
 class Segmented:
-    words: str  # space-joined Jieba tokens (FTS5's unicode61 tokenizer splits on the spaces)
+    words: str  # space-joined segmenter tokens (FTS5's unicode61 tokenizer splits on the spaces)
     bigrams: str
 
 
 class Segmenter:
-    """Wraps Jieba's default tokenizer; initialized once, lazily, off the request path when possible.
+    """rjieba's default tokenizer, loaded once per process on first use (or by ``warm``).
 
-    Its dictionary comes from a private per-user cache (engine/search/dictcache.py), never
-    from Jieba's own cache in the shared temporary directory. ``cache_dir`` defaults to
-    ``$MEMORIES_CACHE_DIR`` or the platform's user cache directory.
+    Loading builds the dictionary in memory (about 0.3 s of one core); nothing is read
+    from or written to disk.
     """
 
-    def __init__(self, cache_dir: Path | None = None) -> None:
-        self._ready = False
-        self._cache_dir = cache_dir
+    def __init__(self) -> None:
+        self._cut: Callable[[str, bool], list[str]] | None = None
+        self._has_word: Callable[[str], bool] | None = None
 
     @property
     def ready(self) -> bool:
-        return self._ready
+        return self._cut is not None
 
     def warm(self) -> None:
-        if self._ready:
+        if self._cut is not None:
             return
         with _init_lock:
-            if not self._ready:
-                jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" chatter is not our log
-                if not jieba.dt.initialized:
-                    load_dictionary(jieba.dt, self._cache_dir or default_cache_dir())
-                self._ready = True
+            if self._cut is None:
+                import rjieba  # builds the dictionary: kept off import time and the CLI
 
-    def words(self, folded: str) -> list[str]:
+                self._has_word = rjieba.has_word
+                self._cut = rjieba.cut
+
+    def _rejoin(self, tokens: list[str], out: list[str]) -> None:
+        """Cut joined ASCII the way Jieba does ("wi-fi" → wi, -, fi); dictionary words (c++) stay."""
+        assert self._has_word is not None
+        for token in tokens:
+            if len(token) > 1 and token.isascii() and not _JOINERS.isdisjoint(token) and not self._has_word(token):
+                out.extend(part for part in _JIEBA_SKIP.split(token) if part)
+            else:
+                out.append(token)
+
+    def _jieba_tokens(self, text: str, out: list[str]) -> None:
+        """All tokens (spaces and punctuation included) as Jieba's precise mode with HMM gives them."""
         self.warm()
-        if HANGUL_RUN.search(folded) is None:
-            return [t for t in jieba.lcut(folded, HMM=True) if _is_word(t)]
-        out: list[str] = []
+        assert self._cut is not None
+        if _OUTSIDE_JIEBA_HAN.search(text) is None:
+            self._rejoin(self._cut(text, True), out)
+            return
         start = 0
-        for match in HANGUL_RUN.finditer(folded):
-            out.extend(t for t in jieba.lcut(folded[start : match.start()], HMM=True) if _is_word(t))
+        for match in _OUTSIDE_JIEBA_HAN.finditer(text):
+            if match.start() > start:
+                self._rejoin(self._cut(text[start : match.start()], True), out)
             out.append(match.group())
             start = match.end()
-        out.extend(t for t in jieba.lcut(folded[start:], HMM=True) if _is_word(t))
-        return out
+        if start < len(text):
+            self._rejoin(self._cut(text[start:], True), out)
+
+    def words(self, folded: str) -> list[str]:
+        tokens: list[str] = []
+        if HANGUL_RUN.search(folded) is None:
+            self._jieba_tokens(folded, tokens)
+            return [t for t in tokens if _is_word(t)]
+        start = 0
+        for match in HANGUL_RUN.finditer(folded):
+            self._jieba_tokens(folded[start : match.start()], tokens)
+            tokens.append(match.group())
+            start = match.end()
+        self._jieba_tokens(folded[start:], tokens)
+        return [t for t in tokens if _is_word(t)]
 
     def segment(self, text: str) -> Segmented:
         folded = to_simplified(fold(text))  # SR-8: one script for index and query
