@@ -1,11 +1,56 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli
+from tests.helpers import Cli, in_ci
+
+_WORKER_TMP_ENV = "MEMORIES_TEST_WORKER_TMP"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker gets its own temp directory (TMPDIR, inherited by every
+    daemon, server and tool it starts). Tests that assert "nothing left in the temp directory"
+    (e.g. no ``memories-tls-*`` file) would otherwise see another worker's files in flight, and
+    fixed names under /tmp (Jieba's cache, gpg homes) would be shared between workers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    # Short: gpg-agent puts its socket in a directory under TMPDIR (108-byte socket paths).
+    private = tempfile.mkdtemp(prefix=f"mt-{worker}-", dir="/tmp")
+    # Like /tmp itself (sticky, world-writable): the servers tests start as postgres, mysql or
+    # nobody must reach their directories under it.
+    os.chmod(private, 0o1777)
+    os.environ["TMPDIR"] = private
+    os.environ[_WORKER_TMP_ENV] = private
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    private = os.environ.pop(_WORKER_TMP_ENV, None)
+    if private:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI=true every collected test must run: a skip (a missing system component, a
+    platform mark that should not apply) fails the run instead of hiding in the summary line.
+    Checked once, in the process that collects every report (the xdist controller)."""
+    if not in_ci() or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    skipped = reporter.stats.get("skipped", [])
+    if skipped and session.exitstatus == pytest.ExitCode.OK:
+        names = ", ".join(sorted({report.nodeid for report in skipped})[:5])
+        reporter.write_line(f"CI=true: {len(skipped)} test(s) skipped, none may be: {names}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +119,44 @@ class Cli:
                 time.sleep(0.05)
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# Ports for servers a test starts itself (Postgres, sshd, sync listeners, relays). Under
+# pytest-xdist each worker draws from its own slice of 10000-31999: below Linux's ephemeral range
+# (32768+), so no outgoing connection is given the port between the pick and the server's bind,
+# and never a port another worker may pick. Outside xdist the kernel picks, as before.
+_WORKER_PORTS: Iterator[int] | None = None
+
+
+def _worker_ports() -> Iterator[int] | None:
+    global _WORKER_PORTS
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return None
+    if _WORKER_PORTS is None:
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        size = 22000 // count
+        first = 10000 + int(worker[2:]) % count * size
+        start = random.randrange(size)  # a rerun in the same slice starts elsewhere (TIME_WAIT, a stale server)
+        _WORKER_PORTS = itertools.cycle([first + (start + i) % size for i in range(size)])
+    return _WORKER_PORTS
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now, for a server the test is about to start."""
+    ports = _worker_ports()
+    if ports is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken (another program, or still in use from this worker's last lap)
+            return port
+    raise AssertionError("unreachable: the port cycle is endless")
 
 
 def pid_alive(pid: int) -> bool:

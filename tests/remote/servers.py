@@ -23,13 +23,9 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 
+from tests.helpers import free_port as free_port  # one port picker for every server a test starts
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, deadline: float = 20.0) -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import PASSWORD, Cli
+from tests.helpers import PASSWORD, Cli, free_port
 
 __all__ = [
     "B_PASSWORD",
@@ -36,13 +35,6 @@ __all__ = [
 
 B_PASSWORD = "laptop password, not the approver's 7"
 C_PASSWORD = "third device password 9"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def device_id(cli: Cli) -> str:
