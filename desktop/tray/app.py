@@ -73,6 +73,10 @@ class TrayApp:
         self._first_run_offered = False
         self.badges = Badges()
         self._badge_read = threading.Lock()  # at most one badge read in flight
+        # A badge read answered just before a lock can land after the lock cleared the badges;
+        # each clear starts a new epoch and a read from an older epoch is dropped.
+        self._badge_lock = threading.Lock()
+        self._badge_epoch = 0
 
     def run(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
@@ -165,21 +169,27 @@ class TrayApp:
             self._background(lambda: self.notifier.check(True))  # a new ticket keeps "attention"
         if probe.state == "unlocked":
             if not self._quitting.is_set() and self._badge_read.acquire(blocking=False):
-                self._background(self._read_badges)
-        elif self.badges != Badges():
-            self.badges = Badges()  # locked: remote sessions are gone; nothing to badge
-            self._show(tray_state(probe), probe, force=True)
-            return
+                epoch = self._badge_epoch
+                self._background(lambda: self._read_badges(epoch))
+        else:
+            with self._badge_lock:
+                self._badge_epoch += 1
+                had_badges = self.badges != Badges()
+                self.badges = Badges()  # locked: remote sessions are gone; nothing to badge
+            if had_badges:
+                self._show(tray_state(probe), probe, force=True)
+                return
         self._show(tray_state(probe), probe)
 
-    def _read_badges(self) -> None:
+    def _read_badges(self, epoch: int) -> None:
         try:
             badges = read_badges(Paths(self.options.home).socket)
         finally:
             self._badge_read.release()
-        if badges is None or badges == self.badges:
-            return
-        self.badges = badges
+        with self._badge_lock:
+            if epoch != self._badge_epoch or badges is None or badges == self.badges:
+                return  # stale (the vault locked since it was asked), unknown, or nothing new
+            self.badges = badges
         if self.options.verbose:
             self._say(f"memories tray: badges tickets={badges.tickets} sync_problem={str(badges.sync_problem).lower()}")
         self._show(self.state, self._last_probe, force=True)
