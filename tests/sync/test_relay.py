@@ -132,7 +132,9 @@ def test_relay_refuses_short_rooms_a_third_member_and_bad_tokens(tmp_path: Path)
         )
         assert relay.stdout is not None
         url = str(json.loads(relay.stdout.readline())["relay"])
-        proc = cli.run("sync", "--relay", url, "--room", secrets.token_urlsafe(24), "--wait", "5", "--json")
+        # The refusal comes at the join, so a long --wait costs nothing; a short one could run out on a
+        # loaded machine before the join is even answered, and the test would see a timeout instead.
+        proc = cli.run("sync", "--relay", url, "--room", secrets.token_urlsafe(24), "--wait", "60", "--json")
         assert proc.returncode != 0
         assert json.loads(proc.stdout)["error"]["code"] == "sync_unauthorized"
         relay.terminate()
