@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 from engine.cli.context import Context
 from engine.cli.password import read_password
 from engine.errors import MemoriesError
+from engine.terminal_text import one_line
+
+TYPE_CHECKING = False  # status is on the CLI's fast path: no argparse, pathlib or typing (issue 20)
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+    from typing import Any
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -95,6 +99,9 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         text = f"unlocked: {result['assets']} items in {result['vaults']} vault(s)"
         if result.get("conflicts"):
             text += f", {result['conflicts']} in conflict"
+        for job in result.get("jobs", []):
+            if job["state"] == "running":
+                text += "\n" + _job_line(job)
     else:
         text = {"not_running": "engine not running (vault locked)", "uninitialized": NO_VAULT_YET}.get(
             result["state"], result["state"]
@@ -105,6 +112,12 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         text += f": {result['reason']['message']}"
     ctx.emit(result, text)
     return 0
+
+
+def _job_line(job: dict[str, Any]) -> str:
+    """A running background job: `search-build: 512/10000`, or its name alone before it counts."""
+    counted = f"{job['done']}/{job['total']}" if job.get("total") else "running"
+    return f"  {one_line(str(job['name']))}: {counted}"
 
 
 NO_VAULT_YET = "No vault yet. Create one with `memories init`."

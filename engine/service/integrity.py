@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.crypto.keys import DeviceIdentity, SignatureError, verify
+from engine.errors import MemoriesError
+from engine.jobs.background import BackgroundWork, JobContext, JobHandle
 from engine.vault.core import AUDIT_TAG
 from engine.vault.revision import Revision
 
@@ -74,12 +76,21 @@ class UnlockWork:
 
 
 class BackgroundVerifier:
-    """Runs ``verify_all`` on a daemon thread per unlock and calls ``on_failure`` if anything is wrong."""
+    """Runs ``verify_all`` as a background job per unlock and calls ``on_failure`` if anything is wrong."""
 
-    def __init__(self) -> None:
+    def __init__(self, work: BackgroundWork) -> None:
+        self.work = work
         self.failed = False  # sticky for this process: the next unlock verifies before answering
-        self.done = threading.Event()
-        self.done.set()
+        self.handle: JobHandle | None = None
+
+    @property
+    def done(self) -> threading.Event:
+        """Set once the latest check has ended (or when none ran)."""
+        if self.handle is None:
+            idle = threading.Event()
+            idle.set()
+            return idle
+        return self.handle.finished
 
     def start(
         self,
@@ -91,22 +102,22 @@ class BackgroundVerifier:
         on_failure: Callable[[], None],
         after: UnlockWork | None = None,
     ) -> None:
-        self.done = done = threading.Event()
-
-        def run() -> None:
+        def run(context: JobContext) -> None:
+            if after is not None:
+                after.wait_idle(YIELD_SECONDS)
+            total = len(revisions) + len(audits)
+            context.progress(0, total)
             try:
-                if after is not None:
-                    after.wait_idle(YIELD_SECONDS)
                 # Batches let a lock (or a newer unlock) stop the work early.
                 for start in range(0, max(len(revisions), 1), 512):
-                    if not still_current():
+                    if context.cancelled.is_set() or not still_current():
                         return
                     verify_all(identity, revisions[start : start + 512], audits if start == 0 else ())
+                    context.progress(min(start + 512, len(revisions)) + len(audits), total)
             except (SignatureError, KeyError, TypeError, ValueError) as exc:
                 self.failed = True
                 log.error("integrity: a stored signature failed verification (%s); locking", type(exc).__name__)
                 on_failure()
-            finally:
-                done.set()
+                raise MemoriesError("store_corrupt", "A signed record failed verification.") from None
 
-        threading.Thread(target=run, name="memories-verify", daemon=True).start()
+        self.handle = self.work.start("verify", run)

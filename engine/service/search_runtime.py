@@ -5,10 +5,10 @@ Hooked in through ``EXTENSIONS``; the core never calls search code directly.
 Segmenting is the dominant cost (SR-6), so each revision is segmented once — at
 write time, or lazily for revisions written before — and its token stream is kept
 as an encrypted ``search_tokens`` record in device-local state, from which the
-next unlock rebuilds the index without re-segmenting. The build runs in a
-background thread in batches that hold the service lock only to read and to
-insert; segmentation happens outside the lock, and search answers meanwhile,
-saying the index is partial.
+next unlock rebuilds the index without re-segmenting. The build runs as a
+background job (engine/jobs/background.py: a lock cancels it, `memories status` shows its
+progress) in batches that hold the service lock only to read and to insert; segmentation
+happens outside the lock, and search answers meanwhile, saying the index is partial.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.errors import MemoriesError
 from engine.files import FILE_KIND, TEXT_SAMPLE_BYTES, open_file_chunk, text_of_sample
+from engine.jobs.background import JobContext, JobHandle
 from engine.search.cache import IndexCache
 from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
@@ -58,12 +59,20 @@ class BuildJob:
     vault_id: bytes
     generation: int
     index: VaultIndex
+    # Set when the build ends or is cancelled: a waiting search stops waiting at once.
     done: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False
+    handle: JobHandle | None = None  # the background job; a lock cancels it too
     started: float = field(default_factory=time.monotonic)
     seconds: float | None = None
     segmented: int = 0
     reused: int = 0
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.handle is not None:
+            self.handle.cancel()
+        self.done.set()
 
 
 @dataclass
@@ -94,7 +103,7 @@ class SearchRuntime:
         self.stats = BuildStats()
         # Token streams segmented but not yet committed (see _persist_tokens); wiped on lock.
         self.pending: list[Prepared] = []
-        self._timer: threading.Timer | None = None
+        self._flush: JobHandle | None = None  # the deferred token commit (a delayed background job)
         service.before_unlock.append(self._warm_segmenter)
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
@@ -104,7 +113,8 @@ class SearchRuntime:
         # Loading Jieba's dictionary takes ~0.7 s of one core; run it while the unlock's KDF
         # (which releases the GIL) occupies the other, instead of at the start of the build.
         if not self.segmenter.ready:
-            threading.Thread(target=self.segmenter.warm, name="memories-jieba-warm", daemon=True).start()
+            # Not bound to a lock: the dictionary holds no vault data.
+            self.service.background.start("segmenter-warm", lambda _: self.segmenter.warm(), cancel_on_lock=False)
 
     # -- hooks (all called under the service lock) --------------------------------------
     def _on_unlock(self, state: Unlocked) -> None:
@@ -116,12 +126,11 @@ class SearchRuntime:
 
     def _on_lock(self) -> None:
         if self.job is not None:
-            self.job.cancelled = True
-            self.job.done.set()
+            self.job.cancel()
         self.job = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
         self.pending = []
         self.cache.wipe()
         self.tokens.clear()
@@ -215,11 +224,11 @@ class SearchRuntime:
         # A batch write (import, build) amortizes the extra commit over many revisions.
         if len(fresh) >= TOKEN_FLUSH_NOW or len(self.pending) >= TOKEN_COMMIT_BATCH:
             self.flush_tokens(state)
-        elif self.pending and self._timer is None:
+        elif self.pending and self._flush is None:
             generation = self.service.session.generation
-            self._timer = threading.Timer(TOKEN_FLUSH_SECONDS, self._timer_flush, args=(generation,))
-            self._timer.daemon = True
-            self._timer.start()
+            self._flush = self.service.background.start(
+                "search-tokens", lambda _: self._timer_flush(generation), delay=TOKEN_FLUSH_SECONDS
+            )
 
     def take_pending_records(self) -> list[dict[str, Any]]:
         """Queued token records for a commit the caller is about to make anyway (under the lock)."""
@@ -241,7 +250,7 @@ class SearchRuntime:
 
     def _timer_flush(self, generation: int) -> None:
         with self.service.lock:
-            self._timer = None
+            self._flush = None
             state = self.service.state
             if state is not None and self.service.session.generation == generation:
                 self.flush_tokens(state)
@@ -251,41 +260,39 @@ class SearchRuntime:
         """Replace the vault's index with an empty one and fill it in the background."""
         # A build of another vault's index keeps running (it goes stale by itself on lock).
         if self.job is not None and self.job.vault_id == vault_id:
-            self.job.cancelled = True
-            self.job.done.set()
+            self.job.cancel()
         vault = state.vaults[vault_id]
         index = VaultIndex(vault_id, vault.policy.head, self.cache.limits)
         self.cache.put(index)
         job = BuildJob(state, vault_id, self.service.session.generation, index)
         self.job = job
         self.stats.builds += 1
-        self.service.unlock_work.begin()  # before the thread starts: the check must not slip in first
-        threading.Thread(target=self._run_build, args=(job,), name="memories-search-build", daemon=True).start()
+        self.service.unlock_work.begin()  # before the job starts: the check must not slip in first
+        # Called under the service lock, which the build takes first: it sees ``handle`` set.
+        job.handle = self.service.background.start("search-build", lambda context: self._run_build(job, context))
         return job
 
     def _stale(self, job: BuildJob) -> bool:
         return (
             job.cancelled
+            or (job.handle is not None and job.handle.cancelled.is_set())
             or self.service.state is not job.state
             or self.service.session.generation != job.generation
             or self.cache.peek(job.vault_id) is not job.index
         )
 
-    def _run_build(self, job: BuildJob) -> None:
+    def _run_build(self, job: BuildJob, context: JobContext) -> None:
+        # A failure is logged (type or code only) and reported by the background runtime.
         try:
             # No upfront segmenter.warm(): a build from stored token streams segments nothing,
             # and it should not wait for Jieba's dictionary (loading since the unlock began).
             # A document that must be segmented loads it in prepare(), outside the service lock.
-            self._build(job)
-        except MemoriesError as exc:
-            log.warning("search index build stopped (%s)", exc.code)
-        except Exception as exc:  # a bug must not kill the daemon; only the type is logged
-            log.error("search index build failed type=%s", type(exc).__name__)
+            self._build(job, context)
         finally:
             self.service.unlock_work.end()
             job.done.set()
 
-    def _build(self, job: BuildJob) -> None:
+    def _build(self, job: BuildJob, context: JobContext) -> None:
         index, state = job.index, job.state
         with self.service.lock:
             if self._stale(job):
@@ -294,12 +301,14 @@ class SearchRuntime:
             # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
             entries.sort(key=lambda e: _newest_live_head(state, e).created_ms, reverse=True)
             order = [e.asset_id for e in entries]
+        context.progress(0, len(order))
         for start in range(0, len(order), BUILD_BATCH):
             # One collector pause per batch (engine/service/memory.py): otherwise it rescans the
             # whole unlocked state many times per batch and finds nothing to free.
             with gc_paused():
                 if not self._build_batch(job, order[start : start + BUILD_BATCH]):
                     return
+            context.progress(min(start + BUILD_BATCH, len(order)))
         with self.service.lock:
             if self._stale(job):
                 return

@@ -22,6 +22,7 @@ import msgspec
 from engine.config import EngineConfig, Paths
 from engine.crypto.keys import SignatureError
 from engine.errors import MemoriesError
+from engine.jobs.background import BackgroundWork
 from engine.service.caller import Caller
 from engine.service.integrity import BackgroundVerifier, UnlockWork, verify_all
 from engine.service.memory import gc_paused, release_free_memory
@@ -91,7 +92,9 @@ class Service:
         # DesktopStatus contributors: each returns counts only, e.g. {"connections": 2,
         # "attention": True}; called without the service lock, so they read snapshots.
         self.status_contributors: list[Callable[[], dict[str, int | bool]]] = []
-        self.verifier = BackgroundVerifier()
+        # Every long-running piece of engine work starts here and is cancelled by a lock (issue 16).
+        self.background = BackgroundWork()
+        self.verifier = BackgroundVerifier(self.background)
         # Work an unlock starts that users wait for; the background signature check yields to it.
         self.unlock_work = UnlockWork()
         for setup in EXTENSIONS:
@@ -239,6 +242,7 @@ class Service:
         with self.lock:
             self.vault.wipe()
             self.session.bump_generation()
+            self.background.cancel_on_lock()
             for listener in self.on_lock:
                 listener()
             release_free_memory()

@@ -27,7 +27,9 @@ ALLOWED_KEYS = {
     "sync_queue",
     "busy",
     "attention",
+    "jobs",  # background work (issue 16): names, states and counts only
 }
+JOB_KEYS = {"name", "state", "done", "total", "started", "seconds"}
 CANARY = "CANARY-dt1-7f3a9c"
 
 
@@ -49,6 +51,7 @@ def test_unlocked_status_has_counts_and_types_only(vault: Cli) -> None:
     assert CANARY not in text
     assert not re.search(r"[0-9a-f]{12,}", text), "no identifiers or digests"
     assert all(isinstance(p, str) for p in status["providers"])
+    assert all(set(job) == JOB_KEYS and isinstance(job["name"], str) for job in status["jobs"])
 
 
 def test_status_not_running_and_uninitialized(cli: Cli) -> None:

@@ -41,6 +41,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         "sync_queue": {"outbox": 0, "inbox": 0},
         "busy": _busy(service),
         "attention": state.index.conflict_count > 0,
+        # Background work (issue 16): names, states and counts only (engine/jobs/background.py).
+        "jobs": service.background.snapshot(),
     }
     for contribute in service.status_contributors:
         extra = contribute()
