@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.config import Paths
+from engine.config import EngineConfig, Paths
 from engine.ipc.client import IpcClient
+from engine.service import handlers  # noqa: F401  (registers every op)
+from engine.service.caller import Caller
+from engine.service.service import Service
 from tests.helpers import PASSWORD, Cli
 
 NOTES = 4000
@@ -74,10 +77,31 @@ def test_status_shows_build_progress_and_lock_cancels_it(cli: Cli) -> None:
     cli.stop()
 
 
-def test_locked_status_still_says_only_locked(cli: Cli, tmp_path: Path) -> None:
+def test_locked_status_still_says_only_locked(cli: Cli) -> None:
     """DT-1: the jobs list appears only while unlocked; a locked engine says only "locked"."""
     cli.init()
     assert isinstance(cli.ok("status")["jobs"], list)
     cli.ok("lock")
     assert cli.ok("status") == {"state": "locked"}
     cli.stop()
+
+
+def test_a_failed_signature_check_is_a_failed_job(tmp_path: Path) -> None:
+    """Issue 16, ST-10: the signature re-check is the `verify` job; a forged signature ends it as
+    failed (code store_corrupt, no detail) and locks the vault."""
+    service = Service(Paths(tmp_path / "home"), EngineConfig())
+    caller = Caller("cli:test")
+    service.dispatch({"op": "init", "password": PASSWORD}, caller)
+    service.dispatch({"op": "put", "title": "note", "body": "body"}, caller)
+    assert service.verifier.handle is not None and service.verifier.handle.wait(60)
+    assert service.verifier.handle.state == "done"
+    store = service.require_store()
+    revision = next(record for _, record in reversed(store.load().records) if record.get("t") == "revision")
+    store.commit([dict(revision, sig=bytes([revision["sig"][0] ^ 1]) + bytes(revision["sig"][1:]))])
+    service.lock_now("test")
+    service.dispatch({"op": "unlock", "password": PASSWORD}, caller)
+    check = service.verifier.handle
+    assert check is not None and check.wait(60)
+    assert (check.state, check.failure) == ("failed", "store_corrupt")
+    assert service.state is None
+    assert [job["state"] for job in service.background.snapshot() if job["name"] == "verify"][-1] == "failed"
