@@ -1,0 +1,110 @@
+"""Issue 17: scripts/setup (which scripts/run and scripts/test call) installs only when something
+changed, says what it does, and puts `memories` on the user's PATH.
+
+The real repository venv is used for the no-reinstall path (it was just set up by scripts/test,
+so running setup again must find it up to date and never start pip). The install decision
+itself is checked with `--check` against a stand-in venv folder (MEMORIES_VENV) whose stamp the
+test writes, so no case here runs pip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / "scripts" / "setup"
+VENV = ROOT / ".venv"
+
+
+def _setup(
+    *args: str, home: Path, path_dirs: tuple[Path, ...] = (), venv: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMORIES_VENV"}
+    env["HOME"] = str(home)
+    env["PATH"] = os.pathsep.join([*map(str, path_dirs), "/usr/local/bin", "/usr/bin", "/bin"])
+    if venv is not None:
+        env["MEMORIES_VENV"] = str(venv)
+    return subprocess.run([str(SETUP), *args], capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+
+
+def test_setup_twice_installs_nothing_the_second_time_and_links_memories(tmp_path: Path) -> None:
+    """Issue 17: a second `scripts/setup --dev` prints "up to date", leaves pip's log and the stamp
+    untouched, and `memories` works by name from a folder on PATH (~/.local/bin)."""
+    bin_dir = tmp_path / ".local" / "bin"
+    first = _setup("--dev", home=tmp_path, path_dirs=(bin_dir,))
+    assert first.returncode == 0, first.stdout + first.stderr
+    log, stamp = VENV / "setup.log", VENV / ".memories-setup"
+    before = (log.stat().st_mtime_ns, stamp.read_text())
+    second = _setup("--dev", home=tmp_path, path_dirs=(bin_dir,))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "up to date" in second.stdout and "installing" not in second.stdout, second.stdout
+    assert (log.stat().st_mtime_ns, stamp.read_text()) == before, "the second run ran pip"
+    link = bin_dir / "memories"
+    assert link.is_symlink() and Path(os.readlink(link)) == VENV / "bin" / "memories"
+    version = subprocess.run(["memories", "--version"], capture_output=True, text=True, env={"PATH": str(bin_dir)}, timeout=60)
+    assert version.stdout.strip() == "memories 0.1.0", version.stderr
+
+
+def _stand_in_venv(tmp_path: Path, extras: str | None, digest: str | None = None) -> Path:
+    """A venv folder as setup sees it: bin/python, bin/memories and (optionally) a stamp."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    for name in ("python", "memories"):
+        target = venv / "bin" / name
+        target.unlink(missing_ok=True)
+        target.symlink_to(VENV / "bin" / name)
+    stamp = venv / ".memories-setup"
+    stamp.unlink(missing_ok=True)
+    if extras is not None:
+        digest = digest or hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+        stamp.write_text(f"pyproject={digest}\nextras={extras}\n")
+    return venv
+
+
+def test_check_says_when_an_install_is_due(tmp_path: Path) -> None:
+    """Issue 17: the stamp decides: the dev extras after a plain setup are due (scripts/test needs
+    them), a plain setup after --dev is not; a changed pyproject.toml, a missing stamp or a
+    missing `memories` command make an install due."""
+    home = tmp_path / "home"
+    home.mkdir()
+    venv = _stand_in_venv(tmp_path, extras="gtk")  # gtk: whatever pkg-config says here, it is in
+    check = _setup("--dev", "--check", home=home, venv=venv)
+    assert check.returncode == 1 and "the dev extras are not installed yet" in check.stdout, check.stdout
+    assert _setup("--check", home=home, venv=venv).returncode == 0
+    venv = _stand_in_venv(tmp_path, extras="dev,gtk")
+    check = _setup("--dev", "--check", home=home, venv=venv)
+    assert check.returncode == 0 and "up to date" in check.stdout, check.stdout
+    assert _setup("--check", home=home, venv=venv).returncode == 0, "plain after --dev: nothing to install"
+    venv = _stand_in_venv(tmp_path, extras="dev,gtk", digest="0" * 64)
+    check = _setup("--dev", "--check", home=home, venv=venv)
+    assert check.returncode == 1 and "pyproject.toml changed" in check.stdout, check.stdout
+    venv = _stand_in_venv(tmp_path, extras=None)
+    check = _setup("--check", home=home, venv=venv)
+    assert check.returncode == 1 and "first setup" in check.stdout, check.stdout
+    venv = _stand_in_venv(tmp_path, extras="dev,gtk")
+    (venv / "bin" / "memories").unlink()
+    check = _setup("--check", home=home, venv=venv)
+    assert check.returncode == 1 and "no memories command" in check.stdout, check.stdout
+    assert not (home / ".local").exists(), "--check changes nothing"
+
+
+def test_path_link_only_where_it_helps(tmp_path: Path) -> None:
+    """Issue 17: with ~/.local/bin not on PATH setup links nothing and prints the full path to use;
+    a ~/.local/bin/memories that is not a link is never replaced; a link into another checkout is
+    moved to this one."""
+    venv = _stand_in_venv(tmp_path, extras="dev,gtk")
+    bin_dir = tmp_path / ".local" / "bin"
+    off_path = _setup(home=tmp_path, venv=venv)
+    assert off_path.returncode == 0 and not (bin_dir / "memories").exists()
+    assert f"until then run {venv / 'bin' / 'memories'}" in off_path.stdout, off_path.stdout
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "memories").write_text("#!/bin/sh\necho someone else's\n")
+    kept = _setup(home=tmp_path, venv=venv, path_dirs=(bin_dir,))
+    assert "left alone" in kept.stdout and "someone else's" in (bin_dir / "memories").read_text()
+    (bin_dir / "memories").unlink()
+    (bin_dir / "memories").symlink_to(tmp_path / "elsewhere" / "memories")
+    moved = _setup(home=tmp_path, venv=venv, path_dirs=(bin_dir,))
+    assert moved.returncode == 0 and os.readlink(bin_dir / "memories") == str(venv / "bin" / "memories"), moved.stdout
