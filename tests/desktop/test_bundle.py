@@ -27,8 +27,8 @@ import pytest
 
 from desktop.status import TrayState
 from desktop.tray.icons import PALETTE
-from tests.desktop.support import XSession, stop_process
-from tests.helpers import PASSWORD, TEST_ENV, require
+from tests.desktop.support import XSession, children_of, stop_process
+from tests.helpers import PASSWORD, TEST_ENV, in_ci, require
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "packaging" / "memories-tray.spec"
@@ -60,6 +60,9 @@ def _build(root: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    prebuilt = os.environ.get("MEMORIES_TEST_BUNDLE")  # a dist/memories folder, to iterate on the tests locally
+    if prebuilt and not in_ci():
+        return Path(prebuilt).resolve()
     require(importlib.util.find_spec("PyInstaller") is not None, "pyinstaller (pip install -e '.[dev]')")
     base = tmp_path_factory.getbasetemp()
     # Under pytest-xdist each worker has its own basetemp inside the session's: share that one.
@@ -205,6 +208,54 @@ def test_bundled_tray_docks_under_xvfb_and_quits(frozen: Frozen, tmp_path: Path)
         conn.close()
         assert tray.wait(30) == 0, out.read_text(errors="replace")
         assert frozen.ok("status") == {"state": "locked"}, "quitting the tray locks the vault"
+    finally:
+        stop_process(tray)
+        x.stop()
+
+
+def test_bundled_gtk_tray_docks_and_logout_locks(frozen: Frozen, tmp_path: Path) -> None:
+    """DT-6, DT-4: the GTK backend (with a menu) works from the bundle: its typelibs and GTK's
+    own files travel in the folder. The icon docks in trayer, and a logout's SIGTERM quits the
+    tray and locks the vault."""
+    import signal
+
+    XSession.require_tools()
+    require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv when the bundle is built (pip install '.[gtk]')")
+    require(shutil.which("dbus-run-session") is not None, "dbus-run-session (apt: dbus)")
+    require(shutil.which("dunst") is not None, "a notification daemon (apt: dunst)")
+    frozen.ok("init", "--password-stdin", input=PASSWORD + "\n")
+    x = XSession(tmp_path).start()
+    out = tmp_path / "tray-gtk.out"
+    tray = subprocess.Popen(
+        [
+            "dbus-run-session",
+            "--",
+            str(frozen.app / "memories-tray"),
+            "--home",
+            str(frozen.home),
+            "--backend",
+            "gtk",
+            "--verbose",
+        ],
+        env=x.env(frozen.env),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=open(out, "wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait("the GTK backend", lambda: "memories tray: backend gtk" in out.read_text(errors="replace"), tray, out)
+        _wait("the unlocked icon docked", lambda: _find_icon(x, TrayState.UNLOCKED), tray, out)
+        x.screenshot(tmp_path / "bundle-tray-gtk.png")
+        # A logout's SIGTERM, to the tray itself (dbus-run-session does not pass signals on).
+        pids = [pid for pid, cmd in children_of(tray.pid) if "memories-tray" in cmd]
+        assert len(pids) == 1, children_of(tray.pid)
+        os.kill(pids[0], signal.SIGTERM)
+        tray.wait(30)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and frozen.ok("status") != {"state": "locked"}:
+            time.sleep(0.1)
+        assert frozen.ok("status") == {"state": "locked"}, out.read_text(errors="replace")
     finally:
         stop_process(tray)
         x.stop()
