@@ -316,3 +316,20 @@ def test_a_wheel_carries_the_templates_and_icons(tmp_path: Path) -> None:
     assert module.startswith(str(venv)) and found == str(venv / "share" / "memories" / "packaging")
     assert icons == len(ICON_SIZES) + 1
     assert "ExecStart=" in unit and "Icon=memories" in launcher
+
+
+def test_json_shapes_of_the_install_commands_are_pinned(cli: Cli, tmp_path: Path) -> None:
+    """Issue 19 for these commands: their --json key sets are the ones in tests/data/cli_json_shapes.json."""
+    from tests.integration.test_cli_json_shapes import FIXTURE, shape
+
+    pinned = json.loads(FIXTURE.read_text())["shapes"]
+    for args in (
+        ("autostart", "enable"),
+        ("autostart", "status"),
+        ("autostart", "disable"),
+        ("desktop", "install"),
+        ("desktop", "uninstall"),
+    ):
+        proc = _memories(cli, tmp_path, *args, "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert shape(json.loads(proc.stdout)) == pinned[" ".join(args)], args
