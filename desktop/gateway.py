@@ -68,6 +68,22 @@ class EngineGateway:
     def get_asset(self, asset_id: str) -> dict[str, Any]:
         return self._call({"op": "get", "id": asset_id})
 
+    def get_revision(self, asset_id: str, revision: str) -> dict[str, Any]:
+        """One revision (any, not only a head), its body redacted by the engine (CD-7); audited as a get."""
+        return self._call({"op": "get", "id": asset_id, "rev": revision})
+
+    def history(self, asset_id: str) -> dict[str, Any]:
+        """Every revision of one item: time, author device, parents, title (never a body)."""
+        return self._call({"op": "history", "id": asset_id})
+
+    def devices(self) -> dict[str, Any]:
+        """The vault's devices (names and fingerprints): who wrote each revision, in words."""
+        return self._call({"op": "devices"})
+
+    def connections(self, asset_id: str, depth: int, limit: int) -> dict[str, Any]:
+        """A card's or memory's neighbours up to ``depth`` links away, in both directions (titles only)."""
+        return self._call({"op": "connections", "id": asset_id, "depth": depth, "direction": "both", "limit": limit})
+
     def edit_asset(self, asset_id: str, base: str, fields: dict[str, Any]) -> dict[str, Any]:
         if not base:
             raise MemoriesError("invalid_input", "A save must name the revision it edits.")

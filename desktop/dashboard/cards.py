@@ -19,6 +19,8 @@ __all__ = [
     "FieldSpec",
     "KindSpec",
     "EDITABLE_KINDS",
+    "PROTECTED_KINDS",
+    "shown_kind",
     "kind_table",
     "project_summary",
     "project_card",
@@ -69,6 +71,10 @@ EDITABLE_KINDS: dict[str, KindSpec] = {
     "persona": KindSpec("persona", "Persona cards", (_TITLE, _BODY, _TAGS)),
 }
 
+# Kinds the dashboard shows by title and kind only (issue 17): never opened in the editor,
+# never diffed, never their body, metadata or secret. Their secret is copied in a terminal.
+PROTECTED_KINDS: dict[str, str] = {"protected": "Protected cards", "login": "Logins", "credential": "Credentials"}
+
 MAX_TAG_LENGTH = 100
 _ASSET_ID = re.compile(r"^[0-9a-f]{6,64}$")
 _REVISION = re.compile(r"^[0-9a-f]{6,64}$")
@@ -116,6 +122,13 @@ def spec_for(kind: object) -> KindSpec:
     return spec
 
 
+def shown_kind(kind: object) -> str:
+    """A kind the dashboard shows at all (editable, or protected by title and kind); else refused."""
+    if isinstance(kind, str) and (kind in EDITABLE_KINDS or kind in PROTECTED_KINDS):
+        return kind
+    raise MemoriesError("invalid_input", "The dashboard does not show this kind of item.")
+
+
 def check_asset_id(value: str) -> str:
     if not _ASSET_ID.match(value):
         raise MemoriesError("invalid_input", "An asset ID is 6 to 64 lowercase hex characters.")
@@ -151,6 +164,7 @@ def project_card(raw: dict[str, Any]) -> dict[str, Any]:
         "revision": raw.get("revision"),
         "short_revision": raw.get("short_revision"),
         "conflict": bool(raw.get("conflict")),
+        "tombstone": bool(raw.get("tombstone")),
         "heads": len(heads) if heads else 1,
         "fields": fields,
     }

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import activity, cards, tickets
+from desktop.dashboard import activity, cards, history, links, protected, tickets
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
 from desktop.status import tray_state
@@ -35,6 +35,7 @@ T = TypeVar("T")
 _STATIC_TYPES = {
     "index.html": "text/html",
     "app.js": "text/javascript",
+    "details.js": "text/javascript",
     "app.css": "text/css",
     "favicon.svg": "image/svg+xml",
 }
@@ -196,6 +197,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
 
     app.router.add_get("/", serve("index.html"))
     app.router.add_get("/static/app.js", serve("app.js"))
+    app.router.add_get("/static/details.js", serve("details.js"))
     app.router.add_get("/static/app.css", serve("app.css"))
     app.router.add_get("/favicon.svg", serve("favicon.svg"))
     app.router.add_get("/api/status", status)
@@ -211,4 +213,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     app.router.add_post("/api/quit", quit_)
     tickets.register(app, ctx)  # issue 7: the Tickets page lives in its own route module
     activity.register(app, ctx)  # issue 17: the Activity page (dashboard_activity, no elevation)
+    history.register(app, ctx)  # issue 17: an item's revisions and a diff of two (allowlisted fields)
+    links.register(app, ctx)  # issue 17: an item's links and its neighbourhood (titles only)
+    protected.register(app, ctx)  # issue 17: protected cards, logins, credentials by title and kind
     return app

@@ -464,6 +464,12 @@ EXPECTED_ROUTES = {
     ("POST", "/api/tickets/{id}/approve"),
     ("POST", "/api/tickets/{id}/reject"),
     ("GET", "/api/activity"),
+    ("GET", "/static/details.js"),
+    ("GET", "/api/cards/{id}/history"),
+    ("GET", "/api/cards/{id}/diff"),
+    ("GET", "/api/cards/{id}/links"),
+    ("GET", "/api/protected"),
+    ("GET", "/api/protected/{id}"),
 }
 
 

@@ -29,6 +29,8 @@ const OPEN_STATES = new Set(["unlocked", "busy", "attention"]);
 
 const view = {
   kinds: [], // the allowlist from /api/kinds
+  protectedKinds: [], // [{kind, label}]: shown by title and kind only (/api/protected)
+  facets: null, // the last ordinary listing's {kinds, tags}, kept while a protected kind is listed
   kind: "all",
   tag: null,
   offset: 0,
@@ -36,7 +38,7 @@ const view = {
   query: "",
   items: [], // rows currently listed (page or search results)
   selected: -1,
-  current: null, // {id, kind, revision, conflict} or {isNew: true}
+  current: null, // {id, kind, revision, conflict, locked} or {isNew: true}
   dirty: false,
   open: false, // the vault answered (unlocked)
   searchSeq: 0,
@@ -85,12 +87,38 @@ function setResult(id, text, cls) {
   if (cls) node.classList.add(cls);
 }
 
+// One item's kind, as its pill and list row name it.
+const KIND_NAMES = {
+  memory: "Memory",
+  knowledge: "Knowledge",
+  brain: "Brain",
+  persona: "Persona",
+  protected: "Protected card",
+  login: "Login",
+  credential: "Credential",
+};
+
 function kindLabel(kind) {
+  return KIND_NAMES[kind] || kind;
+}
+
+// A kind as the sidebar's filter names its group ("Memories", "Knowledge").
+function kindGroupLabel(kind) {
   const spec = view.kinds.find((k) => k.kind === kind);
-  return spec ? spec.label.replace(/ cards$/, "") : kind;
+  return spec ? spec.label.replace(/ cards$/, "") : kindLabel(kind);
+}
+
+function isProtectedKind(kind) {
+  return view.protectedKinds.some((k) => k.kind === kind);
 }
 
 // -- pages -------------------------------------------------------------------------------
+async function go(page) {
+  if (page !== "cards" && !(await confirmDiscard())) return;
+  if (page !== "cards") closeEditor(true);
+  show(page);
+}
+
 function show(page) {
   for (const section of document.querySelectorAll(".page")) section.hidden = section.id !== "page-" + page;
   for (const button of document.querySelectorAll("nav .nav")) {
@@ -162,9 +190,14 @@ function renderGate(state, probeState) {
     $("card-list").replaceChildren();
     $("kind-filter").replaceChildren();  // nothing from the vault stays on a locked page
     $("tag-filter").replaceChildren();
+    $("protected-filter").replaceChildren();
+    view.facets = null;
     $("list-note").textContent = "";
     $("search").value = "";
     view.query = "";
+    // The vault locked under an unsaved edit: it cannot be saved any more, and nothing from
+    // the vault may stay on a locked page; say so instead of dropping it silently.
+    $("gate-lost").hidden = !view.dirty;
     closeEditor(true);
   }
 }
@@ -197,6 +230,7 @@ async function pollTickets() {
 // -- filters -----------------------------------------------------------------------------
 async function loadKinds() {
   view.kinds = (await api("/api/kinds")).kinds;
+  view.protectedKinds = (await api("/api/protected")).kinds;
   const select = $("new-kind");
   select.replaceChildren();
   for (const k of view.kinds) {
@@ -218,12 +252,20 @@ function facetButton(label, count, active, onClick, data) {
   return li;
 }
 
+function renderProtectedFacets(counts) {
+  const list = $("protected-filter");
+  list.replaceChildren();
+  for (const k of view.protectedKinds) {
+    list.append(facetButton(k.label, counts[k.kind] || 0, view.kind === k.kind, () => setKind(k.kind), { kind: k.kind }));
+  }
+}
+
 function renderFacets(kinds, tags) {
   const all = Object.values(kinds).reduce((a, b) => a + b, 0);
   const kindList = $("kind-filter");
   kindList.replaceChildren(facetButton("All items", all, view.kind === "all", () => setKind("all"), { kind: "all" }));
   for (const k of view.kinds) {
-    kindList.append(facetButton(kindLabel(k.kind), kinds[k.kind] || 0, view.kind === k.kind, () => setKind(k.kind), { kind: k.kind }));
+    kindList.append(facetButton(kindGroupLabel(k.kind), kinds[k.kind] || 0, view.kind === k.kind, () => setKind(k.kind), { kind: k.kind }));
   }
   const tagList = $("tag-filter");
   tagList.replaceChildren();
@@ -234,15 +276,16 @@ function renderFacets(kinds, tags) {
   if (!tags.length) tagList.append(el("li", "No tags yet", "meta"));
 }
 
+// A filter only changes the list; an open item (and its unsaved edits) stays as it is.
 function setKind(kind) {
-  if (!confirmDiscard()) return;
   view.kind = kind;
+  if (isProtectedKind(kind)) view.tag = null;
   view.offset = 0;
   refreshList();
 }
 
 function setTag(tag) {
-  if (!confirmDiscard()) return;
+  if (isProtectedKind(view.kind)) view.kind = "all";
   view.tag = tag;
   view.offset = 0;
   refreshList();
@@ -250,20 +293,45 @@ function setTag(tag) {
 
 // -- the list ----------------------------------------------------------------------------
 function refreshList() {
-  if (view.query) return runSearch();
+  if (view.query && !isProtectedKind(view.kind)) return runSearch();
   return loadPage();
+}
+
+// Protected cards, logins and credentials: a page of titles (the search box filters titles).
+async function loadProtectedPage(seq) {
+  const params = new URLSearchParams({ kind: view.kind, offset: String(view.offset) });
+  if (view.query) params.set("q", view.query);
+  const [data, counts] = await Promise.all([api("/api/protected?" + params), api("/api/protected")]);
+  if (!view.facets) {
+    const ordinary = await api("/api/cards?limit=1");
+    view.facets = { kinds: ordinary.kinds, tags: ordinary.tags };
+  }
+  if (seq !== view.listSeq) return;
+  view.total = data.total;
+  renderFacets(view.facets.kinds, view.facets.tags);
+  renderProtectedFacets(counts.counts);
+  renderItems(data.items, null);
+  const last = Math.min(data.offset + data.items.length, data.total);
+  const label = kindLabel(view.kind).toLowerCase();
+  const none = view.query ? `No ${label} titled “${view.query}”.` : `No ${label}s in this vault.`;
+  setResult("list-note", data.total ? `${data.offset + 1}–${last} of ${data.total.toLocaleString()} · titles only` : none);
+  $("pager").hidden = false;
+  renderPager(true);
 }
 
 async function loadPage() {
   const seq = ++view.listSeq;
   try {
     if (!view.kinds.length) await loadKinds();
+    if (isProtectedKind(view.kind)) return await loadProtectedPage(seq);
     const params = new URLSearchParams({ kind: view.kind, offset: String(view.offset), limit: String(PAGE_SIZE) });
     if (view.tag) params.set("tag", view.tag);
-    const data = await api("/api/cards?" + params);
+    const [data, counts] = await Promise.all([api("/api/cards?" + params), api("/api/protected")]);
     if (seq !== view.listSeq || view.query) return;
     view.total = data.total;
+    view.facets = { kinds: data.kinds, tags: data.tags };
     renderFacets(data.kinds, data.tags);
+    renderProtectedFacets(counts.counts);
     renderItems(data.items, null);
     const last = Math.min(data.offset + data.items.length, data.total);
     setResult("list-note", data.total ? `${data.offset + 1}–${last} of ${data.total.toLocaleString()}` : emptyText());
@@ -280,11 +348,11 @@ function emptyText() {
   return "Nothing here yet. Press New to write the first item.";
 }
 
-function renderPager() {
+function renderPager(filtered) {
   const pager = $("pager");
   const pages = Math.max(1, Math.ceil(view.total / PAGE_SIZE));
   const page = Math.floor(view.offset / PAGE_SIZE) + 1;
-  pager.hidden = !!view.query || pages <= 1;
+  pager.hidden = (!!view.query && !filtered) || pages <= 1;
   $("page-label").textContent = `Page ${page} of ${pages}`;
   $("page-first").disabled = $("page-prev").disabled = page <= 1;
   $("page-next").disabled = $("page-last").disabled = page >= pages;
@@ -314,6 +382,7 @@ function renderItems(items, hits) {
     button.dataset.id = item.id;
     button.dataset.index = String(index);
     const top = el("span", undefined, "card-top");
+    if (item.locked) top.append(lockIcon());
     top.append(el("span", item.title || "(untitled)", "card-title"));
     if (item.conflict) top.append(el("span", "conflict", "tag warn"));
     button.append(top);
@@ -352,11 +421,34 @@ function markSelected(index) {
   }
 }
 
-function select(index, open) {
+// A padlock drawn as inline SVG (no emoji font needed); decorative: the kind says "protected".
+function lockIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", "lock-icon");
+  svg.setAttribute("aria-hidden", "true");
+  const body = document.createElementNS(ns, "rect");
+  for (const [k, v] of Object.entries({ x: "3", y: "7", width: "10", height: "7.5", rx: "1.5" })) body.setAttribute(k, v);
+  const shackle = document.createElementNS(ns, "path");
+  shackle.setAttribute("d", "M5.2 7V5a2.8 2.8 0 0 1 5.6 0v2");
+  svg.append(body, shackle);
+  return svg;
+}
+
+async function select(index, open) {
   if (index < 0 || index >= view.items.length) return;
-  if (open && !confirmDiscard()) return;
+  const item = view.items[index];
+  if (open && view.current && view.current.id === item.id) return markSelected(index);
+  if (open && !(await confirmDiscard())) return;
   markSelected(index);
-  if (open) openCard(view.items[index].id);
+  if (open) openItem(item);
+}
+
+// Opens any item the page shows: the editor for ordinary ones, the read-only view otherwise.
+function openItem(item) {
+  if (item.locked || isProtectedKind(item.kind)) return openLocked(item.id);
+  return openCard(item.id);
 }
 
 // -- search ------------------------------------------------------------------------------
@@ -417,11 +509,25 @@ function setDirty(dirty) {
   $("dirty").hidden = !dirty;
 }
 
+// Unsaved edits are never thrown away silently: every way out of a dirty editor (another
+// item, New, Back/Esc, another page, Lock now) asks here first. Resolves true to go on.
 function confirmDiscard() {
-  if (!view.dirty) return true;
-  if (!window.confirm("Discard your unsaved changes?")) return false;
-  setDirty(false);
-  return true;
+  if (!view.dirty) return Promise.resolve(true);
+  const dialog = $("discard-dialog");
+  if (dialog.open) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (discard) => {
+      dialog.removeEventListener("close", onClose);
+      if (dialog.open) dialog.close();
+      if (discard) setDirty(false);
+      resolve(discard);
+    };
+    const onClose = () => done(false); // Esc closes the dialog: keep editing
+    dialog.addEventListener("close", onClose);
+    $("discard-yes").onclick = () => done(true);
+    $("discard-keep").onclick = () => done(false);
+    dialog.showModal();
+  });
 }
 
 function showEditor() {
@@ -430,8 +536,8 @@ function showEditor() {
   $("app").classList.add("show-detail");
 }
 
-function closeEditor(force) {
-  if (!force && !confirmDiscard()) return;
+async function closeEditor(force) {
+  if (!force && !(await confirmDiscard())) return;
   setDirty(false);
   view.current = null;
   $("editor").hidden = true;
@@ -472,6 +578,9 @@ async function openCard(id) {
     const card = await api("/api/cards/" + encodeURIComponent(id));
     const spec = view.kinds.find((k) => k.kind === card.kind);
     view.current = { id: card.id, kind: card.kind, revision: card.revision, conflict: card.conflict, shortId: card.short_id };
+    $("locked").hidden = true;
+    $("editor").classList.remove("is-locked");
+    itemOpened(view.current);
     $("new-kind-label").hidden = true;
     $("card-kind").hidden = false;
     $("card-kind").textContent = kindLabel(card.kind);
@@ -490,10 +599,14 @@ async function openCard(id) {
 }
 
 async function newCard() {
-  if (!view.open || !confirmDiscard()) return;
+  if (!view.open || !(await confirmDiscard())) return;
+  if ($("page-cards").hidden) show("cards");
   if (!view.kinds.length) await loadKinds();
-  const kind = view.kind === "all" ? "memory" : view.kind;
+  const kind = view.kinds.some((k) => k.kind === view.kind) ? view.kind : "memory";
   view.current = { isNew: true, kind };
+  $("locked").hidden = true;
+  $("editor").classList.remove("is-locked");
+  itemOpened(view.current);
   $("new-kind").value = kind;
   $("new-kind-label").hidden = false;
   $("card-kind").hidden = true;
@@ -602,7 +715,8 @@ function typing(target) {
 }
 
 function onKey(event) {
-  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+  if ($("discard-dialog").open) return; // the dialog handles its own keys (Esc keeps editing)
   const onVault = !$("page-cards").hidden && view.open;
   if (event.key === "Escape") {
     if (typing(event.target)) {
@@ -611,33 +725,44 @@ function onKey(event) {
         onSearchInput();
       }
       event.target.blur();
-    } else if (!$("editor").hidden) closeEditor(false);
+    } else if (!$("editor").hidden) {
+      // Handled here: without this the browser treats the same Esc as a close request and
+      // shuts the "discard?" dialog that closeEditor has just opened.
+      event.preventDefault();
+      closeEditor(false);
+    }
     return;
   }
-  if (typing(event.target) || !onVault) return;
-  if (event.key === "/") {
+  if (typing(event.target) || event.target.isContentEditable || !view.open) return;
+  if (event.key === "/" || event.key === "n") {
+    // From any page: back to the vault (asking first if an edit would be lost there).
     event.preventDefault();
-    $("search").focus();
-  } else if (event.key === "j" || event.key === "k") {
+    if (!onVault) show("cards");
+    if (event.key === "/") $("search").focus();
+    else newCard();
+    return;
+  }
+  if (!onVault) return;
+  if (event.key === "j" || event.key === "k") {
     event.preventDefault();
     const step = event.key === "j" ? 1 : -1;
     const next = view.selected < 0 ? 0 : Math.min(Math.max(view.selected + step, 0), view.items.length - 1);
     select(next, true);
   } else if (event.key === "e") {
-    if (!$("editor").hidden && $("field-title")) {
+    if (!$("editor").hidden && $("field-title") && !(view.current && view.current.conflict)) {
       event.preventDefault();
+      selectTab("edit", false);
       $("field-title").focus();
     }
-  } else if (event.key === "n") {
-    event.preventDefault();
-    newCard();
   }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   if (!token()) $("auth-missing").hidden = false;
-  for (const button of document.querySelectorAll("nav .nav")) button.addEventListener("click", () => show(button.dataset.page));
-  $("lock").addEventListener("click", () => post("/api/lock", "list-note", "Locked."));
+  for (const button of document.querySelectorAll("nav .nav")) button.addEventListener("click", () => go(button.dataset.page));
+  $("lock").addEventListener("click", async () => {
+    if (await confirmDiscard()) post("/api/lock", "list-note", "Locked.");
+  });
   $("quit").addEventListener("click", () => post("/api/quit", "action-result", "The tray is quitting."));
   $("search").addEventListener("input", onSearchInput);
   $("new").addEventListener("click", newCard);
@@ -649,7 +774,11 @@ document.addEventListener("DOMContentLoaded", () => {
   $("new-kind").addEventListener("change", () => { view.current.kind = $("new-kind").value; });
   for (const which of ["first", "prev", "next", "last"]) $("page-" + which).addEventListener("click", () => goPage(which));
   document.addEventListener("keydown", onKey);
-  window.addEventListener("beforeunload", (event) => { if (view.dirty) event.preventDefault(); });
+  window.addEventListener("beforeunload", (event) => {
+    if (!view.dirty) return;
+    event.preventDefault(); // the browser asks "Leave site?"; its own wording, no custom text
+    event.returnValue = true; // older browsers ask only when this is set
+  });
   show("cards");
   pollStatus();
   pollTickets();

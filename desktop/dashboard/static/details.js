@@ -1,0 +1,304 @@
+// Item details (issue 17): the History tab (revisions and a line diff of two), the Links tab
+// (links both ways and the neighbourhood, grouped by distance), and the read-only view of
+// protected cards, logins and credentials, which shows their title and kind and the terminal
+// command that copies their secret, never the secret. Uses app.js's helpers (api, el, $,
+// view, ...); every value is inserted with textContent.
+"use strict";
+
+const TABS = ["edit", "history", "links"];
+const DISTANCE_TEXT = { 1: "One link away", 2: "Two links away" };
+
+// -- tabs --------------------------------------------------------------------------------
+function itemOpened(current) {
+  const fresh = !current || current.isNew;
+  $("tab-history").hidden = fresh;
+  $("tab-links").hidden = fresh || current.kind === "credential"; // credentials are never linked
+  $("tab-edit").textContent = current && current.locked ? "Details" : "Edit";
+  $("revisions").replaceChildren();
+  $("diff-rows").replaceChildren();
+  $("diff-box").hidden = true;
+  $("history-note").textContent = "";
+  for (const id of ["links-out", "links-in", "hood"]) $(id).replaceChildren();
+  $("links-note").textContent = "";
+  selectTab("edit", false);
+}
+
+function selectTab(name, focus) {
+  for (const tab of TABS) {
+    const button = $("tab-" + tab);
+    const on = tab === name;
+    button.setAttribute("aria-selected", on ? "true" : "false");
+    button.tabIndex = on ? 0 : -1;
+    $("panel-" + tab).hidden = !on;
+    if (on && focus) button.focus();
+  }
+  if (name === "history") loadHistory();
+  if (name === "links") loadLinks();
+}
+
+function onTabKey(event) {
+  const visible = TABS.filter((t) => !$("tab-" + t).hidden);
+  const at = visible.indexOf(event.target.id.replace("tab-", ""));
+  let next = null;
+  if (event.key === "ArrowRight") next = visible[(at + 1) % visible.length];
+  else if (event.key === "ArrowLeft") next = visible[(at - 1 + visible.length) % visible.length];
+  else if (event.key === "Home") next = visible[0];
+  else if (event.key === "End") next = visible[visible.length - 1];
+  if (next) {
+    event.preventDefault();
+    selectTab(next, true);
+  }
+}
+
+// -- protected items: title and kind only ------------------------------------------------
+async function openLocked(id) {
+  setResult("save-result", "");
+  $("confirm-delete").hidden = true;
+  try {
+    if (!view.kinds.length) await loadKinds();
+    const item = await api("/api/protected/" + encodeURIComponent(id));
+    view.current = { id: item.id, kind: item.kind, revision: item.revision, locked: true, shortId: item.short_id };
+    $("fields").replaceChildren(); // no editor inputs exist for it
+    $("conflict").hidden = true;
+    $("new-kind-label").hidden = true;
+    $("card-kind").hidden = false;
+    $("card-kind").textContent = kindLabel(item.kind);
+    $("card-id").textContent = item.short_id;
+    $("card-rev").textContent = item.short_revision;
+    $("locked-title").replaceChildren(lockIcon(), el("span", item.title || "(untitled)"));
+    $("locked-commands").replaceChildren(...item.commands.map(commandRow));
+    $("locked").hidden = false;
+    $("editor").classList.add("is-locked");
+    itemOpened(view.current);
+    setDirty(false);
+    showEditor();
+  } catch (err) {
+    setResult("save-result", err.message, "error");
+  }
+}
+
+function commandRow(entry) {
+  const li = el("li", undefined, "command");
+  li.append(el("span", entry.label, "command-label"));
+  const line = el("div", undefined, "command-line");
+  line.append(el("code", entry.command));
+  const copy = el("button", "Copy command", "ghost small");
+  copy.type = "button";
+  copy.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(entry.command); // the command, never a secret
+      copy.textContent = "Copied";
+    } catch (err) {
+      copy.textContent = "Select and copy it";
+    }
+  });
+  line.append(copy);
+  li.append(line);
+  return li;
+}
+
+// -- history and diff --------------------------------------------------------------------
+const revisionView = { id: null, revisions: [], selected: null, seq: 0 };
+
+function when(ms) {
+  return ms === null ? "" : new Date(ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+async function loadHistory() {
+  const current = view.current;
+  if (!current || !current.id) return;
+  const seq = ++revisionView.seq;
+  $("history-note").textContent = "Loading the history…";
+  try {
+    const data = await api("/api/cards/" + encodeURIComponent(current.id) + "/history");
+    if (seq !== revisionView.seq || view.current !== current) return;
+    revisionView.id = current.id;
+    revisionView.revisions = data.revisions;
+    revisionView.diffable = data.diffable;
+    const count = data.revisions.length;
+    $("history-note").textContent =
+      `${count} revision${count === 1 ? "" : "s"}, newest first.` +
+      (data.diffable ? " Select one to see what it changed." : " Protected items show their revisions by title only.");
+    renderRevisions();
+    if (data.diffable && count) pickRevision(data.revisions[0].revision);
+  } catch (err) {
+    if (seq === revisionView.seq) $("history-note").textContent = err.message;
+  }
+}
+
+function renderRevisions() {
+  const rows = revisionView.revisions.map((rev) => {
+    const li = el("li");
+    const button = el("button", undefined, "rev");
+    button.type = "button";
+    button.dataset.revision = rev.revision;
+    const top = el("span", undefined, "rev-top");
+    top.append(el("span", when(rev.created_ms), "rev-when"));
+    if (rev.head) top.append(el("span", "current", "rev-badge"));
+    if (rev.tombstone) top.append(el("span", "deleted", "rev-badge warn"));
+    if (rev.parents.length > 1) top.append(el("span", "merge", "rev-badge"));
+    button.append(top);
+    button.append(el("span", rev.title || "(untitled)", "rev-title"));
+    const meta = el("span", undefined, "rev-meta");
+    meta.append(el("span", rev.author), el("code", rev.short_revision || ""));
+    button.append(meta);
+    button.disabled = !revisionView.diffable;
+    button.addEventListener("click", () => pickRevision(rev.revision));
+    li.append(button);
+    return li;
+  });
+  $("revisions").replaceChildren(...rows);
+}
+
+function pickRevision(revision) {
+  revisionView.selected = revision;
+  for (const button of document.querySelectorAll("#revisions button.rev")) {
+    const on = button.dataset.revision === revision;
+    button.classList.toggle("selected", on);
+    if (on) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+  const rev = revisionView.revisions.find((r) => r.revision === revision);
+  const select = $("diff-from");
+  const before = el("option", "nothing (before the first revision)");
+  before.value = "";
+  const options = [before];
+  for (const other of revisionView.revisions) {
+    if (other.revision === revision) continue;
+    const option = el("option", `${other.short_revision} · ${when(other.created_ms)} · ${other.title || "(untitled)"}`);
+    option.value = other.revision;
+    options.push(option);
+  }
+  select.replaceChildren(...options);
+  select.value = rev && rev.parents.length ? rev.parents[0] : ""; // default: what it was based on
+  $("diff-to").textContent = rev ? `${rev.short_revision} (${when(rev.created_ms)})` : "";
+  $("diff-box").hidden = false;
+  loadDiff();
+}
+
+async function loadDiff() {
+  const current = view.current;
+  if (!current || !revisionView.selected) return;
+  const seq = ++revisionView.seq;
+  const params = new URLSearchParams({ to: revisionView.selected });
+  if ($("diff-from").value) params.set("from", $("diff-from").value);
+  $("diff-note").textContent = "Comparing…";
+  try {
+    const data = await api("/api/cards/" + encodeURIComponent(current.id) + "/diff?" + params);
+    if (seq !== revisionView.seq || view.current !== current) return;
+    renderDiff(data);
+  } catch (err) {
+    if (seq === revisionView.seq) {
+      $("diff-rows").replaceChildren();
+      $("diff-note").textContent = err.message;
+    }
+  }
+}
+
+function renderDiff(data) {
+  const body = $("diff-rows");
+  $("diff").dataset.from = data.from || "";
+  $("diff").dataset.to = data.to;
+  if (data.too_large) {
+    body.replaceChildren();
+    $("diff-note").textContent = "Too large to compare here; run memories diff in a terminal.";
+    return;
+  }
+  const added = data.rows.filter((r) => r.op === "+").length;
+  const removed = data.rows.filter((r) => r.op === "-").length;
+  $("diff-note").textContent = data.rows.length ? `${added} line${added === 1 ? "" : "s"} added, ${removed} removed.` : "No changes between these two.";
+  const names = { "+": "added", "-": "removed", " ": "same" };
+  body.replaceChildren(
+    ...data.rows.map((row) => {
+      const tr = el("tr", undefined, "diff-" + (names[row.op] || "hunk"));
+      if (row.op === "@") {
+        const td = el("td", row.text, "diff-hunk");
+        td.colSpan = 4;
+        tr.append(td);
+        return tr;
+      }
+      const sign = el("td", row.op === " " ? "" : row.op === "+" ? "+" : "−", "diff-sign");
+      sign.append(el("span", names[row.op], "sr-only"));
+      tr.append(el("td", row.old ? String(row.old) : "", "diff-no"), el("td", row.new ? String(row.new) : "", "diff-no"), sign,
+                el("td", row.text, "diff-text"));
+      return tr;
+    }),
+  );
+}
+
+// -- links and neighbourhood -------------------------------------------------------------
+async function loadLinks() {
+  const current = view.current;
+  if (!current || !current.id) return;
+  $("links-note").textContent = "Loading links…";
+  try {
+    const data = await api("/api/cards/" + encodeURIComponent(current.id) + "/links");
+    if (view.current !== current) return;
+    fillLinks("links-out", data.outgoing, "No links from this item. Add one with memories card link.");
+    fillLinks("links-in", data.incoming, "Nothing links here yet.");
+    const hood = $("hood");
+    hood.replaceChildren();
+    for (const group of data.neighbourhood) {
+      const section = el("section", undefined, "hood-group");
+      const title = el("h4", DISTANCE_TEXT[group.distance] || `${group.distance} links away`, "hood-title");
+      title.id = "hood-" + group.distance;
+      section.setAttribute("aria-labelledby", title.id);
+      const list = el("ul", undefined, "link-list");
+      list.append(...group.nodes.map((node) => {
+        const li = el("li");
+        li.append(nodeButton(node));
+        return li;
+      }));
+      section.append(title, list);
+      hood.append(section);
+    }
+    const none = !data.neighbourhood.length;
+    $("links-note").textContent = none
+      ? "This item has no links. Link items with memories card link SRC DST --rel RELATION."
+      : data.truncated ? "Showing the nearest 200 items." : "";
+    hood.hidden = none;
+  } catch (err) {
+    $("links-note").textContent = err.message;
+  }
+}
+
+function fillLinks(id, links, emptyText) {
+  const list = $(id);
+  if (!links.length) {
+    list.replaceChildren(el("li", emptyText, "meta"));
+    return;
+  }
+  list.replaceChildren(...links.map((link) => {
+    const li = el("li", undefined, "link");
+    const weak = link.confidence !== null && link.confidence < 1;
+    const rel = el("span", (link.rel || "linked") + (weak ? ` · ${link.confidence}` : ""), "rel");
+    if (weak) rel.title = `confidence ${link.confidence}`;
+    li.append(rel, nodeButton(link.node));
+    return li;
+  }));
+}
+
+function nodeButton(node) {
+  const button = el("button", undefined, "node");
+  button.type = "button";
+  button.dataset.id = node.id;
+  if (node.locked) button.append(lockIcon());
+  button.append(el("span", node.title || "(untitled)", "node-title"), el("span", kindLabel(node.kind), "node-kind"));
+  button.addEventListener("click", () => followLink(node));
+  return button;
+}
+
+async function followLink(node) {
+  if (!(await confirmDiscard())) return;
+  const at = view.items.findIndex((i) => i.id === node.id);
+  markSelected(at);
+  await openItem(node);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const tab of TABS) {
+    $("tab-" + tab).addEventListener("click", () => selectTab(tab, false));
+    $("tab-" + tab).addEventListener("keydown", onTabKey);
+  }
+  $("diff-from").addEventListener("change", loadDiff);
+});
