@@ -15,7 +15,7 @@ from typing import Any
 from nacl import bindings
 from nacl.exceptions import BadSignatureError, CryptoError
 
-__all__ = ["xchacha_open", "ed25519_verify_detached", "DIRECT"]
+__all__ = ["xchacha_open", "RowOpener", "ed25519_verify_detached", "DIRECT"]
 
 try:
     from nacl import _sodium
@@ -51,6 +51,43 @@ def xchacha_open(key: bytes, nonce: bytes, body: bytes, aad: bytes) -> bytes | N
     if result != 0:
         return None
     return bytes(_ffi.buffer(message, message_len[0]))
+
+
+class RowOpener:
+    """Opens many ``nonce || ciphertext || tag`` values under one key (an unlock's rows).
+
+    Same result as :func:`xchacha_open` per value, without its per-call costs: the output
+    buffer is allocated once, and nonce and ciphertext are passed as pointers into the
+    caller's buffer instead of sliced copies (a 10k-note unlock opens ~30k rows, ~60 MB).
+    Not thread-safe: one opener per loop.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != _KEY:
+            raise ValueError("an XChaCha20-Poly1305 key is 32 bytes")
+        self._key = bytes(key)
+        self._capacity = 0
+        self._out: Any = None
+        self._out_len: Any = _ffi.new("unsigned long long *") if _lib is not None else None
+
+    def open(self, data: bytes, start: int, aad: bytes) -> bytes | None:
+        """Open the sealed value ``data[start:]``; None when it does not authenticate."""
+        body_len = len(data) - start - _NONCE
+        if start < 0 or body_len < _TAG:
+            return None
+        if _lib is None:
+            return xchacha_open(self._key, data[start : start + _NONCE], data[start + _NONCE :], aad)
+        if body_len > self._capacity:
+            self._capacity = max(body_len, 2 * self._capacity)
+            self._out = _ffi.new("unsigned char[]", self._capacity)
+        sealed = _ffi.from_buffer(data)
+        result = _lib.crypto_aead_xchacha20poly1305_ietf_decrypt(
+            self._out, self._out_len, _ffi.NULL, sealed + start + _NONCE, body_len, aad, len(aad), sealed + start, self._key
+        )
+        if result != 0:
+            return None
+        plain: bytes = _ffi.buffer(self._out, self._out_len[0])[:]
+        return plain
 
 
 def ed25519_verify_detached(public_key: bytes, message: bytes, signature: bytes) -> bool:

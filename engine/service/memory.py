@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-__all__ = ["release_free_memory", "gc_paused"]
+__all__ = ["release_free_memory", "gc_paused", "release_kept"]
 
 _pause_lock = threading.Lock()
 _pause_depth = 0
@@ -43,8 +43,15 @@ def release_free_memory() -> None:
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector for bulk work; nests and is shared across threads."""
+def gc_paused(*, keep: bool = False) -> Iterator[None]:
+    """Pause the cyclic collector for bulk work; nests and is shared across threads.
+
+    ``keep``: what the block built lives until the next lock (an unlock's decoded state,
+    ~10^6 objects at 10k notes). It is moved out of the collector's generations
+    (``gc.freeze``) instead of being scanned by the young collection that would otherwise
+    run right after (~35 ms on the unlock's answer) and by every later full collection;
+    ``release_kept`` (on lock) hands it back. Reference counting still frees it as usual.
+    """
     global _pause_depth, _resume
     with _pause_lock:
         if _pause_depth == 0:
@@ -56,5 +63,12 @@ def gc_paused() -> Iterator[None]:
     finally:
         with _pause_lock:
             _pause_depth -= 1
+            if keep:
+                gc.freeze()
             if _pause_depth == 0 and _resume:
                 gc.enable()
+
+
+def release_kept() -> None:
+    """Return what ``gc_paused(keep=True)`` set aside to the collector (a lock dropped it)."""
+    gc.unfreeze()

@@ -31,6 +31,7 @@ from engine.search.segment import Segmenter
 from engine.service.memory import gc_paused, release_free_memory
 from engine.service.projections import visible_body
 from engine.service.service import EXTENSIONS, Service, Unlocked
+from engine.store.database import decode_record
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
 
@@ -104,6 +105,10 @@ class SearchRuntime:
         # Token streams segmented but not yet committed (see _persist_tokens); wiped on lock.
         self.pending: list[Prepared] = []
         self._flush: JobHandle | None = None  # the deferred token commit (a delayed background job)
+        # Stored token streams (SR-6) are most of an unlock's bytes and only the build reads
+        # them: the unlock leaves them undecoded and the build decodes them off the lock.
+        service.vault.deferred_kinds.add(TOKENS_KIND)
+        self._undecoded: list[tuple[int, bytes]] = []
         service.before_unlock.append(self._warm_segmenter)
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
@@ -118,6 +123,7 @@ class SearchRuntime:
 
     # -- hooks (all called under the service lock) --------------------------------------
     def _on_unlock(self, state: Unlocked) -> None:
+        self._undecoded = state.deferred.pop(TOKENS_KIND, [])
         for _, record in state.extra_records.pop(TOKENS_KIND, []):
             prepared = Prepared.from_record(record)
             if prepared is not None:  # another segmenter version: re-segmented lazily
@@ -132,6 +138,7 @@ class SearchRuntime:
             self._flush.cancel()
             self._flush = None
         self.pending = []
+        self._undecoded = []
         self.cache.wipe()
         self.tokens.clear()
 
@@ -301,6 +308,9 @@ class SearchRuntime:
             # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
             entries.sort(key=lambda e: _newest_live_head(state, e).created_ms, reverse=True)
             order = [e.asset_id for e in entries]
+            undecoded, self._undecoded = self._undecoded, []
+        if undecoded and not self._take_stored_tokens(job, undecoded):
+            return
         context.progress(0, len(order))
         for start in range(0, len(order), BUILD_BATCH):
             # One collector pause per batch (engine/service/memory.py): otherwise it rescans the
@@ -322,6 +332,24 @@ class SearchRuntime:
             release_free_memory()
             self.stats.segmented += job.segmented
             self.stats.reused_tokens += job.reused
+
+    def _take_stored_tokens(self, job: BuildJob, undecoded: list[tuple[int, bytes]]) -> bool:
+        """Decode the token records the unlock left undecoded (without the lock); False if stale."""
+        decoded: list[Prepared] = []
+        with gc_paused():
+            for _, plain in undecoded:
+                try:
+                    prepared = Prepared.from_record(decode_record(plain))
+                except ValueError:  # authenticated but unreadable: re-segmented like a missing one
+                    prepared = None
+                if prepared is not None:  # another segmenter version: re-segmented lazily
+                    decoded.append(prepared)
+        with self.service.lock:
+            if self._stale(job):
+                return False
+            for prepared in decoded:
+                self.tokens.setdefault(prepared.rev_id, prepared)
+        return True
 
     def _build_batch(self, job: BuildJob, batch: list[bytes]) -> bool:
         """Index one batch of assets; False when the job went stale (lock, newer build)."""

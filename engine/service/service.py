@@ -25,7 +25,7 @@ from engine.errors import MemoriesError
 from engine.jobs.background import BackgroundWork
 from engine.service.caller import Caller
 from engine.service.integrity import BackgroundVerifier, UnlockWork, verify_all
-from engine.service.memory import gc_paused, release_free_memory
+from engine.service.memory import gc_paused, release_free_memory, release_kept
 from engine.service.registry import OPS, OpSpec
 from engine.service.requests import Request
 from engine.service.session import Session
@@ -245,6 +245,7 @@ class Service:
             self.background.cancel_on_lock()
             for listener in self.on_lock:
                 listener()
+            release_kept()  # the decoded state's objects: back to the cyclic collector
             release_free_memory()
             log.info("locked (%s)", reason)
 
@@ -256,7 +257,7 @@ class Service:
     # -- loading -------------------------------------------------------------------------
     def load_state(self, store: StoreFile) -> Unlocked:
         """Decrypt and authenticate every record; check certificate and policy of each revision."""
-        with gc_paused():
+        with gc_paused(keep=True):
             return self._load_state(store)
 
     def _load_state(self, store: StoreFile) -> Unlocked:

@@ -36,6 +36,7 @@ import msgspec
 from engine.crypto.aead import AeadError, new_key, open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import KdfParams, derive_key
+from engine.crypto.libsodium import RowOpener
 from engine.errors import MemoriesError
 
 __all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "is_disk_full"]
@@ -86,6 +87,29 @@ def decode_record(data: bytes) -> dict[str, Any]:
         raise ValueError("malformed state record") from exc
 
 
+def _kind_prefix(kind: str) -> bytes:
+    """What follows the map header of a record whose first key is ``"t": kind``."""
+    return _record_encoder.encode("t") + _record_encoder.encode(kind)
+
+
+def _deferred_kind(plain: bytes, prefixes: list[tuple[str, bytes]]) -> str | None:
+    """The deferred kind of a record's plaintext, read from its first key without decoding it.
+
+    Records are maps written with ``"t"`` first (a msgpack fixmap or map16 header, then the
+    key). A record laid out otherwise is simply decoded at once: this only decides *when*.
+    """
+    if not plain:
+        return None
+    head = plain[0]
+    start = 1 if 0x80 <= head <= 0x8F else 3 if head == 0xDE else 0
+    if not start:
+        return None
+    for kind, prefix in prefixes:
+        if plain.startswith(prefix, start):
+            return kind
+    return None
+
+
 def _header_aad(fmt: str, version: int, kdf_blob: bytes) -> bytes:
     return _HEADER_AAD + canonical_bytes({"format": fmt, "version": version, "kdf": kdf_blob})
 
@@ -107,6 +131,9 @@ class Loaded:
     count: int
     chain: bytes
     last_content_seq: int
+    # Records of the kinds ``load`` was asked to defer: authenticated plaintext, not yet
+    # decoded (``decode_record`` turns each into a record when its reader needs it).
+    deferred: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,6 +157,8 @@ class StoreFile:
     _db_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     # Content rows named by the records of the last load, and the content cursor then.
     _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
+    # Rows and their hash chain read while the KDF ran (see ``check_password``); ciphertext only.
+    _prefetched: tuple[list[tuple[int, bytes]], bytes] | None = field(default=None, repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -164,18 +193,29 @@ class StoreFile:
     def wipe(self) -> None:
         """Forget the master key (ST-10). Python cannot zero immutable bytes; we drop them."""
         self._master = None
+        self._prefetched = None
 
     # -- keys ------------------------------------------------------------------------
-    def check_password(self, password: str) -> bytes:
-        """Derive the password key and unseal the master key; wrong_password if it fails."""
+    def check_password(self, password: str, *, prefetch: bool = False) -> bytes:
+        """Derive the password key and unseal the master key; wrong_password if it fails.
+
+        With ``prefetch`` (an unlock), the state rows are read and hash-chained on another
+        thread while the KDF runs: neither needs the key, and the KDF leaves the GIL and
+        the other core free. ``load`` then checks that chain against the checkpoint.
+        """
         with self._db_lock:
             fmt, version, kdf_blob, sealed = self.conn.execute(
                 "SELECT format, version, kdf, sealed_master FROM header WHERE id = 1"
             ).fetchone()
+        if prefetch:
+            threading.Thread(target=self._prefetch, name="memories-prefetch", daemon=True).start()
         key = derive_key(password, self.kdf)
         try:
             return open_sealed(key, sealed, _header_aad(fmt, version, kdf_blob))
         except AeadError as exc:
+            if prefetch:
+                with self._db_lock:  # after the prefetch: no rows kept for a refused attempt
+                    self._prefetched = None
             raise MemoriesError("wrong_password") from exc
 
     def install_master(self, master: bytes) -> None:
@@ -187,33 +227,75 @@ class StoreFile:
         return self._master
 
     # -- reading ---------------------------------------------------------------------
-    def load(self) -> Loaded:
-        """Decrypt every state row, verifying the hash chain against the checkpoint."""
-        with self._db_lock:
-            return self._load()
+    def _read_rows(self) -> tuple[list[tuple[int, bytes]], bytes]:
+        """Every state row in order and the hash chain over them (no key needed)."""
+        rows: list[tuple[int, bytes]] = self.conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()
+        chain = _CHAIN_START
+        for seq, blob in rows:
+            chain = _chain_next(chain, seq, blob)
+        return rows, chain
 
-    def _load(self) -> Loaded:
+    def _prefetch(self) -> None:
+        with self._db_lock:  # ``load`` waits for it here rather than reading the rows twice
+            try:
+                self._prefetched = self._read_rows()
+            except (sqlite3.DatabaseError, TypeError, ValueError):
+                self._prefetched = None  # ``load`` reads again and reports the error
+
+    def load(self, deferred_kinds: frozenset[str] = frozenset()) -> Loaded:
+        """Decrypt every state row, verifying the hash chain against the checkpoint.
+
+        Rows whose record kind is in ``deferred_kinds`` are authenticated (AEAD and chain)
+        but not decoded: ``Loaded.deferred`` holds their plaintext for a background reader.
+        """
+        with self._db_lock:
+            return self._load(deferred_kinds)
+
+    @staticmethod
+    def _matches(checkpoint: dict[str, Any], rows: list[tuple[int, bytes]], chain: bytes) -> bool:
+        last_seq = rows[-1][0] if rows else 0
+        return bool(
+            checkpoint.get("chain") == chain and checkpoint.get("count") == len(rows) and checkpoint.get("last_seq") == last_seq
+        )
+
+    def _load(self, deferred_kinds: frozenset[str]) -> Loaded:
         key = self._key()
+        prefixes = [(kind, _kind_prefix(kind)) for kind in deferred_kinds]
+        prefetched, self._prefetched = self._prefetched, None
         try:
             cp_row = self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()
             checkpoint = decode_record(open_sealed(key, cp_row[0][1:], _CHECKPOINT_AAD))
+            # Rows read during the KDF are used only if they are exactly what the checkpoint
+            # covers; otherwise (the store changed since, or no prefetch) they are read now.
+            # Either way the rows decrypted below are the rows whose chain was checked.
+            if prefetched is None or not self._matches(checkpoint, *prefetched):
+                prefetched = self._read_rows()
+            rows, chain = prefetched
+            if not self._matches(checkpoint, rows, chain):
+                raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
             records: list[tuple[int, dict[str, Any]]] = []
-            chain = _CHAIN_START
-            for seq, blob in self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"):
-                chain = _chain_next(chain, seq, blob)
+            deferred: dict[str, list[tuple[int, bytes]]] = {}
+            opener = RowOpener(key)
+            for seq, blob in rows:
                 if blob[:1] != _ROW_VERSION:
                     raise ValueError("unknown row version")
-                records.append((seq, decode_record(open_sealed(key, blob[1:], _state_aad(seq)))))
+                plain = opener.open(blob, 1, _state_aad(seq))
+                if plain is None:
+                    raise AeadError("authentication failed")
+                kind = _deferred_kind(plain, prefixes) if prefixes else None
+                if kind is not None:
+                    deferred.setdefault(kind, []).append((seq, plain))
+                else:
+                    records.append((seq, decode_record(plain)))
             last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
-        last_seq = records[-1][0] if records else 0
-        if checkpoint.get("chain") != chain or checkpoint.get("count") != len(records) or checkpoint.get("last_seq") != last_seq:
-            raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
-        self._cursor = _Cursor(last_seq, len(records), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        last_seq = rows[-1][0] if rows else 0
+        self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        # Deferred kinds never name content rows (a kind that does must not be deferred).
         named = frozenset(int(s) for _, r in records if isinstance(r.get("body_seqs"), list) for s in r["body_seqs"])
         self._loaded_refs = (named, self._cursor.last_content_seq)
-        return Loaded(records, last_seq, len(records), chain, self._cursor.last_content_seq)
+        return Loaded(records, last_seq, len(rows), chain, self._cursor.last_content_seq, deferred)
 
     def read_content(self, seqs: Sequence[int]) -> list[bytes]:
         with self._db_lock:

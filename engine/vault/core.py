@@ -108,6 +108,9 @@ class Unlocked:
     # chain, so a peer that reorders or drops entries is caught; docs/sync.md).
     audit_sigs: dict[bytes, bytes] = field(default_factory=dict)
     audit_tip: bytes | None = None
+    # Records of ``VaultCore.deferred_kinds``, authenticated but not decoded: their reader
+    # takes them (``store.decode_record``) in the background instead of the unlock paying.
+    deferred: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
 
     @property
     def vault(self) -> VaultKeys:
@@ -140,6 +143,9 @@ class VaultCore:
         self.durable: list[Callable[[list[Revision], Records], None]] = []
         # Called after memory reflects the commit (index, extra records).
         self.committed: list[Callable[[Unlocked, list[Revision], Records], None]] = []
+        # Extra-record kinds an unlock leaves undecoded in ``Unlocked.deferred`` (a feature's
+        # cache read in the background, e.g. search token streams): nothing the core reads.
+        self.deferred_kinds: set[str] = set()
 
     # -- state ---------------------------------------------------------------------------
     def require_store(self) -> StoreFile:
@@ -167,7 +173,7 @@ class VaultCore:
         Ed25519 signatures are verified in bulk by the caller (in the background, or at once
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
         """
-        loaded = store.load()
+        loaded = store.load(frozenset(self.deferred_kinds))
         identity: DeviceIdentity | None = None
         vaults: dict[bytes, VaultKeys] = {}
         default_vault = b""
@@ -233,7 +239,7 @@ class VaultCore:
         for rev in revisions:
             index.apply(rev)
         index.hide(bytes(r[HIDE_FIELD]) for records in extra.values() for _, r in records if HIDE_FIELD in r)
-        state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log)
+        state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log, deferred=loaded.deferred)
         for record in audits:
             digest = hashlib.sha256(bytes(record["signed"])).digest()
             state.audit_sigs[digest] = bytes(record["sig"])

@@ -102,15 +102,16 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
         return {"initialized": True, "unlocked": True, "kdf": {"opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}}
 
 
-def _check_password(service: Service, password: str) -> bytes:
+def _check_password(service: Service, password: str, *, prefetch: bool = False) -> bytes:
     """Run the KDF outside the service lock, throttled (bounded tries per minute).
 
     The budget slot is taken before the KDF starts (concurrent attempts cannot overrun it)
-    and refunded when the password is right.
+    and refunded when the password is right. ``prefetch``: an unlock reads the state rows
+    meanwhile (engine/store/database.py), only once the attempt has its slot.
     """
     store = service.require_store()
     with service.session.password_attempt():
-        return store.check_password(password)
+        return store.check_password(password, prefetch=prefetch)
 
 
 @op(rq.Unlock, needs_unlock=False, lock_free=True)
@@ -121,7 +122,7 @@ def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, An
         return {"unlocked": True, "already": True}
     for warm in service.before_unlock:
         warm()
-    master = _check_password(service, request.password)
+    master = _check_password(service, request.password, prefetch=True)
     with service.lock:
         if service.state is None:
             store.install_master(master)

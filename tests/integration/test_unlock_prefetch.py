@@ -1,0 +1,135 @@
+"""Issue 20: what an unlock reads while the KDF runs, and what it leaves undecoded.
+
+The state rows are read and hash-chained on another thread during the KDF
+(``StoreFile.check_password(prefetch=True)``); ``load`` uses them only if they are exactly
+the rows the sealed checkpoint covers. Records of deferred kinds (search token streams)
+are authenticated but handed over undecoded. Real store files, no fakes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine.crypto.kdf import calibrate
+from engine.crypto.libsodium import RowOpener, xchacha_open
+from engine.errors import MemoriesError
+from engine.store.database import StoreFile, create_store, decode_record
+
+PASSWORD = "prefetch password"
+
+
+def _store(tmp_path: Path, records: int = 5) -> StoreFile:
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "note", "n": i} for i in range(records)])
+    return StoreFile.open(path)
+
+
+def _unlock(store: StoreFile) -> None:
+    store.install_master(store.check_password(PASSWORD, prefetch=True))
+
+
+def test_rows_prefetched_during_the_kdf_are_the_rows_loaded(tmp_path: Path) -> None:
+    """ST-5: an unlock with a prefetch yields every record, in order, checked against the checkpoint."""
+    store = _store(tmp_path)
+    _unlock(store)
+    loaded = store.load()
+    assert [r["n"] for _, r in loaded.records] == list(range(5))
+    assert loaded.count == 5
+
+
+def test_a_prefetch_the_store_moved_past_is_read_again(tmp_path: Path) -> None:
+    """ST-5: rows prefetched before a commit no longer match the checkpoint; load reads them again
+    and opens the store instead of calling it corrupt."""
+    store = _store(tmp_path)
+    _unlock(store)
+    store.load()
+    store._prefetch()  # rows as they are now ...
+    store.commit([{"t": "note", "n": 5}])  # ... and then the store moves on
+    loaded = store.load()
+    assert [r["n"] for _, r in loaded.records] == list(range(6))
+
+
+def test_a_row_added_behind_the_engines_back_is_refused_from_the_prefetch(tmp_path: Path) -> None:
+    """ST-5: the rows decrypted are the rows whose chain matched the checkpoint: a row copied
+    in while locked makes the prefetched unlock store_corrupt."""
+    store = _store(tmp_path)
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("INSERT INTO state (seq, blob) SELECT 1000, blob FROM state WHERE seq = 2")
+    _unlock(store)
+    with pytest.raises(MemoriesError) as caught:
+        store.load()
+    assert caught.value.code == "store_corrupt"
+
+
+def test_a_dropped_row_is_refused_with_or_without_a_prefetch(tmp_path: Path) -> None:
+    """ST-5: dropping a row is caught by the chain whether the rows were prefetched or not."""
+    store = _store(tmp_path)
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("DELETE FROM state WHERE seq = (SELECT MAX(seq) FROM state)")
+    for prefetch in (True, False):
+        store.install_master(store.check_password(PASSWORD, prefetch=prefetch))
+        with pytest.raises(MemoriesError) as caught:
+            store.load()
+        assert caught.value.code == "store_corrupt"
+
+
+def test_a_wrong_password_keeps_no_prefetched_rows(tmp_path: Path) -> None:
+    """A refused attempt leaves nothing read on its behalf in memory."""
+    store = _store(tmp_path)
+    with pytest.raises(MemoriesError) as caught:
+        store.check_password("not the password", prefetch=True)
+    assert caught.value.code == "wrong_password"
+    assert store._prefetched is None
+
+
+def test_deferred_kinds_are_authenticated_but_left_undecoded(tmp_path: Path) -> None:
+    """SR-6: records of a deferred kind come back as their exact plaintext, everything else decoded."""
+    store = _store(tmp_path, records=2)
+    _unlock(store)
+    store.load()
+    token = {"t": "search_tokens", "rev": b"\x01" * 32, "v": "x", "body": "tokens"}
+    store.commit([token, {"t": "note", "n": 2}])
+    loaded = store.load(frozenset({"search_tokens"}))
+    assert [r["t"] for _, r in loaded.records] == ["note", "note", "note"]
+    [(seq, plain)] = loaded.deferred["search_tokens"]
+    assert decode_record(plain) == token and seq == loaded.last_seq - 1
+
+
+def test_a_tampered_deferred_row_is_refused(tmp_path: Path) -> None:
+    """ST-1: a deferred row is still opened (AEAD) and chained before the unlock answers."""
+    store = _store(tmp_path, records=1)
+    _unlock(store)
+    store.load()
+    store.commit([{"t": "search_tokens", "body": "x" * 100}])
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        changed = conn.execute(
+            "UPDATE state SET blob = CAST(substr(blob, 1, 40) || x'00' || substr(blob, 42) AS BLOB) "
+            "WHERE seq = (SELECT MAX(seq) FROM state)"
+        ).rowcount
+    assert changed == 1
+    _unlock(store)
+    with pytest.raises(MemoriesError) as caught:
+        store.load(frozenset({"search_tokens"}))
+    assert caught.value.code == "store_corrupt"
+
+
+def test_row_opener_agrees_with_the_single_call() -> None:
+    """The batch opener gives the same plaintext, and the same refusal, as xchacha_open."""
+    import os
+
+    from engine.crypto.aead import seal
+
+    key = os.urandom(32)
+    opener = RowOpener(key)
+    for size in (0, 1, 100, 5000, 70_000, 10):
+        aad = b"aad" + bytes([size % 256])
+        sealed = b"\x01" + seal(key, os.urandom(size), aad)
+        plain = opener.open(sealed, 1, aad)
+        assert plain == xchacha_open(key, sealed[1:25], sealed[25:], aad) and plain is not None and len(plain) == size
+        assert opener.open(sealed, 1, aad + b"!") is None
+        flipped = sealed[:30] + bytes([sealed[30] ^ 1]) + sealed[31:] if len(sealed) > 30 else sealed[:-1]
+        assert opener.open(flipped, 1, aad) is None
+    assert opener.open(b"\x01short", 1, b"") is None
