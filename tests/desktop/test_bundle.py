@@ -33,6 +33,9 @@ from tests.helpers import PASSWORD, TEST_ENV, in_ci, require
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "packaging" / "memories-tray.spec"
 TRAY_REGION_HEIGHT = 48  # trayer's panel (tests/desktop/support.py XSession)
+# The first test to ask for the bundle builds it (or waits for another worker's build) in its
+# setup, which pytest-timeout counts: room for a slow, loaded machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def _build(root: Path) -> Path:
