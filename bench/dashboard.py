@@ -99,11 +99,25 @@ def vault_window(home: Path, port: int, token: str, items: int, rounds: int) -> 
             break
         time.sleep(0.2)
     last = (items // 100) * 100 if items % 100 else items - 100
+    # One note edited twice and linked to two others: what its History and Links tabs ask for.
+    listed = cli(home, "list", "--limit", "3")["items"]
+    assert isinstance(listed, list)
+    note, *others = [str(item["id"]) for item in listed]
+    cli(home, "edit", note, "--body", "edited once")
+    cli(home, "edit", note, "--body", "edited once\nand twice")
+    for other in others:
+        cli(home, "card", "link", note, other, "--rel", "see_also")
+    revisions = cli(home, "history", note)["revisions"]
+    assert isinstance(revisions, list)
+    newest = str(revisions[-1]["revision"])
     rows: list[tuple[str, tuple[float, float]]] = []
     for name, paths in (
         ("page load (/, kinds, page 1)", ["/", "/api/kinds", "/api/cards?kind=all&offset=0&limit=100"]),
+        ("protected counts (sidebar)", ["/api/protected"]),
         ("last page", [f"/api/cards?kind=all&offset={last}&limit=100"]),
         ("tag filter t7", ["/api/cards?kind=all&tag=t7&offset=0&limit=100"]),
+        ("history tab (list + diff)", [f"/api/cards/{note}/history", f"/api/cards/{note}/diff?to={newest}"]),
+        ("links tab", [f"/api/cards/{note}/links"]),
     ):
         samples = sorted(sum(timed_get(port, token, p) for p in paths) for _ in range(rounds))
         rows.append((name, (statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))])))

@@ -1,33 +1,24 @@
 """Data-home paths and the TOML config (which never holds secrets).
 
-Kept stdlib-light: the CLI imports this on every call.
+The CLI finds its home and the engine socket through :mod:`engine.home` (no pathlib, no
+dataclasses at start); this module is for everything that works with the paths.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Paths", "resolve_home", "EngineConfig", "load_config"]
+from engine.home import data_home, engine_socket
 
-# AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS); keep a margin.
-_MAX_SOCKET_PATH = 100
+__all__ = ["Paths", "resolve_home", "EngineConfig", "load_config"]
 
 
 def resolve_home(explicit: str | None = None) -> Path:
     """``--home`` wins, then ``MEMORIES_HOME``, then the platform's user data dir."""
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    env = os.environ.get("MEMORIES_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    import platformdirs  # imported lazily: only needed without an explicit home
-
-    return Path(platformdirs.user_data_dir("memories", appauthor=False)).resolve()
+    return Path(data_home(explicit))
 
 
 @dataclass(frozen=True)
@@ -52,19 +43,8 @@ class Paths:
 
     @property
     def socket(self) -> Path:
-        """The engine socket, inside a private 0700 directory.
-
-        Deep homes (pytest's tmp dirs) would overflow the AF_UNIX limit, so they
-        fall back to a per-user runtime directory keyed by the home's digest.
-        """
-        candidate = self.home / "run" / "engine.sock"
-        if sys.platform == "win32" or len(os.fsencode(candidate)) <= _MAX_SOCKET_PATH:
-            return candidate
-        digest = hashlib.sha256(os.fsencode(self.home)).hexdigest()[:20]
-        # A shared /tmp is safe here: the IPC server refuses a socket directory that is not
-        # ours or not 0700 (engine/ipc/server.py prepare_socket_dir).
-        runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memories-{os.getuid()}"  # noqa: S108
-        return Path(runtime) / f"memories-{digest}" / "engine.sock"
+        """The engine socket, inside a private 0700 directory (:func:`engine.home.engine_socket`)."""
+        return Path(engine_socket(os.fspath(self.home)))
 
 
 @dataclass(frozen=True)

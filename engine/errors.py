@@ -9,7 +9,9 @@ This module is imported by the lean CLI client, so it must stay stdlib-only.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` stays off the CLI's start path (issue 20)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MemoriesError", "CODES", "error_from_wire"]
 

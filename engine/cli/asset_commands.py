@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from typing import Any
 
 from engine.cli.content_options import add_content_options, body_from, meta_pairs, stdin_has_body, stdin_is_terminal
 from engine.cli.context import Context, UsageError
 from engine.terminal_text import one_line
+
+TYPE_CHECKING = False  # list and get are on the CLI's fast path: no argparse, no typing (issue 20)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:

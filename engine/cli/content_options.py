@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import stat
 import sys
 
 from engine.cli.context import UsageError
+
+TYPE_CHECKING = False  # imported by get/list on the CLI's fast path (issue 20)
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["add_content_options", "body_from", "meta_pairs", "stdin_has_body", "stdin_is_terminal"]
 

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from engine.config import Paths, resolve_home
 from engine.errors import MemoriesError
+from engine.home import data_home, engine_socket
+from engine.ipc import json_codec
 from engine.ipc.client import IpcClient
 from engine.terminal_text import block, use_color
+
+# What a get/list/search/status call imports is kept small (issue 20, tested in
+# tests/unit/test_cli_imports.py): pathlib, dataclasses, subprocess, json and typing load
+# only when a command needs them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from engine.config import Paths
 
 __all__ = ["JSON_VERSION", "Context", "UsageError"]
 
@@ -27,20 +33,34 @@ class UsageError(Exception):
     """Wrong command-line usage (exit code 2)."""
 
 
-@dataclass
 class Context:
-    paths: Paths
-    json_output: bool
-    _client: IpcClient | None = field(default=None, repr=False)
+    """The data home, the output mode and (once asked for) the connection to the engine."""
+
+    def __init__(self, home: str, json_output: bool) -> None:
+        self.home = home  # absolute, as engine.home.data_home resolves it
+        self.json_output = json_output
+        self._paths: Paths | None = None
+        self._client: IpcClient | None = None
 
     @classmethod
     def create(cls, home: str | None, json_output: bool) -> Context:
-        return cls(Paths(resolve_home(home)), json_output)
+        return cls(data_home(home), json_output)
+
+    @property
+    def paths(self) -> Paths:
+        """The home's files as :class:`engine.config.Paths` (imported on first use)."""
+        if self._paths is None:
+            from pathlib import Path
+
+            from engine.config import Paths
+
+            self._paths = Paths(Path(self.home))
+        return self._paths
 
     # -- engine connection -------------------------------------------------------------
     def client(self) -> IpcClient:
         if self._client is None:
-            client = IpcClient(self.paths.socket)
+            client = IpcClient(engine_socket(self.home))
             try:
                 client.connect()
             except MemoriesError as exc:
@@ -64,6 +84,8 @@ class Context:
         """Start the daemon detached if it is not running; True if this call started it."""
         if self.engine_running():
             return False
+        import subprocess
+
         self.paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.paths.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         stderr_path = self.paths.log_dir / "daemon-stderr.log"
@@ -112,7 +134,7 @@ class Context:
         """
         if self.json_output:
             shown = {"v": JSON_VERSION, **result} if isinstance(result, dict) else result
-            print(json.dumps(shown, ensure_ascii=False, sort_keys=True))
+            print(json_codec.dumps(shown, ensure_ascii=False, sort_keys=True))
             return
         if text is not None:
             print(block(text))

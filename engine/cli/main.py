@@ -1,20 +1,30 @@
-"""`memories` entry point: global options, subcommand registration, typed error output."""
+"""`memories` entry point: global options, subcommand registration, typed error output.
+
+Registering a command: add its word to COMMAND_TABLE (word -> module) and, for a new
+module, the module to COMMAND_MODULES; the module's ``register(subparsers, common)`` adds
+its argparse parsers (tests/unit/test_cli_table.py checks the table against them).
+
+Start-up cost (issue 20): this module imports no argparse, json, re or typing. The
+everyday reads (get, list, search, status) in their plain form are read by
+engine/cli/fast_args.py; every other call builds the argparse parser of its command only
+(engine/cli/parser.py). tests/unit/test_cli_imports.py lists what a call may import.
+"""
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
 import os
-import re
 import sys
-from collections.abc import Sequence
-from typing import Any
 
-from engine import __version__
 from engine.cli.context import JSON_VERSION, Context, UsageError
 from engine.errors import MemoriesError
+from engine.ipc import json_codec
 from engine.terminal_text import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["main", "build_parser"]
 
@@ -113,7 +123,7 @@ COMMAND_TABLE = {
 }
 
 
-def _command_word(argv: Sequence[str]) -> str | None:
+def command_word(argv: Sequence[str]) -> str | None:
     """The first positional word, skipping the global options (and --home's value)."""
     skip = False
     for arg in argv:
@@ -129,75 +139,11 @@ def _command_word(argv: Sequence[str]) -> str | None:
     return None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(_friendlier(self, message))
-
-
-def _friendlier(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's message, with "did you mean" for a mistyped choice, command or option."""
-    import difflib
-
-    choice = re.match(r"argument (\S+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)$", message)
-    if choice:
-        name, word, listed = choice.groups()
-        options = [c.strip(" '\"") for c in listed.split(",")]
-        options = [o for o in options if not o.startswith("__")]
-        close = difflib.get_close_matches(word, options, n=1, cutoff=0.5)
-        if any(isinstance(a, argparse._SubParsersAction) and a.metavar == name for a in parser._actions):
-            where = " ".join(parser.prog.split()[1:])
-            what = f"unknown command {word[:40]!r}" if not where else f"unknown `{where}` action {word[:40]!r}"
-            more = f"`{parser.prog} --help` lists them"
-        else:
-            what, more = f"argument {name}: invalid choice {word[:40]!r}", "choose from " + ", ".join(options)
-        return f"{what}; did you mean `{close[0]}`?" if close else f"{what}; {more}"
-    unknown = re.match(r"unrecognized arguments: (.*)$", message)
-    if unknown:
-        known = _option_strings(parser)
-        for word in unknown.group(1).split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
-                if close:
-                    return f"unknown option {word[:40]!r}; did you mean `{close[0]}`?"
-    return message
-
-
-def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
-    found: list[str] = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found.extend(_option_strings(sub))
-        else:
-            found.extend(o for o in action.option_strings if o.startswith("--"))
-    return sorted(set(found))
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; with ``argv``, only the module of its command is imported."""
-    # SUPPRESS defaults: the options may stand before or after the subcommand, and a
-    # subparser must not reset a value given before it.
-    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    common.add_argument("--home", help="data directory (default: $MEMORIES_HOME or the platform's)")
-    common.add_argument("--json", action="store_true", help="print stable JSON instead of text")
-    parser = _Parser(
-        prog="memories",
-        description="Memories: a local-first, end-to-end encrypted vault.",
-        parents=[common],
-    )
-    parser.add_argument("--version", action="version", version=f"memories {__version__}", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    word = _command_word(argv) if argv is not None else None
-    modules: tuple[str, ...] = (COMMAND_TABLE[word],) if word in COMMAND_TABLE else COMMAND_MODULES
-    if word is None and argv is not None and "--version" in argv:
-        modules = ()  # the answer needs no command module
-    for name in modules:
-        importlib.import_module(f"engine.cli.{name}").register(sub, common)
-    if argv is not None and ("-h" in argv or "--help" in argv):
-        from engine.cli.help_text import apply_examples  # only when help is shown
+    """The full parser (engine/cli/parser.py); with ``argv``, only its command's module is imported."""
+    from engine.cli.parser import build_parser as build
 
-        apply_examples(parser)
-    return parser
+    return build(argv)
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `… | head` in other tools
@@ -221,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     args_list = list(argv) if argv is not None else sys.argv[1:]
     json_output = "--json" in args_list
-    word = _command_word(args_list)
+    word = command_word(args_list)
     if word is not None and word not in COMMAND_TABLE:
         import difflib
 
@@ -229,13 +175,17 @@ def _run(argv: Sequence[str] | None) -> int:
         hint = f"did you mean `{close[0]}`?" if close else "`memories --help` lists the commands"
         _report("usage", f"unknown command {word[:40]!r}; {hint}", json_output)
         return EXIT_USAGE
-    parser = build_parser(args_list)
+    from engine.cli.fast_args import parse_fast
+
     ctx: Context | None = None
     try:
-        args = parser.parse_args(args_list)
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return EXIT_USAGE
+        args: Any = parse_fast(args_list)
+        if args is None:
+            parser = build_parser(args_list)
+            args = parser.parse_args(args_list)
+            if not getattr(args, "func", None):
+                parser.print_help()
+                return EXIT_USAGE
         ctx = Context.create(getattr(args, "home", None), getattr(args, "json", False))
         code: int = args.func(ctx, args)
         return code
@@ -258,7 +208,7 @@ def _report(code: str, message: str, json_output: bool, details: dict[str, Any] 
         error: dict[str, Any] = {"code": code, "message": message}
         if isinstance(candidates, list):
             error["candidates"] = candidates
-        print(json.dumps({"v": JSON_VERSION, "error": error}, ensure_ascii=False))
+        print(json_codec.dumps({"v": JSON_VERSION, "error": error}, ensure_ascii=False))
         return
     print(f"memories: error [{code}]: {one_line(message)}", file=sys.stderr)
     if isinstance(candidates, list):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from engine.cli.context import Context, UsageError
 from engine.terminal_text import Escaped, block, bold_highlights, one_line
+
+TYPE_CHECKING = False  # search is on the CLI's fast path: no argparse, no typing (issue 20)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 MODES = ("auto", "lexical", "vector", "hybrid")
 

@@ -1,8 +1,10 @@
 """Lean synchronous IPC client for the CLI (SPEC API-2, API-8).
 
-Imported on the CLI's startup path, which must stay under 150 ms: stdlib ``socket`` /
-``os`` / ``time`` plus :mod:`engine.errors` and :mod:`engine.ipc.framing` only. In
-particular no :mod:`asyncio`, :mod:`ctypes` or :mod:`engine.ipc.server`.
+Imported on the CLI's start path, which should cost little more than a bare interpreter
+(issue 20; tests/unit/test_cli_imports.py checks what it imports): the C socket module
+``_socket``, ``os``, ``sys``, ``time``, :mod:`engine.errors` and :mod:`engine.ipc.framing`
+only. Not :mod:`socket` (its enums and :mod:`selectors` cost more than the request), and
+no :mod:`asyncio`, :mod:`ctypes`, :mod:`pathlib`, :mod:`typing` or :mod:`engine.ipc.server`.
 
 The client also authenticates the *server*: the CLI sends passwords over this socket, so
 on Linux it checks with ``SO_PEERCRED`` that the listening process runs as our own uid;
@@ -12,15 +14,10 @@ inside a 0700 directory it owns).
 
 from __future__ import annotations
 
-import contextlib
+import _socket
 import os
-import socket
-import struct
 import sys
 import time
-from pathlib import Path
-from types import TracebackType
-from typing import Any
 
 from engine.errors import MemoriesError, error_from_wire
 from engine.ipc.framing import (
@@ -34,9 +31,16 @@ from engine.ipc.framing import (
     size_text,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from pathlib import Path
+    from types import TracebackType
+    from typing import Any
+
 __all__ = ["IpcClient"]
 
-_UCRED = struct.Struct("3i")
+_UCRED_SIZE = 12  # struct ucred: pid, uid, gid as C ints
 
 
 class IpcClient:
@@ -44,22 +48,24 @@ class IpcClient:
 
     def __init__(
         self,
-        socket_path: Path,
+        socket_path: str | os.PathLike[str],
         timeout: float = 30.0,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         verify_server: bool = True,
     ) -> None:
-        self._path = Path(socket_path)
+        self._path = os.fspath(socket_path)
         self._timeout = timeout
         self._max_frame_bytes = max_frame_bytes
         self._verify_server = verify_server
-        self._sock: socket.socket | None = None
+        self._sock: _socket.socket | None = None
         self._next_id = 1
 
     @property
     def socket_path(self) -> Path:
-        return self._path
+        from pathlib import Path  # not on the CLI's start path
+
+        return Path(self._path)
 
     @property
     def connected(self) -> bool:
@@ -78,7 +84,7 @@ class IpcClient:
         timeout = self._sock.gettimeout()
         self._sock.setblocking(False)
         try:
-            self._sock.recv(1, socket.MSG_PEEK)
+            self._sock.recv(1, _socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
             self._sock.settimeout(timeout)
             return  # nothing to read: still open
@@ -92,12 +98,12 @@ class IpcClient:
         """Connect (idempotent). ``daemon_unavailable`` if the socket is missing/refused."""
         if self._sock is not None:
             return
-        if not hasattr(socket, "AF_UNIX"):
+        if not hasattr(_socket, "AF_UNIX"):
             raise MemoriesError("daemon_unavailable", "Unix sockets are unavailable; use the named pipe.")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.settimeout(self._timeout)
         try:
-            sock.connect(os.fspath(self._path))
+            sock.connect(self._path)
         except TimeoutError:
             sock.close()
             raise MemoriesError("timeout", "The engine did not accept the connection in time.") from None
@@ -116,14 +122,14 @@ class IpcClient:
             raise
         self._sock = sock
 
-    def _check_server(self, sock: socket.socket) -> None:
+    def _check_server(self, sock: _socket.socket) -> None:
         uid = os.getuid()
         try:
             if sys.platform.startswith("linux"):
-                raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-                owner = _UCRED.unpack(raw)[1] & 0xFFFFFFFF
+                raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _UCRED_SIZE)
+                owner = int.from_bytes(raw[4:8], sys.byteorder)  # uid_t: unsigned, native order
             else:
-                owner = os.stat(self._path.parent).st_uid
+                owner = os.stat(os.path.dirname(self._path)).st_uid
         except OSError:
             owner = -1
         if owner != uid:
@@ -135,10 +141,12 @@ class IpcClient:
         For callers that speak the same framing on their own event loop (the MCP server):
         the connection check stays in one place. This client forgets the socket.
         """
+        import socket  # the full class for asyncio; not on the CLI's start path
+
         self.connect()
         sock, self._sock = self._sock, None
         assert sock is not None
-        return sock
+        return socket.socket(fileno=sock.detach())
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
@@ -198,9 +206,11 @@ class IpcClient:
             sock.settimeout(limit)
             # The engine may have answered (e.g. `busy`) and closed before reading our
             # request; what it sent is still readable, so go on and read it.
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            try:
                 for part in parts:
                     sock.sendall(part)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             response, answer_payload = read_message_sync(sock, self._max_frame_bytes, deadline=deadline)
         except TimeoutError:
             self.close()

@@ -23,17 +23,18 @@ import :mod:`asyncio` at module level (the async reader imports it lazily).
 
 from __future__ import annotations
 
-import json
-import re
-import socket
-import struct
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from engine.errors import MemoriesError
+from engine.ipc import json_codec
 
+# `typing`, `socket`, `re` and `json` stay off the CLI's start path (issue 20): the sync
+# reader only calls methods of the socket it is given, and JSON goes through json_codec.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps asyncio off the CLI start path
     import asyncio
+    import _socket
+    from typing import Any, NoReturn
 
 __all__ = [
     "WIRE_VERSION",
@@ -73,11 +74,7 @@ PAYLOAD_KEY = "payload"
 # numbers are IEEE doubles: keep them within the safe-integer range.
 MAX_REQUEST_ID = 2**53 - 1
 
-_HEADER = struct.Struct(">I")
 _REQUEST_KEYS = frozenset({"v", "id", "body"})
-# A lone UTF-16 surrogate can only reach a decoded string through a \uD800-\uDFFF escape
-# (raw surrogates are not valid UTF-8). Cheap pre-filter before the exact check.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class TruncatedFrame(ConnectionError):
@@ -97,6 +94,11 @@ class PeerClosed(ConnectionError):
 
 
 # --------------------------------------------------------------------------- encoding
+
+
+def _header(word: int) -> bytes:
+    """The 4-byte big-endian length word."""
+    return word.to_bytes(HEADER_BYTES, "big")
 
 
 def encode_frame(obj: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES, payload: bytes | bytearray | None = None) -> bytes:
@@ -119,7 +121,7 @@ def encode_frame_parts(
     if not isinstance(obj, dict):
         raise MemoriesError("invalid_input", "A frame must carry a JSON object.")
     try:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json_codec.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         body = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         # ValueError covers NaN/Infinity, circular references and UnicodeEncodeError.
@@ -127,11 +129,11 @@ def encode_frame_parts(
     if len(body) > max_bytes:
         raise frame_too_large(len(body), max_bytes)
     if payload is None:
-        return [_HEADER.pack(len(body)) + body]
+        return [_header(len(body)) + body]
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise frame_too_large(len(payload), MAX_PAYLOAD_BYTES, "The binary part")
     # The binary part is not copied: a sender writes the parts one after the other.
-    return [b"".join((_HEADER.pack(PAYLOAD_FLAG | len(body)), body, _HEADER.pack(len(payload)))), payload]
+    return [b"".join((_header(PAYLOAD_FLAG | len(body)), body, _header(len(payload)))), payload]
 
 
 def size_text(size: int) -> str:
@@ -168,6 +170,22 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def _may_escape_a_surrogate(body: bytes | bytearray) -> bool:
+    """Whether ``body`` has a ``\\uD800``-``\\uDFFF`` escape: a cheap pre-filter.
+
+    A lone UTF-16 surrogate can only reach a decoded string through such an escape (raw
+    surrogates are not valid UTF-8). An escaped backslash before ``u`` may also match; the
+    exact check that follows sorts that out.
+    """
+    at = body.find(b"\\u")
+    while at != -1:
+        digits = body[at + 2 : at + 4]
+        if len(digits) == 2 and digits[0] in b"dD" and digits[1] in b"89abcdefABCDEF":
+            return True
+        at = body.find(b"\\u", at + 2)
+    return False
+
+
 def decode_body(body: bytes | bytearray) -> dict[str, Any]:
     """Decode a frame body: strict UTF-8, strict JSON, and it must be an object.
 
@@ -175,11 +193,11 @@ def decode_body(body: bytes | bytearray) -> dict[str, Any]:
     """
     try:
         text = body.decode("utf-8")
-        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
-        if _SURROGATE_ESCAPE.search(body) is not None:
+        obj = json_codec.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
+        if _may_escape_a_surrogate(body):
             # Escaped lone surrogates decode fine but can never be re-encoded as UTF-8;
             # reject them here so they cannot poison later responses or storage.
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            json_codec.dumps(obj, ensure_ascii=False).encode("utf-8")
     except (UnicodeError, ValueError, RecursionError):
         # ValueError includes json.JSONDecodeError and the int-digits limit; RecursionError
         # comes from deeply nested arrays/objects.
@@ -271,12 +289,12 @@ async def _read(
         async with asyncio.timeout(frame_timeout):
             rest = await reader.readexactly(HEADER_BYTES - 1)
             received += len(rest)
-            (word,) = _HEADER.unpack(first + rest)
+            word = int.from_bytes(first + rest, "big")
             length, has_payload = _split_header(word, max_bytes, max_payload > 0)
             body = await reader.readexactly(length)
             if has_payload:
                 received += length
-                (size,) = _HEADER.unpack(await reader.readexactly(HEADER_BYTES))
+                size = int.from_bytes(await reader.readexactly(HEADER_BYTES), "big")
                 received += HEADER_BYTES
                 _check_payload(size, max_payload)
                 payload = await reader.readexactly(size)
@@ -286,7 +304,7 @@ async def _read(
     return decode_body(body), payload
 
 
-def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | None) -> bytearray:
+def _recv_exactly(sock: _socket.socket, n: int, already: int, deadline: float | None) -> bytearray:
     buffer = bytearray(n)  # filled in place: a large binary part is held once, not twice
     view = memoryview(buffer)
     got = 0
@@ -306,7 +324,7 @@ def _recv_exactly(sock: socket.socket, n: int, already: int, deadline: float | N
     return buffer
 
 
-def read_frame_sync(sock: socket.socket, max_bytes: int, *, deadline: float | None = None) -> dict[str, Any]:
+def read_frame_sync(sock: _socket.socket, max_bytes: int, *, deadline: float | None = None) -> dict[str, Any]:
     """Blocking counterpart of :func:`read_frame` for the CLI client.
 
     Raises :class:`PeerClosed` on a clean EOF before any byte, :class:`TruncatedFrame` on
@@ -319,22 +337,22 @@ def read_frame_sync(sock: socket.socket, max_bytes: int, *, deadline: float | No
 
 
 def read_message_sync(
-    sock: socket.socket, max_bytes: int, *, max_payload: int = MAX_PAYLOAD_BYTES, deadline: float | None = None
+    sock: _socket.socket, max_bytes: int, *, max_payload: int = MAX_PAYLOAD_BYTES, deadline: float | None = None
 ) -> tuple[dict[str, Any], bytes | bytearray | None]:
     """Blocking counterpart of :func:`read_message` (errors as :func:`read_frame_sync`)."""
     return _read_sync(sock, max_bytes, max_payload, deadline)
 
 
 def _read_sync(
-    sock: socket.socket, max_bytes: int, max_payload: int, deadline: float | None
+    sock: _socket.socket, max_bytes: int, max_payload: int, deadline: float | None
 ) -> tuple[dict[str, Any], bytes | bytearray | None]:
     header = _recv_exactly(sock, HEADER_BYTES, 0, deadline)
-    (word,) = _HEADER.unpack(header)
+    word = int.from_bytes(header, "big")
     length, has_payload = _split_header(word, max_bytes, max_payload > 0)
     body = _recv_exactly(sock, length, HEADER_BYTES, deadline)
     payload: bytearray | None = None
     if has_payload:
-        (size,) = _HEADER.unpack(_recv_exactly(sock, HEADER_BYTES, HEADER_BYTES + length, deadline))
+        size = int.from_bytes(_recv_exactly(sock, HEADER_BYTES, HEADER_BYTES + length, deadline), "big")
         _check_payload(size, max_payload)
         payload = _recv_exactly(sock, size, 2 * HEADER_BYTES + length, deadline)
     return decode_body(body), payload

@@ -113,17 +113,13 @@ async def _walk_every_page(page: Any, audit: Audit, s: dict[str, Any], narrow: b
     await audit.check("links")
     await page.click("#tab-edit")
     await page.fill("#field-body", "an unsaved change")
-    if narrow:
-        await page.click("#back")
-    else:
-        await page.click("#nav-status")
+    await page.keyboard.press("Escape")  # leaves the field
+    await page.keyboard.press("Escape")  # closes the item: asks first
     await page.wait_for_selector("#discard-dialog[open]")
     await audit.check("unsaved-dialog")
     await page.click("#discard-yes")
     await page.wait_for_selector("#discard-dialog", state="hidden")
-    if narrow:
-        await page.wait_for_selector("#listpane:visible")
-    await page.click("#nav-cards")
+    await page.wait_for_selector("#editor", state="hidden")
     await page.fill("#search", "")
     await page.click("#protected-filter button[data-kind='protected']")
     await page.wait_for_selector(f"#card-list button[data-id='{s['prot']['id']}']")

@@ -196,7 +196,8 @@ def test_lock_from_the_dashboard(dashboard: Dashboard, module_vault: Cli) -> Non
 
 
 def test_protected_cards_and_secrets_never_shown(dashboard: Dashboard, module_vault: Cli) -> None:
-    """DT-5/CD-3: no credential value or protected card's secret ever reaches the dashboard."""
+    """DT-5/CD-3/CD-7: no credential value or protected card's secret ever reaches the dashboard,
+    through any route: lists, the editor, history, every diff, links and the protected views."""
     token = "CANARY-token-3b7e91"
     moved = "CANARY-moved-secret-c4d2"
     prot = module_vault.ok("protected", "new", "--title", "Prot card", "--account", "acc", "--token-stdin", input=token)
@@ -221,6 +222,20 @@ def test_protected_cards_and_secrets_never_shown(dashboard: Dashboard, module_va
         "POST", f"/api/cards/{mem['id']}", {"base": body["revision"], "fields": {"title": "renamed"}}
     )
     assert code == 200 and saved["conflict"] is False
+    # The read-only routes too (issue 17): history, every diff, links, the protected views.
+    revisions = [r["revision"] for r in module_vault.ok("history", mem["id"])["revisions"]]
+    paths = [f"/api/cards/{mem['id']}/history", f"/api/cards/{mem['id']}/links", f"/api/cards/{prot['id']}/history"]
+    paths += [
+        f"/api/cards/{mem['id']}/diff?to={new}" + (f"&from={old}" if old else "")
+        for old in [None, *revisions]
+        for new in revisions
+    ]
+    paths += ["/api/protected", "/api/protected?kind=protected", "/api/protected?kind=credential", f"/api/protected/{prot['id']}"]
+    for path in paths:
+        code, _, body = dashboard.request("GET", path)
+        assert code == 200, (path, body)
+        seen.append(str(body))
     text = "".join(seen)
+    assert "{{secret:apikey}}" in text
     assert token not in text and moved not in text
     assert module_vault.ok("get", prot["id"])["title"] == "Prot card"

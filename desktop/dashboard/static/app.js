@@ -113,12 +113,6 @@ function isProtectedKind(kind) {
 }
 
 // -- pages -------------------------------------------------------------------------------
-async function go(page) {
-  if (page !== "cards" && !(await confirmDiscard())) return;
-  if (page !== "cards") closeEditor(true);
-  show(page);
-}
-
 function show(page) {
   for (const section of document.querySelectorAll(".page")) section.hidden = section.id !== "page-" + page;
   for (const button of document.querySelectorAll("nav .nav")) {
@@ -759,7 +753,8 @@ function onKey(event) {
 
 document.addEventListener("DOMContentLoaded", () => {
   if (!token()) $("auth-missing").hidden = false;
-  for (const button of document.querySelectorAll("nav .nav")) button.addEventListener("click", () => go(button.dataset.page));
+  // Another page only hides the open item: an unsaved edit is still there on coming back.
+  for (const button of document.querySelectorAll("nav .nav")) button.addEventListener("click", () => show(button.dataset.page));
   $("lock").addEventListener("click", async () => {
     if (await confirmDiscard()) post("/api/lock", "list-note", "Locked.");
   });

@@ -1,0 +1,121 @@
+"""What an everyday `memories` call imports (issue 20): checked by module, never by time.
+
+Each command runs in a fresh interpreter against a real engine, then reports the modules
+it loaded beyond what the bare interpreter had. A heavy module creeping back onto the
+fast path (argparse, json, re, typing, pathlib, asyncio, crypto, …) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import Cli
+
+# Run a command in-process and print the modules it added to a bare interpreter's.
+_PROBE = """
+import io, json, os, sys, contextlib  # the probe's own needs, and os (site always loads it)
+before = set(sys.modules)
+from engine.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "added": sorted(set(sys.modules) - before)}))
+"""
+
+# Never on the path of get, list, search or status.
+HEAVY = {
+    "argparse",
+    "json",
+    "re",
+    "enum",
+    "typing",
+    "pathlib",
+    "dataclasses",
+    "socket",
+    "selectors",
+    "subprocess",
+    "tomllib",
+    "hashlib",
+    "asyncio",
+    "ctypes",
+    "nacl",
+    "cryptography",
+    "msgspec",
+    "jieba",
+    "rjieba",
+    "aiohttp",
+    "platformdirs",
+    "engine.config",
+    "engine.service",
+    "engine.vault",
+    "engine.crypto",
+    "engine.store",
+    "engine.cli.parser",
+}
+
+# All a fast call may add: our own lean modules, the C socket and JSON accelerators.
+ALLOWED = {
+    "__future__",  # `from __future__ import annotations` loads this small module
+    "_json",
+    "_socket",
+    "engine",
+    "engine.cli",
+    "engine.cli.main",
+    "engine.cli.context",
+    "engine.cli.fast_args",
+    "engine.home",
+    "engine.errors",
+    "engine.terminal_text",
+    "engine.ipc",
+    "engine.ipc.client",
+    "engine.ipc.framing",
+    "engine.ipc.json_codec",
+}
+
+
+def _added(cli: Cli, *args: str) -> list[str]:
+    # -S -I: a bare interpreter without site (so the modules site happens to load, which
+    # differ between a venv, an editable install and a wheel, cannot hide one of ours).
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n{_PROBE}", "--home", str(cli.home), *args],
+        capture_output=True,
+        text=True,
+        env=cli.environ(),
+        timeout=60,
+        check=True,
+    )
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["code"] == 0, proc.stdout
+    return [name for name in report["added"] if not name.startswith("encodings")]
+
+
+@pytest.mark.parametrize(
+    ("args", "command_module"),
+    [
+        (("get", "{id}"), "engine.cli.asset_commands"),
+        (("get", "{id}", "--json"), "engine.cli.asset_commands"),
+        (("list", "--json"), "engine.cli.asset_commands"),
+        (("list", "--limit", "5", "--sort", "title"), "engine.cli.asset_commands"),
+        (("search", "sourdough"), "engine.cli.search_commands"),
+        (("status",), "engine.cli.session_commands"),
+    ],
+)
+def test_everyday_reads_import_only_the_lean_client(vault: Cli, args: tuple[str, ...], command_module: str) -> None:
+    """Issue 20: get/list/search/status load no argparse, json, re, typing, pathlib,
+    asyncio or crypto; only the client modules, the command's module and its helpers."""
+    put = vault.put("sourdough", "starter")
+    added = _added(vault, *(a.replace("{id}", put["short_id"]) for a in args))
+    assert sorted(HEAVY.intersection(added)) == []
+    helpers = {command_module, "engine.cli.content_options", "engine.cli.password"}
+    assert sorted(set(added) - ALLOWED - helpers) == []
+    assert command_module in added
+
+
+def test_other_calls_still_build_the_full_parser(vault: Cli) -> None:
+    """The fast path declines what it does not read; argparse (and only it) takes over."""
+    added = _added(vault, "list", "--lim", "5")  # an abbreviation only argparse knows
+    assert "argparse" in added and "engine.cli.parser" in added
+    assert "engine.cli.card_commands" not in added
