@@ -15,10 +15,12 @@ server runs fails on its next call, and from then on the guard answers 401 too.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import socket
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -146,6 +148,56 @@ def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
     return guard
 
 
+class _OneSegmentTransport:
+    """A transport that sends whatever one event-loop step wrote as one ``send``.
+
+    uvicorn writes an answer's status line and headers, then its body, as two writes; with
+    TCP_NODELAY that is two segments, and an agent's client on the other end wakes up for
+    the ~110-byte head, parses it, finds no body yet and waits again. Both writes happen in
+    the same step of the handler, so holding them until the end of that step (one
+    ``call_soon``) joins them. Everything else is the real transport's; ``close`` sends what
+    is held first.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._held:
+            self._loop.call_soon(self._flush)
+        self._held.append(bytes(data))
+
+    def _flush(self) -> None:
+        if self._held:
+            data = b"".join(self._held)
+            self._held.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _protocol_class() -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol on a :class:`_OneSegmentTransport` (its h11 one if httptools is missing)."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
+    except ImportError:  # httptools is optional in uvicorn; h11 writes the same way
+        from uvicorn.protocols.http.h11_impl import H11Protocol as Base  # type: ignore[assignment]
+
+    class OneSegmentProtocol(Base):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(cast(asyncio.Transport, _OneSegmentTransport(transport, self.loop)))
+
+    return OneSegmentProtocol
+
+
 async def _serve(app: BearerGuard, sock: socket.socket, bridge: DaemonBridge) -> None:
     import uvicorn
 
@@ -162,6 +214,7 @@ async def _serve(app: BearerGuard, sock: socket.socket, bridge: DaemonBridge) ->
         # Agents call sporadically: keep the client's connection open between calls rather
         # than paying for a new one after uvicorn's default 5 s.
         timeout_keep_alive=120,
+        http=_protocol_class(),  # an answer leaves in one segment (see _OneSegmentTransport)
     )
     server = uvicorn.Server(config)
     try:
