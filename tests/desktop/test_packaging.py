@@ -333,3 +333,27 @@ def test_json_shapes_of_the_install_commands_are_pinned(cli: Cli, tmp_path: Path
         proc = _memories(cli, tmp_path, *args, "--json")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert shape(json.loads(proc.stdout)) == pinned[" ".join(args)], args
+
+
+def test_an_install_without_packaging_files_gets_a_typed_error(tmp_path: Path) -> None:
+    """API-8 for DT-6: desktop code with no packaging/ beside it and none in its prefix refuses
+    with io_error and a sentence that says what to do, writing no launcher."""
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "desktop", source / "desktop", ignore=shutil.ignore_patterns("__pycache__"))
+    (source / "engine").mkdir()
+    for name in ("__init__.py", "errors.py"):
+        shutil.copy2(ROOT / "engine" / name, source / "engine" / name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    probe = (
+        "import json; from desktop import app_menu; from engine.errors import MemoriesError\n"
+        "try:\n    app_menu.install(None)\nexcept MemoriesError as exc:\n    print(json.dumps([exc.code, exc.message]))\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(source), "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    code, message = json.loads(out.stdout)
+    assert code == "io_error" and "reinstall Memories" in message
+    assert not (tmp_path / "data").exists()
