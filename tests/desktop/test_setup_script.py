@@ -108,3 +108,36 @@ def test_path_link_only_where_it_helps(tmp_path: Path) -> None:
     (bin_dir / "memories").symlink_to(tmp_path / "elsewhere" / "memories")
     moved = _setup(home=tmp_path, venv=venv, path_dirs=(bin_dir,))
     assert moved.returncode == 0 and os.readlink(bin_dir / "memories") == str(venv / "bin" / "memories"), moved.stdout
+
+
+def test_run_cli_sets_up_creates_the_vault_and_prints_a_command_that_works(tmp_path: Path) -> None:
+    """Issue 17: `scripts/run --cli` narrates (setup up to date, engine started, vault created)
+    and its "try" line names `memories`, which resolves to this install on that PATH."""
+    from tests.helpers import PASSWORD, TEST_ENV, Cli
+
+    bin_dir = tmp_path / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    home = tmp_path / "data"
+    env = {**os.environ, **TEST_ENV, "HOME": str(tmp_path), "MEMORIES_HOME": str(home)}
+    env["PATH"] = os.pathsep.join([str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"])
+    env.pop("MEMORIES_VENV", None)
+    try:
+        run = subprocess.run(
+            [str(ROOT / "scripts" / "run"), "--cli"], input=PASSWORD + "\n", capture_output=True, text=True, env=env, timeout=600
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        lines = run.stdout.splitlines()
+        assert any("starting the engine" in line for line in lines) and any("no vault yet" in line for line in lines), run.stdout
+        try_line = next(line for line in lines if "ready: try" in line)
+        command = try_line.split("try", 1)[1].split()[0]
+        assert command == "memories", try_line
+        put = subprocess.run(
+            [command, "put", "--title", "Hello", "--body", "first memory", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert put.returncode == 0, put.stderr
+    finally:
+        Cli(home=home).stop()
