@@ -119,11 +119,11 @@ def register(app: web.Application, ctx: Any) -> None:
         old_rev = _revision_arg(request, "from")
         if new_rev is None:
             raise MemoriesError("invalid_input", "A diff names the revision to show (`to`).")
-        current = await ctx.engine(lambda: gateway.get_asset(asset_id))
-        kind = cards.shown_kind(current.get("kind"))
-        if kind not in cards.EDITABLE_KINDS:
+        # The newer side's answer names the kind: no separate read (each get is an audit entry).
+        newer = await ctx.engine(lambda: gateway.get_revision(asset_id, new_rev))
+        if cards.shown_kind(newer.get("kind")) not in cards.EDITABLE_KINDS:
             raise MemoriesError("invalid_input", PROTECTED_DIFF)
-        new = cards.project_card(await ctx.engine(lambda: gateway.get_revision(asset_id, new_rev)))
+        new = cards.project_card(newer)
         old = cards.project_card(await ctx.engine(lambda: gateway.get_revision(asset_id, old_rev))) if old_rev else None
         new_lines = text_lines(new["fields"], new["tombstone"])
         old_lines = text_lines(old["fields"], old["tombstone"]) if old is not None else []
