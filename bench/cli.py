@@ -1,12 +1,15 @@
-"""CLI start-up benchmark (issue 19): whole-process medians next to a bare interpreter.
+"""CLI start-up benchmark (issues 19, 20): whole-process medians next to a bare interpreter.
 
     .venv/bin/python bench/cli.py [--notes 10000] [--runs 15]
 
 Builds a temp home with N notes (``memories import`` of a generated JSONL file), unlocks
-it, then times whole ``memories`` processes (``python -m engine.cli …``, what the console
-script runs) for ``get ID``, ``list``, ``search WORD`` and ``status``, each ``--runs`` times,
-interleaved with ``python -c pass``. Prints the medians and each one's ratio to the bare
-interpreter. The target: ``get`` stays within 1.1× of its cost before issue 19.
+it, byte-compiles engine/ (as an installed wheel is; PYTHONDONTWRITEBYTECODE would
+otherwise make every run compile the CLI's modules), then times whole ``memories``
+processes (the venv's console script, else ``python -m engine.cli``) for ``get ID``,
+``search WORD``, ``list --json`` (100 items) and ``status``, each ``--runs`` times,
+interleaved with ``python -c pass`` of the same interpreter. Prints each median, its
+ratio to the bare interpreter, the goal of issue 20, and the median CPU time of the
+``memories`` process itself (user + system, without the engine's share).
 """
 
 from __future__ import annotations
@@ -52,11 +55,11 @@ WORDS = [
 ]
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("MEMORIES_HOME", None)
     env["MEMORIES_KDF_TARGET_MS"] = "10"  # the unlock is not what is measured here
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(root)
     return env
 
 
@@ -95,43 +98,75 @@ def build_vault(home: Path, notes: int) -> str:
     return short_id
 
 
-def _time(cmd: list[str]) -> float:
+def _time(cmd: list[str], root: Path = ROOT) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process itself) of one run of ``cmd`` from ``root``."""
     start = time.perf_counter()
-    subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(), cwd=ROOT, check=False
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(root), cwd=root
     )
-    return time.perf_counter() - start
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = 0  # reaped above
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def _memories_command(home: Path) -> list[str]:
+    """What a user runs: the venv's `memories` console script when there is one."""
+    script = Path(sys.executable).with_name("memories")
+    if script.exists():
+        return [str(script), "--home", str(home)]
+    return [sys.executable, "-m", "engine.cli", "--home", str(home)]
+
+
+# Issue 20's goals: whole-process time as a multiple of `python -c pass`, same run.
+GOALS = {"get ID": 1.5, "search WORD": 1.8, "list --json": 2.0}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the bench vault")
     parser.add_argument("--runs", type=int, default=15, help="timed runs per command")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="also time the CLI of this checkout (e.g. a `git worktree` of an older commit) in the same rounds",
+    )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memories-bench-cli-") as tmp:
         home = Path(tmp) / "home"
         print(f"building a {options.notes}-note vault …", flush=True)
         short_id = build_vault(home, options.notes)
-        base = [sys.executable, "-m", "engine.cli", "--home", str(home)]
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "get ID": [*base, "get", short_id],
-            "list": [*base, "list"],
-            "search WORD": [*base, "search", "sourdough"],
-            "status": [*base, "status"],
-        }
-        for cmd in commands.values():  # warm the page cache and the engine's caches
-            _time(cmd)
-        samples: dict[str, list[float]] = {name: [] for name in commands}
+        roots = [ROOT, *([options.before.resolve()] if options.before else [])]
+        for root in roots:
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", str(root / "engine")], check=True, stdout=subprocess.DEVNULL
+            )
+        base = _memories_command(home)
+        reads = {"get ID": ["get", short_id], "search WORD": ["search", "sourdough"], "list --json": ["list", "--json"]}
+        runs: dict[str, tuple[list[str], Path]] = {"python -c pass": ([sys.executable, "-c", "pass"], ROOT)}
+        runs.update({name: ([*base, *args], ROOT) for name, args in {**reads, "status": ["status"]}.items()})
+        if options.before:  # the older checkout's engine package comes first on its path
+            old = [sys.executable, "-m", "engine.cli", "--home", str(home)]
+            runs.update({f"before: {name}": ([*old, *args], roots[1]) for name, args in reads.items()})
+        commands = {name: cmd for name, (cmd, _) in runs.items()}
+        for cmd, root in runs.values():  # warm the page cache and the engine's caches
+            _time(cmd, root)
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(options.runs):
-            for name, cmd in commands.items():  # interleaved: drift hits every command alike
-                samples[name].append(_time(cmd))
+            for name, (cmd, root) in runs.items():  # interleaved: drift hits every command alike
+                wall, cpu = _time(cmd, root)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
         _memories(home, "daemon", "stop")
-    bare = statistics.median(samples["python -c pass"])
-    print(f"{'command':<16}{'median ms':>10}{'× python':>10}")
-    for name, values in samples.items():
-        median = statistics.median(values)
-        print(f"{name:<16}{median * 1000:>10.1f}{median / bare:>10.2f}")
+    bare = statistics.median(walls["python -c pass"])
+    bare_cpu = statistics.median(cpus["python -c pass"])
+    print(f"{base[0]} … ({options.notes} notes, {options.runs} interleaved runs, load {os.getloadavg()[0]:.1f})")
+    print(f"{'command':<22}{'median ms':>10}{'× python':>10}{'goal':>7}{'cpu ms':>9}{'cpu ×':>7}")
+    for name in commands:
+        median, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+        goal = f"≤{GOALS[name]:.1f}" if name in GOALS else ""
+        print(f"{name:<22}{median * 1000:>10.1f}{median / bare:>10.2f}{goal:>7}{cpu * 1000:>9.1f}{cpu / bare_cpu:>7.2f}")
     return 0
 
 
