@@ -11,7 +11,7 @@ from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
 from engine.vault.revision import Revision
 
-__all__ = ["BODY_REDACTORS", "asset_summary", "revision_ref", "content_view", "visible_body"]
+__all__ = ["BODY_REDACTORS", "asset_summary", "newest_head", "revision_ref", "content_view", "visible_body"]
 
 # Redactors applied to every body a client is shown, of any revision (CD-7, HI-3): signed
 # bodies are never rewritten, so a value protected later is masked whenever an older
@@ -36,10 +36,15 @@ def _newest(revs: list[Revision]) -> Revision:
     return max(revs, key=lambda r: (r.created_ms, r.seq))
 
 
+def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
+    """The head a summary shows: the newest live head (the newest tombstone if all are)."""
+    heads = state.index.head_revisions(entry)
+    return _newest([r for r in heads if not r.tombstone] or heads)
+
+
 def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
     heads = state.index.head_revisions(entry)
-    live = [r for r in heads if not r.tombstone] or heads
-    newest = _newest(live)
+    newest = newest_head(state, entry)
     summary = service.vault.summary_of(state, newest)
     first = state.index.revisions[entry.revisions[0]]
     return {
