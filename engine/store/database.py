@@ -23,6 +23,7 @@ import errno
 import glob
 import hashlib
 import os
+import queue
 import sqlite3
 import struct
 import threading
@@ -108,6 +109,35 @@ def _deferred_kind(plain: bytes, prefixes: list[tuple[str, bytes]]) -> str | Non
         if plain.startswith(prefix, start):
             return kind
     return None
+
+
+_OPEN_CHUNK = 1024  # rows per hand-over from the opening thread to the decoder
+
+
+def _open_rows(
+    key: bytes,
+    rows: list[tuple[int, bytes]],
+    opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None],
+    stop: threading.Event,
+) -> None:
+    """Open (AEAD) ``rows`` in chunks onto ``opened``; an error or ``None`` (done) ends it."""
+    opener = RowOpener(key)
+    try:
+        for start in range(0, len(rows), _OPEN_CHUNK):
+            if stop.is_set():
+                return
+            chunk: list[tuple[int, bytes]] = []
+            for seq, blob in rows[start : start + _OPEN_CHUNK]:
+                if blob[:1] != _ROW_VERSION:
+                    raise ValueError("unknown row version")
+                plain = opener.open(blob, 1, _state_aad(seq))
+                if plain is None:
+                    raise AeadError("authentication failed")
+                chunk.append((seq, plain))
+            opened.put(chunk)
+        opened.put(None)
+    except (AeadError, ValueError, TypeError) as exc:
+        opened.put(exc)
 
 
 def _header_aad(fmt: str, version: int, kdf_blob: bytes) -> bytes:
@@ -248,6 +278,18 @@ class StoreFile:
         Rows whose record kind is in ``deferred_kinds`` are authenticated (AEAD and chain)
         but not decoded: ``Loaded.deferred`` holds their plaintext for a background reader.
         """
+        loaded, records = self.load_stream(deferred_kinds)
+        loaded.records = list(records)
+        return loaded
+
+    def load_stream(self, deferred_kinds: frozenset[str] = frozenset()) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
+        """Like :meth:`load`, with the records as an iterator that opens rows as it goes.
+
+        The chain is checked before this returns; each row's AEAD as the iterator reaches it
+        (a bad row raises store_corrupt there), so a caller serves nothing until it has read
+        the iterator to its end. ``Loaded.records`` stays empty; ``Loaded.deferred`` fills as
+        the iterator runs.
+        """
         with self._db_lock:
             return self._load(deferred_kinds)
 
@@ -258,7 +300,7 @@ class StoreFile:
             checkpoint.get("chain") == chain and checkpoint.get("count") == len(rows) and checkpoint.get("last_seq") == last_seq
         )
 
-    def _load(self, deferred_kinds: frozenset[str]) -> Loaded:
+    def _load(self, deferred_kinds: frozenset[str]) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
         key = self._key()
         prefixes = [(kind, _kind_prefix(kind)) for kind in deferred_kinds]
         prefetched, self._prefetched = self._prefetched, None
@@ -273,29 +315,55 @@ class StoreFile:
             rows, chain = prefetched
             if not self._matches(checkpoint, rows, chain):
                 raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
-            records: list[tuple[int, dict[str, Any]]] = []
-            deferred: dict[str, list[tuple[int, bytes]]] = {}
-            opener = RowOpener(key)
-            for seq, blob in rows:
-                if blob[:1] != _ROW_VERSION:
-                    raise ValueError("unknown row version")
-                plain = opener.open(blob, 1, _state_aad(seq))
-                if plain is None:
-                    raise AeadError("authentication failed")
-                kind = _deferred_kind(plain, prefixes) if prefixes else None
-                if kind is not None:
-                    deferred.setdefault(kind, []).append((seq, plain))
-                else:
-                    records.append((seq, decode_record(plain)))
             last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
         last_seq = rows[-1][0] if rows else 0
         self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        self._loaded_refs = (frozenset(), 0)  # set once every record has been read
+        deferred: dict[str, list[tuple[int, bytes]]] = {}
+        records = self._open_records(key, rows, prefixes, deferred)
+        return Loaded([], last_seq, len(rows), chain, self._cursor.last_content_seq, deferred), records
+
+    def _open_records(
+        self,
+        key: bytes,
+        rows: list[tuple[int, bytes]],
+        prefixes: list[tuple[str, bytes]],
+        deferred: dict[str, list[tuple[int, bytes]]],
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every record, in order, as its row is opened; raises store_corrupt at a bad row.
+
+        A helper thread opens the rows (libsodium runs without the GIL) while the consumer
+        decodes the records already opened: on two cores the AEAD of a 10k-note unlock
+        (~60 MB) overlaps with building the index instead of preceding it. A row is yielded
+        only after it authenticated; the caller consumes all of them before serving anything.
+        """
+        opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None] = queue.SimpleQueue()
+        stop = threading.Event()
+        threading.Thread(target=_open_rows, args=(key, rows, opened, stop), name="memories-open-rows", daemon=True).start()
+        named: set[int] = set()
+        try:
+            while (chunk := opened.get()) is not None:
+                if isinstance(chunk, BaseException):
+                    raise MemoriesError("store_corrupt", "A state row failed authentication.") from chunk
+                for seq, plain in chunk:
+                    kind = _deferred_kind(plain, prefixes) if prefixes else None
+                    if kind is not None:
+                        deferred.setdefault(kind, []).append((seq, plain))
+                        continue
+                    try:
+                        record = decode_record(plain)
+                    except ValueError as exc:
+                        raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
+                    body_seqs = record.get("body_seqs")
+                    if isinstance(body_seqs, list):
+                        named.update(s for s in body_seqs if isinstance(s, int))
+                    yield seq, record
+        finally:
+            stop.set()
         # Deferred kinds never name content rows (a kind that does must not be deferred).
-        named = frozenset(int(s) for _, r in records if isinstance(r.get("body_seqs"), list) for s in r["body_seqs"])
-        self._loaded_refs = (named, self._cursor.last_content_seq)
-        return Loaded(records, last_seq, len(rows), chain, self._cursor.last_content_seq, deferred)
+        self._loaded_refs = (frozenset(named), self._cursor.last_content_seq)
 
     def read_content(self, seqs: Sequence[int]) -> list[bytes]:
         with self._db_lock:
@@ -319,7 +387,19 @@ class StoreFile:
         start = self._cursor.last_content_seq + 1
         return list(range(start, start + count))
 
-    def write_content(self, content: Sequence[tuple[int, bytes]]) -> None:
+    def claim_content(self, count: int) -> list[int]:
+        """Sequence numbers for content rows written later, off the caller's thread (streamed files).
+
+        Unlike :meth:`reserve_content` the cursor moves now: a write, commit or another
+        upload that runs before these rows land takes numbers above them. Numbers never
+        written are only a gap (an aborted upload's :meth:`discard_content` may name them).
+        """
+        with self._db_lock:
+            start = self._cursor.last_content_seq + 1
+            self._cursor.last_content_seq += count
+            return list(range(start, start + count))
+
+    def write_content(self, content: Sequence[tuple[int, bytes | bytearray]]) -> None:
         """Write content rows ahead of the commit that will reference them (streamed files, FI-1).
 
         The rows are ciphertext under a data key only the pending revision holds; until a
@@ -382,10 +462,19 @@ class StoreFile:
                     raise MemoriesError("disk_full") from exc
                 raise MemoriesError("io_error", "Orphaned file chunks could not be removed.") from exc
 
-    def discard_content(self, seqs: Sequence[int]) -> None:
-        """Remove content rows no committed revision references (an abandoned upload)."""
-        with self._db_lock, contextlib.suppress(sqlite3.Error), self._transaction():
-            self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+    def discard_content(self, seqs: Sequence[int]) -> bool:
+        """Remove content rows no committed revision references (an abandoned upload).
+
+        False when the store refused (a full disk: deleting writes too); the caller may try
+        again later, and the sweep at the next unlock removes them in any case.
+        """
+        with self._db_lock:
+            try:
+                with self._transaction():
+                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+            except sqlite3.Error:
+                return False
+            return True
 
     def commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = ()) -> list[int]:
         """Append ``records`` and ``content`` with a new checkpoint in ONE transaction (ST-5).

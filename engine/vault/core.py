@@ -173,7 +173,8 @@ class VaultCore:
         Ed25519 signatures are verified in bulk by the caller (in the background, or at once
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
         """
-        loaded = store.load(frozenset(self.deferred_kinds))
+        # Rows are opened on a helper thread while this loop decodes those already opened.
+        loaded, records = store.load_stream(frozenset(self.deferred_kinds))
         identity: DeviceIdentity | None = None
         vaults: dict[bytes, VaultKeys] = {}
         default_vault = b""
@@ -181,7 +182,7 @@ class VaultCore:
         revisions: list[Revision] = []
         audits: list[dict[str, Any]] = []
         try:
-            for seq, record in loaded.records:
+            for seq, record in records:
                 kind = record.get("t")
                 if kind == "identity":
                     identity = DeviceIdentity.from_record(record)
