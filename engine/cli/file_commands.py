@@ -12,6 +12,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -96,9 +97,21 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
     hasher = hashlib.sha256()
     progress = _Progress(ctx, "adding", size)
     sent = index = 0
+
+    def read_block() -> bytes:
+        block = source.read(CHUNK_BYTES * per)
+        hasher.update(block)
+        return block
+
+    # The next block is read and hashed on a second thread while this one travels and the
+    # engine works on it (file reads and hashlib release the GIL); one block ahead at most.
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-read")
+    ahead = reader.submit(read_block)
     try:
         while True:
-            block = source.read(CHUNK_BYTES * per)
+            block = ahead.result()
+            if len(block) == CHUNK_BYTES * per:
+                ahead = reader.submit(read_block)
             sizes = [min(CHUNK_BYTES, len(block) - i) for i in range(0, len(block), CHUNK_BYTES)]
             if index == 0 and not sizes:
                 sizes = [0]  # an empty file is one empty chunk
@@ -106,7 +119,6 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
                 break
             if sent + len(block) > size:
                 raise MemoriesError("invalid_input", "The file grew while it was read; nothing was saved.")
-            hasher.update(block)
             chunk: dict[str, Any] = {"op": "file_chunk", "upload": handle, "index": index}
             if binary:  # the block itself is the frame's binary part: no copy, no base64
                 chunk.update(sizes=sizes, payload=block)
@@ -128,6 +140,7 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
             ctx.request({"op": "file_abort", "upload": handle}, timeout=10)
         raise
     finally:
+        reader.shutdown(wait=True, cancel_futures=True)
         progress.done()
     return result
 
@@ -180,6 +193,15 @@ def download(ctx: Context, opened: dict[str, Any], sink: BinaryIO) -> str:
     hasher = hashlib.sha256()
     progress = _Progress(ctx, "getting", int(opened["size"]))
     done = 0
+
+    def consume(payload: bytes | bytearray) -> None:
+        hasher.update(payload)
+        sink.write(payload)
+
+    # Each answer is hashed and written on a second thread while the next one is asked for
+    # and received (writes and hashlib release the GIL); one answer behind at most.
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-write")
+    writing: Future[None] | None = None
     try:
         binary = "per_binary" in opened  # the engine can answer with a binary part
         index, total = 0, int(opened["chunks"])
@@ -193,8 +215,9 @@ def download(ctx: Context, opened: dict[str, Any], sink: BinaryIO) -> str:
                 payload = answer.get("payload")
                 if not isinstance(payload, bytes | bytearray) or not answer["sizes"]:
                     raise MemoriesError("internal", "The engine sent a malformed file chunk.")
-                hasher.update(payload)
-                sink.write(payload)
+                if writing is not None:
+                    writing.result()
+                writing = writer.submit(consume, payload)
                 done += len(payload)
                 index += len(answer["sizes"])
             else:
@@ -205,7 +228,10 @@ def download(ctx: Context, opened: dict[str, Any], sink: BinaryIO) -> str:
                     done += len(data)
                 index += len(answer["data"])
             progress.update(done)
+        if writing is not None:
+            writing.result()
     finally:
+        writer.shutdown(wait=True)
         progress.done()
     digest = hasher.hexdigest()
     if done != int(opened["size"]) or (opened["sha256"] and digest != opened["sha256"]):

@@ -7,11 +7,22 @@ so chunks cannot be reordered, dropped, moved between assets or truncated.
 
 from __future__ import annotations
 
+import os
 import struct
 
-from engine.crypto.aead import AeadError, open_sealed, seal
+from engine.crypto.aead import NONCE_BYTES, AeadError, open_sealed, seal
+from engine.crypto.libsodium import xchacha_open_into, xchacha_seal_buffer
 
-__all__ = ["CHUNK_BYTES", "seal_chunks", "open_chunks", "seal_chunk", "open_chunk", "ChunkError"]
+__all__ = [
+    "CHUNK_BYTES",
+    "seal_chunks",
+    "open_chunks",
+    "seal_chunk",
+    "seal_chunk_buffer",
+    "open_chunk",
+    "open_chunk_into",
+    "ChunkError",
+]
 
 CHUNK_BYTES = 256 * 1024
 _AAD_TAG = b"memories.chunk\x00\x01"
@@ -55,3 +66,15 @@ def open_chunk(key: bytes, sealed: bytes, context: bytes, index: int, total: int
         return open_sealed(key, sealed, _aad(context, index, total))
     except AeadError as exc:
         raise ChunkError(f"chunk {index} of {total} failed authentication") from exc
+
+
+def seal_chunk_buffer(key: bytes, plaintext: bytes | bytearray | memoryview, context: bytes, index: int, total: int) -> bytearray:
+    """:func:`seal_chunk` without its intermediate copies: the same sealed layout, in a
+    ``bytearray``, from any buffer (a view into a received frame). For streamed files."""
+    return xchacha_seal_buffer(key, os.urandom(NONCE_BYTES), plaintext, _aad(context, index, total))
+
+
+def open_chunk_into(key: bytes, sealed: bytes, context: bytes, index: int, total: int, out: memoryview) -> None:
+    """:func:`open_chunk` into ``out`` (the plaintext's exact length), e.g. a slice of an answer."""
+    if not xchacha_open_into(key, sealed, _aad(context, index, total), out):
+        raise ChunkError(f"chunk {index} of {total} failed authentication")

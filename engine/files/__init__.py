@@ -1,8 +1,9 @@
 """File assets (HI-1 kind "file", FI-1): bodies streamed in sealed 256 KiB chunks.
 
 A file is one more kind on the shared signed DAG. Its body is never held whole: an upload
-seals and writes each chunk as it arrives (``FileUpload``) and signs the revision from the
-chunk digests at the end; a download opens one chunk at a time (``open_file_chunk``).
+seals and writes chunks as they arrive, in a bounded pipeline (``FileUpload``), and signs
+the revision from the chunk digests at the end; a download opens a batch of chunks at a
+time into one buffer (``open_file_chunks``).
 """
 
 from engine.files.stream import (
@@ -12,6 +13,7 @@ from engine.files.stream import (
     FileUpload,
     file_info,
     open_file_chunk,
+    open_file_chunks,
     text_of_sample,
 )
 
@@ -22,5 +24,6 @@ __all__ = [
     "FileUpload",
     "file_info",
     "open_file_chunk",
+    "open_file_chunks",
     "text_of_sample",
 ]

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, seal_chunk
+from engine.crypto.aead import NONCE_BYTES, TAG_BYTES
+from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, open_chunk_into, seal_chunk_buffer
 from engine.errors import MemoriesError
 from engine.store.database import StoreFile
 from engine.vault.core import Unlocked, VaultKeys
@@ -19,14 +24,18 @@ __all__ = [
     "FileUpload",
     "file_info",
     "open_file_chunk",
+    "open_file_chunks",
     "text_of_sample",
 ]
+
+log = logging.getLogger("memories.files")
 
 FILE_KIND = "file"
 # Chunk indexes are 32-bit in the chunk AAD; 1 TiB is far below that and far above any use.
 MAX_FILE_BYTES = 1 << 40
 # The head of a text file that search indexes (bounded whatever the file's size).
 TEXT_SAMPLE_BYTES = 64 * 1024
+SEALED_OVERHEAD = NONCE_BYTES + TAG_BYTES  # a sealed chunk is nonce || ciphertext || tag
 
 
 def text_of_sample(sample: bytes) -> str | None:
@@ -44,9 +53,18 @@ def text_of_sample(sample: bytes) -> str | None:
 class FileUpload:
     """One file revision being written: chunks sealed and stored as they arrive, signed at the end.
 
-    Memory is bounded by the chunk count (32-byte digests) plus the text sample, never the
-    file. Chunks must come in order; each but the last is exactly ``CHUNK_BYTES``.
+    Work runs as a two-stage pipeline off the request thread, so that the engine receives
+    the next batch while one is sealed and hashed (``sealer``) and the one before is written
+    to SQLite (``writer``); libsodium, hashlib and SQLite release the GIL, so the stages use
+    both cores. :meth:`add` waits while ``IN_FLIGHT`` batches are unfinished: memory stays
+    a few batches plus the chunk digests (32 bytes each) and the text sample, never the
+    file. The first failure of a stage is kept and raised by the next :meth:`add` or by
+    :meth:`complete`; later batches are skipped. Chunks must come in order; each but the
+    last is exactly ``CHUNK_BYTES``.
     """
+
+    # Batches accepted but not yet stored: one sealing, one writing.
+    IN_FLIGHT = 2
 
     def __init__(
         self,
@@ -68,47 +86,101 @@ class FileUpload:
         self.owner = owner
         self.total = chunk_count(size)
         self.dek = os.urandom(32)
-        self.digests: list[bytes] = []
-        self.seqs: list[int] = []
+        self.digests: list[bytes] = []  # appended by the sealer, in chunk order
+        self.seqs: list[int] = []  # content rows claimed, in chunk order
         self.received = 0
+        self.accepted = 0  # chunks handed to the pipeline
         self.hasher = hashlib.sha256()
         self.sample = bytearray()
+        self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-seal")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-write")
+        self._in_flight: deque[Future[None]] = deque()
+        self._failure: MemoriesError | None = None
+        self._stopped = False
 
     @property
     def next_index(self) -> int:
-        return len(self.digests)
+        return self.accepted
 
-    def add(self, index: int, pieces: list[bytes]) -> None:
-        """Seal and store ``pieces`` as chunks ``index``, ``index + 1``, …"""
+    def add(self, index: int, pieces: Sequence[bytes | memoryview]) -> None:
+        """Hand ``pieces`` (chunks ``index``, ``index + 1``, …) to the pipeline.
+
+        Everything that can be checked without the data is checked here, so a bad request
+        is refused by its own answer; a failure while sealing or writing (a full disk, a
+        lock) is raised by the next call.
+        """
+        self._raise_failure()
         if index != self.next_index:
             raise MemoriesError("invalid_input", f"Expected file chunk {self.next_index}, got {index}.")
         if self.next_index + len(pieces) > self.total:
             raise MemoriesError("invalid_input", "More file chunks than the announced size holds.")
-        rows: list[tuple[int, bytes]] = []
-        first_seq = self.store.reserve_content(1)[0]
         for offset, piece in enumerate(pieces):
             position = index + offset
-            last = position == self.total - 1
-            expected = self.size - position * CHUNK_BYTES if last else CHUNK_BYTES
+            expected = self.size - position * CHUNK_BYTES if position == self.total - 1 else CHUNK_BYTES
             if len(piece) != expected:
                 raise MemoriesError(
                     "invalid_input", f"File chunk {position} has the wrong length; the file changed while it was read."
                 )
-            sealed = seal_chunk(self.dek, piece, self.asset_id + b"body", position, self.total)
-            rows.append((first_seq + offset, sealed))
-        self.store.write_content(rows)
-        for (seq, sealed), piece in zip(rows, pieces, strict=True):
-            self.seqs.append(seq)
+        while len(self._in_flight) >= self.IN_FLIGHT:
+            self._in_flight.popleft().result()
+        self._raise_failure()
+        seqs = self.store.claim_content(len(pieces))
+        self.seqs.extend(seqs)
+        self.accepted += len(pieces)
+        self.received += sum(len(p) for p in pieces)
+        sealing = self._sealer.submit(self._seal, index, pieces, seqs)
+        self._in_flight.append(self._writer.submit(self._write, sealing))
+
+    def _seal(self, index: int, pieces: Sequence[bytes | memoryview], seqs: list[int]) -> list[tuple[int, bytearray]]:
+        """Sealer stage: seal each chunk, keep its digest (HI-2) and the plaintext's digest."""
+        rows: list[tuple[int, bytearray]] = []
+        if self._stopped or self._failure is not None:
+            return rows
+        for offset, (seq, piece) in enumerate(zip(seqs, pieces, strict=True)):
+            sealed = seal_chunk_buffer(self.dek, piece, self.asset_id + b"body", index + offset, self.total)
             self.digests.append(hashlib.sha256(sealed).digest())
             self.hasher.update(piece)
             if len(self.sample) < TEXT_SAMPLE_BYTES:
                 self.sample += piece[: TEXT_SAMPLE_BYTES - len(self.sample)]
-        self.received += sum(len(p) for p in pieces)
+            rows.append((seq, sealed))
+        return rows
+
+    def _write(self, sealing: Future[list[tuple[int, bytearray]]]) -> None:
+        """Writer stage: store a sealed batch; the first failure of either stage is kept."""
+        try:
+            rows = sealing.result()
+            if rows and not self._stopped and self._failure is None:
+                self.store.write_content(rows)
+        except MemoriesError as exc:
+            self._fail(exc)
+        except Exception as exc:  # never str(exc): it could carry request data
+            log.error("a file upload stage failed type=%s", type(exc).__name__)
+            self._fail(MemoriesError("internal"))
+
+    def _fail(self, exc: MemoriesError) -> None:
+        if self._failure is None:
+            self._failure = exc
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _drain(self) -> None:
+        while self._in_flight:
+            self._in_flight.popleft().result()
+
+    def complete(self) -> str:
+        """Wait until every chunk is stored; the SHA-256 (hex) of the plaintext received."""
+        self._drain()
+        self._raise_failure()
+        if self.next_index != self.total:
+            raise MemoriesError("invalid_input", f"The upload has {self.next_index} of {self.total} chunks.")
+        self._shutdown()
+        return self.hasher.hexdigest()
 
     def finish(self, state: Unlocked, summary: dict[str, Any]) -> Revision:
         """Sign the revision over every stored chunk (HI-2); nothing is written here."""
-        if self.next_index != self.total:
-            raise MemoriesError("invalid_input", f"The upload has {self.next_index} of {self.total} chunks.")
+        self.complete()
         return build_streamed_revision(
             identity=state.identity,
             vault_id=self.vault.vault_id,
@@ -125,11 +197,25 @@ class FileUpload:
             content_seqs=self.seqs,
         )
 
-    def discard(self) -> None:
-        """Remove the chunks written so far (the upload was aborted, timed out or the vault locked)."""
-        self.store.discard_content(self.seqs)
+    def discard(self) -> bool:
+        """Remove the chunks written so far (the upload was aborted, timed out or the vault locked).
+
+        Stages still running finish their batch first (at most ``IN_FLIGHT``), so no row
+        lands after the rows are removed. False when the store refused to delete them (a
+        full disk): calling again later retries.
+        """
+        self._stopped = True
+        self._drain()
+        self._shutdown()
+        if not self.store.discard_content(self.seqs):
+            return False
         self.seqs = []
         self.digests = []
+        return True
+
+    def _shutdown(self) -> None:
+        self._sealer.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
 
 
 def file_info(summary: dict[str, Any]) -> dict[str, Any]:
@@ -149,3 +235,32 @@ def open_file_chunk(rev: Revision, epoch_key: bytes, store: StoreFile, index: in
         return open_chunk(rev.data_key(epoch_key), sealed, rev.asset_id + b"body", index, len(digests))
     except ChunkError as exc:
         raise MemoriesError("store_corrupt", "A file chunk failed authentication.") from exc
+
+
+def open_file_chunks(rev: Revision, epoch_key: bytes, store: StoreFile, start: int, end: int) -> tuple[list[int], bytearray]:
+    """Chunks ``start`` … ``end - 1`` of a file revision: their sizes and their plaintext in
+    one buffer (an answer's binary part), each checked against its signed digest (HI-2)
+    and decrypted straight into its place (no per-chunk copies, no join)."""
+    digests = rev.body["body"]
+    if not 0 <= start < end <= len(digests):
+        raise MemoriesError("invalid_input", "That chunk is outside the file.")
+    sealed_chunks = store.read_content(rev.body_seqs[start:end])
+    sizes = [len(sealed) - SEALED_OVERHEAD for sealed in sealed_chunks]
+    if min(sizes) < 0:
+        raise MemoriesError("store_corrupt", "A file chunk failed authentication.")
+    payload = bytearray(sum(sizes))
+    view = memoryview(payload)
+    key = rev.data_key(epoch_key)
+    context = rev.asset_id + b"body"
+    offset = 0
+    try:
+        for index, (sealed, size) in enumerate(zip(sealed_chunks, sizes, strict=True), start):
+            if hashlib.sha256(sealed).digest() != bytes(digests[index]):
+                raise ChunkError("body chunk does not match the signed digest")
+            open_chunk_into(key, sealed, context, index, len(digests), view[offset : offset + size])
+            offset += size
+    except ChunkError as exc:
+        raise MemoriesError("store_corrupt", "A file chunk failed authentication.") from exc
+    finally:
+        view.release()
+    return sizes, payload

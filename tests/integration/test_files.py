@@ -27,6 +27,14 @@ def content_rows(cli: Cli) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
 
 
+def wait_for_rows(cli: Cli, count: int) -> None:
+    """Until the store holds ``count`` content rows (an upload stores chunks off the request thread)."""
+    deadline = time.monotonic() + 60
+    while content_rows(cli) != count:
+        assert time.monotonic() < deadline, f"the store never held {count} content rows"
+        time.sleep(0.02)
+
+
 def peak_rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -153,7 +161,7 @@ def test_a_lock_ends_an_upload_and_removes_its_chunks(files_vault: Cli) -> None:
     rows = content_rows(files_vault)
     up = raw(files_vault, {"op": "file_begin", "title": "t", "size": 3 * CHUNK})["upload"]
     raw(files_vault, {"op": "file_chunk", "upload": up, "index": 0, "data": [base64.b64encode(b"x" * CHUNK).decode()]})
-    assert content_rows(files_vault) == rows + 1
+    wait_for_rows(files_vault, rows + 1)  # stored by the upload's writer thread, just after the answer
     files_vault.ok("lock")
     assert content_rows(files_vault) == rows
     files_vault.unlock()

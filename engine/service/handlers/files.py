@@ -20,12 +20,14 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.crypto.chunks import CHUNK_BYTES
 from engine.errors import MemoriesError
-from engine.files import FILE_KIND, FileUpload, file_info, open_file_chunk, text_of_sample
+from engine.files import FILE_KIND, FileUpload, file_info, open_file_chunk, open_file_chunks, text_of_sample
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import SECRET_BODY_KINDS, make_summary, visible_entry, write_one
@@ -59,37 +61,82 @@ class _Upload:
     touched: float = field(default_factory=time.monotonic)
 
 
+# Reads ahead for downloads: while an answer travels to the client and is written to disk,
+# the next batch is read, checked and decrypted here (SQLite, hashlib and libsodium release
+# the GIL). One batch ahead per open read, so memory stays bounded.
+_READ_AHEAD = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memories-file-read")
+
+
 @dataclass
 class _Read:
     rev: Revision
     owner: str
     touched: float = field(default_factory=time.monotonic)
+    # The next batch, being decrypted: its (start, end) and its result.
+    ahead: tuple[int, int, Future[tuple[list[int], bytearray]]] | None = None
+
+    def take_ahead(self, start: int, end: int) -> tuple[list[int], bytearray] | None:
+        """The batch read ahead if it is ``start`` … ``end - 1``; else None (it is dropped)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None or ahead[:2] != (start, end):
+            self._settle(ahead)
+            return None
+        return ahead[2].result()
+
+    def stop(self) -> None:
+        """Wait for (or cancel) the read ahead: no plaintext is made after a lock returns."""
+        ahead, self.ahead = self.ahead, None
+        self._settle(ahead)
+
+    @staticmethod
+    def _settle(ahead: tuple[int, int, Future[tuple[list[int], bytearray]]] | None) -> None:
+        if ahead is not None and not ahead[2].cancel():
+            ahead[2].exception()  # wait; its error belongs to a batch nobody asked for
 
 
 class Transfers:
     def __init__(self) -> None:
         self.uploads: dict[str, _Upload] = {}
         self.reads: dict[str, _Read] = {}
+        # Ended uploads whose chunks the store refused to delete (a full disk): retried
+        # when a transfer starts and at a lock; the unlock sweep is the last resort.
+        self.leftovers: list[FileUpload] = []
         self.lock = threading.Lock()
+
+    def discard(self, upload: FileUpload) -> None:
+        if not upload.discard():
+            log.warning("an ended upload's chunks could not be removed yet; retrying later")
+            self.leftovers.append(upload)
+
+    def retry_leftovers(self) -> None:
+        leftovers, self.leftovers = self.leftovers, []
+        for upload in leftovers:
+            self.discard(upload)
 
     def drop_all(self) -> None:
         with self.lock:
-            uploads, self.uploads, self.reads = list(self.uploads.values()), {}, {}
+            uploads, reads = list(self.uploads.values()), list(self.reads.values())
+            self.uploads, self.reads = {}, {}
         for pending in uploads:
-            pending.upload.discard()
+            self.discard(pending.upload)
+        for read in reads:
+            read.stop()
+        self.retry_leftovers()
 
     def _expire(self) -> None:
         now = time.monotonic()
         for key, pending in list(self.uploads.items()):
             if now - pending.touched > IDLE_SECONDS:
                 del self.uploads[key]
-                pending.upload.discard()
+                self.discard(pending.upload)
         for key, read in list(self.reads.items()):
             if now - read.touched > IDLE_SECONDS:
                 del self.reads[key]
+                read.stop()
 
     def room(self) -> None:
         self._expire()
+        self.retry_leftovers()
         if len(self.uploads) + len(self.reads) >= MAX_OPEN:
             raise MemoriesError("busy", f"{MAX_OPEN} file transfers are open; finish one first.")
 
@@ -146,7 +193,7 @@ def _decode(text: str) -> bytes:
         raise MemoriesError("invalid_input", "A file chunk is not valid base64.") from None
 
 
-def _pieces(request: rq.FileChunk) -> list[bytes]:
+def _pieces(request: rq.FileChunk) -> Sequence[bytes | memoryview]:
     """The chunks of a request: base64 ``data``, or the binary part cut at ``sizes``."""
     if request.payload is None:
         if request.sizes or not request.data:
@@ -156,10 +203,11 @@ def _pieces(request: rq.FileChunk) -> list[bytes]:
         raise MemoriesError("invalid_input", "A binary file chunk request needs `sizes` and no `data`.")
     if sum(request.sizes) != len(request.payload):
         raise MemoriesError("invalid_input", "The chunk sizes do not add up to the binary part's length.")
+    # Views, not copies: the sealer reads each chunk straight from the received frame.
     view = memoryview(request.payload)
     pieces, start = [], 0
     for size in request.sizes:
-        pieces.append(bytes(view[start : start + size]))
+        pieces.append(view[start : start + size])
         start += size
     return pieces
 
@@ -229,7 +277,7 @@ def _abort(transfers: Transfers, handle: str) -> None:
     with transfers.lock:
         pending = transfers.uploads.pop(handle, None)
     if pending is not None:
-        pending.upload.discard()
+        transfers.discard(pending.upload)
 
 
 @op(rq.FileCommit)
@@ -240,7 +288,7 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
         pending = transfers.upload(request.upload, caller)
     upload = pending.upload
     try:
-        digest = upload.hasher.hexdigest()
+        digest = upload.complete()  # every chunk stored, or the pipeline's first error
         if digest != request.sha256:
             raise MemoriesError("invalid_input", "The file changed while it was read; nothing was saved.")
         text = text_of_sample(bytes(upload.sample))
@@ -319,8 +367,11 @@ def file_read(service: Service, request: rq.FileRead, caller: Caller) -> dict[st
     if request.index >= total:
         raise MemoriesError("invalid_input", "That chunk is outside the file.")
     if request.binary:
-        chunks = [open_file_chunk(rev, epoch_key, store, i) for i in range(request.index, end)]
-        return {"index": request.index, "sizes": [len(c) for c in chunks], "payload": b"".join(chunks)}
+        batch = read.take_ahead(request.index, end) or open_file_chunks(rev, epoch_key, store, request.index, end)
+        if end < total:  # most clients ask for the next batch next
+            following = min(total, end + request.count)
+            read.ahead = (end, following, _READ_AHEAD.submit(open_file_chunks, rev, epoch_key, store, end, following))
+        return {"index": request.index, "sizes": batch[0], "payload": batch[1]}
     if request.count > rq.CHUNKS_PER_FRAME:
         raise MemoriesError("invalid_input", f"At most {rq.CHUNKS_PER_FRAME} chunks travel as base64 in one answer.")
     data = [base64.b64encode(open_file_chunk(rev, epoch_key, store, i)).decode("ascii") for i in range(request.index, end)]
@@ -332,7 +383,9 @@ def file_close(service: Service, request: rq.FileClose, caller: Caller) -> dict[
     transfers = transfers_of(service)
     with transfers.lock:
         transfers.read(request.read, caller)
-        transfers.reads.pop(request.read, None)
+        read = transfers.reads.pop(request.read, None)
+    if read is not None:
+        read.stop()
     return {"closed": True}
 
 
