@@ -32,8 +32,8 @@ from engine.ipc import json_codec
 # reader only calls methods of the socket it is given, and JSON goes through json_codec.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps asyncio off the CLI start path
-    import asyncio
     import _socket
+    import asyncio
     from typing import Any, NoReturn
 
 __all__ = [
