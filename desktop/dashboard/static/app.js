@@ -43,6 +43,7 @@ const view = {
   open: false, // the vault answered (unlocked)
   searchSeq: 0,
   listSeq: 0,
+  openSeq: 0, // bumped by every open and close: a slower answer for an older open is dropped
 };
 
 function token() {
@@ -533,6 +534,7 @@ function showEditor() {
 async function closeEditor(force) {
   if (!force && !(await confirmDiscard())) return;
   setDirty(false);
+  view.openSeq++;
   view.current = null;
   $("editor").hidden = true;
   $("empty").hidden = false;
@@ -568,8 +570,10 @@ async function openCard(id) {
   setResult("save-result", "");
   $("confirm-delete").hidden = true;
   try {
+    const seq = ++view.openSeq;
     if (!view.kinds.length) await loadKinds();
     const card = await api("/api/cards/" + encodeURIComponent(id));
+    if (seq !== view.openSeq) return; // closed, or another item opened, meanwhile
     const spec = view.kinds.find((k) => k.kind === card.kind);
     view.current = { id: card.id, kind: card.kind, revision: card.revision, conflict: card.conflict, shortId: card.short_id };
     $("locked").hidden = true;
@@ -597,6 +601,7 @@ async function newCard() {
   if ($("page-cards").hidden) show("cards");
   if (!view.kinds.length) await loadKinds();
   const kind = view.kinds.some((k) => k.kind === view.kind) ? view.kind : "memory";
+  view.openSeq++;
   view.current = { isNew: true, kind };
   $("locked").hidden = true;
   $("editor").classList.remove("is-locked");

@@ -55,8 +55,10 @@ async function openLocked(id) {
   setResult("save-result", "");
   $("confirm-delete").hidden = true;
   try {
+    const seq = ++view.openSeq;
     if (!view.kinds.length) await loadKinds();
     const item = await api("/api/protected/" + encodeURIComponent(id));
+    if (seq !== view.openSeq) return; // closed, or another item opened, meanwhile
     view.current = { id: item.id, kind: item.kind, revision: item.revision, locked: true, shortId: item.short_id };
     $("fields").replaceChildren(); // no editor inputs exist for it
     $("conflict").hidden = true;
