@@ -68,6 +68,12 @@ _OUTSIDE_JIEBA_HAN = regex.compile(
 # Jieba's HMM skip pattern (jieba/finalseg): how it cuts ASCII that is not a dictionary word.
 _JIEBA_SKIP = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")  # re, like Jieba
 _JOINERS = frozenset("-_.+#&%")
+# jieba-rs only joins across a joiner between two ASCII letters or digits ("wi-fi", "a+1"):
+# text without one has nothing for _rejoin to cut (one C scan per text, not a Python step
+# per token; "the end." has no such joiner).
+_JOINED = re.compile(r"[a-zA-Z0-9][-_.+#&%][a-zA-Z0-9]")
+# A letter or digit: \w without the underscore, exactly the characters str.isalnum accepts.
+_ALNUM = re.compile(r"[^\W_]")
 _init_lock = threading.Lock()
 
 STOPWORDS = frozenset(
@@ -197,8 +203,9 @@ def cjk_bigrams(folded: str) -> list[str]:
     return out
 
 
-def _is_word(token: str) -> bool:
-    return any(c.isalnum() for c in token)
+def _words_only(tokens: list[str]) -> list[str]:
+    """The tokens holding a letter or digit (spaces and punctuation dropped)."""
+    return [t for t in tokens if t.isalnum() or (t != " " and _ALNUM.search(t) is not None)]
 
 
 @dataclass(frozen=True)
@@ -246,7 +253,10 @@ class Segmenter:
         self.warm()
         assert self._cut is not None
         if _OUTSIDE_JIEBA_HAN.search(text) is None:
-            self._rejoin(self._cut(text, True), out)
+            if _JOINED.search(text) is None:
+                out.extend(self._cut(text, True))
+            else:
+                self._rejoin(self._cut(text, True), out)
             return
         start = 0
         for match in _OUTSIDE_JIEBA_HAN.finditer(text):
@@ -261,14 +271,14 @@ class Segmenter:
         tokens: list[str] = []
         if HANGUL_RUN.search(folded) is None:
             self._jieba_tokens(folded, tokens)
-            return [t for t in tokens if _is_word(t)]
+            return _words_only(tokens)
         start = 0
         for match in HANGUL_RUN.finditer(folded):
             self._jieba_tokens(folded[start : match.start()], tokens)
             tokens.append(match.group())
             start = match.end()
         self._jieba_tokens(folded[start:], tokens)
-        return [t for t in tokens if _is_word(t)]
+        return _words_only(tokens)
 
     def segment(self, text: str) -> Segmented:
         folded = to_simplified(fold(text))  # SR-8: one script for index and query

@@ -13,6 +13,7 @@ happens outside the lock, and search answers meanwhile, saying the index is part
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -42,6 +43,10 @@ BUILD_BATCH = 256
 TOKEN_COMMIT_BATCH = 1000
 TOKEN_FLUSH_SECONDS = 2.0
 TOKEN_FLUSH_NOW = 32
+# A commit of at least this many assets (an import batch, a large merge) is indexed by a
+# background catch-up job instead of inside the commit: the write answers as soon as its
+# sealed content is durable, and searches say "partial" until the job has caught up (issue 20).
+CATCH_UP_MIN = 64
 
 # One runtime per Service, held weakly so the registry never keeps a Service alive.
 _RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
@@ -68,6 +73,10 @@ class BuildJob:
     seconds: float | None = None
     segmented: int = 0
     reused: int = 0
+    # A catch-up job: assets still to index into an existing index, in commit order.
+    backlog: dict[bytes, None] = field(default_factory=dict)
+    drained: bool = False  # a catch-up found its backlog empty (under the service lock) and ended
+    built: bool = False  # a full build filled its index (under the service lock)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -101,6 +110,8 @@ class SearchRuntime:
         # rev_id -> prepared token stream (decrypted from search_tokens records); wiped on lock.
         self.tokens: dict[bytes, Prepared] = {}
         self.job: BuildJob | None = None
+        # vault_id -> the running catch-up job of that vault's index (bulk commits; see CATCH_UP_MIN).
+        self.catch_ups: dict[bytes, BuildJob] = {}
         self.stats = BuildStats()
         # Token streams segmented but not yet committed (see _persist_tokens); wiped on lock.
         self.pending: list[Prepared] = []
@@ -134,6 +145,9 @@ class SearchRuntime:
         if self.job is not None:
             self.job.cancel()
         self.job = None
+        for catch_up in self.catch_ups.values():
+            catch_up.cancel()
+        self.catch_ups.clear()
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
@@ -155,8 +169,12 @@ class SearchRuntime:
             if index.policy_head != state.vaults[vault_id].policy.head:
                 self.start_build(state, vault_id)  # a policy change invalidates the whole index
                 continue
-            for asset_id in dict.fromkeys(r.asset_id for r in revisions if bytes(r.body["vault"]) == vault_id):
-                self.refresh_asset(state, index, asset_id, fresh)
+            assets = dict.fromkeys(r.asset_id for r in revisions if bytes(r.body["vault"]) == vault_id)
+            if len(assets) >= CATCH_UP_MIN:
+                self._catch_up(state, index, assets)
+            else:
+                for asset_id in assets:
+                    self.refresh_asset(state, index, asset_id, fresh)
             index.revisions_seen = len(state.index.revisions)
         self._persist_tokens(state, fresh)
 
@@ -325,7 +343,10 @@ class SearchRuntime:
             # Streams of revisions that were not indexed (superseded, excluded) are not needed again.
             self.tokens.clear()
             self.flush_tokens(state)
-            index.complete = True
+            job.built = True
+            catch_up = self.catch_ups.get(job.vault_id)
+            # Assets committed in bulk during the build may still be on their way in.
+            index.complete = catch_up is None or catch_up.drained or catch_up.index is not index
             index.revisions_seen = len(state.index.revisions)
             job.seconds = time.monotonic() - job.started
             self.stats.last_seconds = job.seconds
@@ -351,8 +372,57 @@ class SearchRuntime:
                 self.tokens.setdefault(prepared.rev_id, prepared)
         return True
 
-    def _build_batch(self, job: BuildJob, batch: list[bytes]) -> bool:
-        """Index one batch of assets; False when the job went stale (lock, newer build)."""
+    # -- catching up after bulk commits ----------------------------------------------------
+    def _catch_up(self, state: Unlocked, index: VaultIndex, assets: dict[bytes, None]) -> None:
+        """Queue committed assets for the vault's catch-up job, starting one if none is running.
+
+        Called under the service lock, like the job's own checks: an asset is either taken by
+        a running job or starts a new one, never lost between the two.
+        """
+        job = self.catch_ups.get(index.vault_id)
+        if job is None or job.drained or self._stale(job):
+            job = BuildJob(state, index.vault_id, self.service.session.generation, index)
+            self.catch_ups[index.vault_id] = job
+            job.backlog.update(assets)
+            job.handle = self.service.background.start("search-catch-up", lambda context: self._run_catch_up(job, context))
+        else:
+            job.backlog.update(assets)
+        index.complete = False  # searches answer meanwhile and say "partial"
+
+    def _building(self, index: VaultIndex) -> bool:
+        job = self.job
+        return job is not None and job.index is index and not job.built and not job.done.is_set()
+
+    def _run_catch_up(self, job: BuildJob, context: JobContext) -> None:
+        try:
+            while True:
+                with self.service.lock:
+                    if self._stale(job):
+                        return
+                    if not job.backlog:
+                        job.drained = True
+                        if not self._building(job.index):  # else the full build completes it
+                            job.index.complete = True
+                            job.index.revisions_seen = len(job.state.index.revisions)
+                        self.stats.segmented += job.segmented
+                        self.stats.reused_tokens += job.reused
+                        return
+                    batch = list(itertools.islice(job.backlog, BUILD_BATCH))
+                    for asset_id in batch:
+                        del job.backlog[asset_id]
+                    context.progress(job.segmented + job.reused, job.segmented + job.reused + len(batch) + len(job.backlog))
+                with gc_paused():
+                    if not self._build_batch(job, batch, fresh_index=False):
+                        return
+        finally:
+            job.done.set()
+
+    def _build_batch(self, job: BuildJob, batch: list[bytes], *, fresh_index: bool = True) -> bool:
+        """Index one batch of assets; False when the job went stale (lock, newer build).
+
+        ``fresh_index`` False (a catch-up into a live index): an asset now excluded leaves the
+        index, and the bounds evict the oldest content as for any commit instead of refusing this.
+        """
         index, state = job.index, job.state
         docs: list[tuple[Document, Prepared | None]] = []
         with self.service.lock:
@@ -365,9 +435,11 @@ class SearchRuntime:
                     continue  # a commit during the build already indexed it
                 doc = self.document(state, entry, index)
                 if doc is None:
+                    if not fresh_index:
+                        index.remove(asset_id)
                     continue
                 size = len(doc.body.encode()) + len(doc.title.encode())
-                if not index.would_fit(len(doc.body) // 1000 + 1, size):
+                if fresh_index and not index.would_fit(len(doc.body) // 1000 + 1, size):
                     index.truncated.add(asset_id)
                     continue
                 cached = self.tokens.get(doc.rev_id)
@@ -401,10 +473,12 @@ class SearchRuntime:
 
     # -- queries -------------------------------------------------------------------------
     def wait_ready(self, timeout_seconds: float) -> bool:
-        job = self.job
-        if job is None:
-            return True
-        return job.done.wait(timeout_seconds)
+        """Wait (at most the timeout in all) for the index build and any catch-up to end."""
+        deadline = time.monotonic() + timeout_seconds
+        for job in [self.job, *list(self.catch_ups.values())]:
+            if job is not None and not job.done.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
 
     def current_index(self, state: Unlocked, vault_id: bytes) -> VaultIndex:
         """The vault's index, checked against its key: policy head and revision set (SR-2).

@@ -1,0 +1,203 @@
+"""Import benchmark (issue 20): notes/s and time until search is complete, one command, one run.
+
+    .venv/bin/python bench/import.py [--notes 10000] [--before DIR] [--rounds 1]
+
+Writes N mixed Chinese/English notes (~500 characters each) as one JSONL file and as a
+folder of Markdown files, then, end to end through the real CLI and a real daemon on a
+fresh vault (test KDF, like bench/moving.py):
+
+* times `memories import notes.jsonl` and `memories import notes/` (notes/s);
+* right after the import returns, times `memories search` of a word found only in the last
+  note, waiting for the index: the time until search is complete (not partial) and finds it;
+* segments the same notes in this process with raw `jieba.cut_for_search`, raw `rjieba.cut`
+  and the engine's Segmenter (notes/s each), and times rjieba's one-time dictionary load
+  against Jieba's (uncached build and cached load).
+
+With ``--before DIR`` (a checkout of an older commit, e.g. made with
+``git archive COMMIT | tar -x -C DIR``) the same imports also run against that tree's engine,
+interleaved with ours, so "before" and "after" come from the same run on the same load.
+Prints; asserts nothing beyond each import and search succeeding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.data import make_search_eval as ev  # noqa: E402 - the evaluation set's vocabulary
+
+VAULT_PASSWORD = "bench vault password that is long enough"
+MARK = "zyxwvquartz"  # a word only the last note holds
+
+
+def note(rng: random.Random, i: int) -> dict[str, object]:
+    """About 500 characters of sentences from real words, alternating English and Chinese (as bench/search.py)."""
+    parts: list[str] = []
+    while sum(len(p) for p in parts) < 500:
+        if rng.random() < 0.5:
+            p, q = rng.sample(ev.PEOPLE_EN, 2)
+            parts.append(
+                f"{p} {rng.choice(ev.VERBS_EN)} the {rng.choice(ev.THINGS_EN)} at {rng.choice(ev.PLACES_EN)} "
+                f"on {rng.choice(ev.DAYS)}, and {q} said it mattered. "
+            )
+        else:
+            p, q = rng.sample(ev.PEOPLE_ZH, 2)
+            parts.append(
+                f"{p}在{rng.choice(ev.PLACES_ZH)}{rng.choice(ev.VERBS_ZH)}{rng.choice(ev.THINGS_ZH)}，"
+                f"{q}觉得{rng.choice(ev.THINGS_ZH)}更重要。"
+            )
+    title = f"Note {i} {rng.choice(ev.THINGS_EN)} {rng.choice(ev.THINGS_ZH)}"
+    return {"title": title, "body": "".join(parts)[:500], "tags": [rng.choice(ev.DAYS)]}
+
+
+def write_sources(work: Path, count: int) -> tuple[Path, Path, list[dict[str, object]]]:
+    rng = random.Random(20)
+    notes = [note(rng, i) for i in range(count)]
+    notes[-1]["body"] = f"{notes[-1]['body']} {MARK}"
+    jsonl = work / "notes.jsonl"
+    with open(jsonl, "w", encoding="utf-8") as out:
+        for item in notes:
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+    folder = work / "notes"
+    folder.mkdir()
+    for i, item in enumerate(notes):
+        # Zero-padded names: the folder walk is in name order, so the last note is imported last.
+        text = f"---\ntitle: {json.dumps(item['title'], ensure_ascii=False)}\ntags: [{item['tags'][0]}]\n---\n{item['body']}\n"  # type: ignore[index]
+        (folder / f"{i:06d}.md").write_text(text, encoding="utf-8")
+    return jsonl, folder, notes
+
+
+def _memories(tree: Path, home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMORIES_KDF_TARGET_MS": "10", "PYTHONPATH": str(tree)}
+    env.pop("MEMORIES_HOME", None)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", "--home", str(home), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+        check=False,
+        timeout=3600,
+    )
+
+
+def time_import(tree: Path, source: Path, work: Path, count: int) -> tuple[float, float]:
+    """(seconds for `memories import`, seconds from its return until search is complete and finds the last note)."""
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    init = _memories(tree, home, "init", "--password-stdin", stdin=VAULT_PASSWORD + "\n")
+    if init.returncode != 0:
+        raise SystemExit(f"init failed: {init.stderr}")
+    try:
+        start = time.perf_counter()
+        proc = _memories(tree, home, "import", str(source), "--json")
+        imported = time.perf_counter()
+        if proc.returncode != 0:
+            raise SystemExit(f"import failed: {proc.stdout} {proc.stderr}")
+        created = json.loads(proc.stdout)["created"]
+        if created != count:
+            raise SystemExit(f"imported {created} of {count}")
+        found = _memories(tree, home, "search", MARK, "--mode", "lexical", "--wait", "600", "--json")
+        searchable = time.perf_counter()
+        result = json.loads(found.stdout) if found.returncode == 0 else {}
+        if result.get("partial") is not False or len(result.get("results", [])) != 1:
+            raise SystemExit(f"search after import: {found.stdout[:300]} {found.stderr[:300]}")
+        return imported - start, searchable - imported
+    finally:
+        _memories(tree, home, "daemon", "stop")
+
+
+def segmenter_rates(notes: list[dict[str, object]]) -> None:
+    texts = [f"{n['title']} {n['body']}" for n in notes]
+    private = tempfile.mkdtemp(prefix="bench-jieba-")
+    try:
+        import jieba
+
+        jieba.setLogLevel(60)
+        jieba.dt.tmp_dir = private  # Jieba's own cache in a private directory, never the shared TMPDIR
+        t0 = time.perf_counter()
+        jieba.initialize()
+        jieba_build = time.perf_counter() - t0
+        jieba.dt.initialized = False
+        t0 = time.perf_counter()
+        jieba.initialize()
+        jieba_cached = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    t0 = time.perf_counter()
+    import rjieba
+
+    rjieba_load = time.perf_counter() - t0
+    from engine.search.segment import Segmenter
+
+    segmenter = Segmenter()
+    segmenter.warm()
+    rates: dict[str, float] = {}
+    for name, cut in (
+        ("jieba.cut_for_search", lambda t: list(jieba.cut_for_search(t))),
+        ("jieba.lcut (the engine's former mode)", lambda t: jieba.lcut(t, HMM=True)),
+        ("rjieba.cut", lambda t: rjieba.cut(t, True)),
+        ("rjieba.cut_for_search", lambda t: rjieba.cut_for_search(t, True)),
+        ("engine Segmenter.segment (fold, t2s, rjieba, bigrams)", segmenter.segment),
+    ):
+        t0 = time.perf_counter()
+        for text in texts:
+            cut(text)
+        rates[name] = len(texts) / (time.perf_counter() - t0)
+    base = rates["jieba.cut_for_search"]
+    print(f"segmentation of the same {len(texts)} notes (in this process):")
+    for name, rate in rates.items():
+        print(f"  {name:55s} {rate:9.0f} notes/s  ({rate / base:5.1f}× jieba.cut_for_search)")
+    print(
+        f"dictionary load: rjieba import {rjieba_load:.2f} s (in memory, no file); Jieba build {jieba_build:.2f} s, "
+        f"Jieba from its cache file {jieba_cached:.2f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--before", type=Path, help="an older checkout to run the same imports against, interleaved")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat each import this many times (medians)")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        jsonl, folder, notes = write_sources(work, args.notes)
+        trees = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
+        figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _ in range(args.rounds):
+            for kind, source in (("JSONL", jsonl), ("Markdown folder", folder)):
+                for label, tree in trees:
+                    figures.setdefault((label, kind), []).append(time_import(tree, source, work, args.notes))
+        for (label, kind), runs in figures.items():
+            seconds = statistics.median(r[0] for r in runs)
+            until = statistics.median(r[1] for r in runs)
+            print(
+                f"[{label}] import {args.notes} notes from {kind}: {seconds:.2f} s = {args.notes / seconds:.0f} notes/s; "
+                f"search complete {until:.2f} s after the import returned"
+            )
+        if args.before:
+            for kind in ("JSONL", "Markdown folder"):
+                after = statistics.median(r[0] for r in figures[("after", kind)])
+                before = statistics.median(r[0] for r in figures[("before", kind)])
+                print(f"{kind}: after/before notes/s = {before / after:.2f}×")
+        segmenter_rates(notes)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
