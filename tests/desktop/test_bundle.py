@@ -262,3 +262,30 @@ def test_bundled_gtk_tray_docks_and_logout_locks(frozen: Frozen, tmp_path: Path)
     finally:
         stop_process(tray)
         x.stop()
+
+
+def test_bundled_mcp_server_answers_the_official_client(frozen: Frozen) -> None:
+    """DT-6, AG-1: `memories mcp` from the bundle (the MCP SDK and its dependencies travel in the
+    folder) serves the official MCP client over stdio: tools listed, a write found by search."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    from tests.mcp.support import TOOLS, result_of
+
+    frozen.ok("init", "--password-stdin", input=PASSWORD + "\n")
+    frozen.ok("sudo", "--password-stdin", input=PASSWORD + "\n")
+    token = frozen.ok("mcp", "grant", "--name", "bundle-agent", "--scope", "read_write")["token"]
+    env = {**frozen.env, "MEMORIES_MCP_TOKEN": token}
+    params = StdioServerParameters(
+        command=str(frozen.app / "memories"), args=["--home", str(frozen.home), "mcp"], env=env, cwd=str(frozen.home.parent)
+    )
+
+    async def scenario() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            written = result_of(await client.call_tool("memory_write", {"title": "Bundle note", "body": "from the app folder"}))
+            found = result_of(await client.call_tool("search", {"query": "bundle"}))
+            assert written["id"] in {hit["id"] for hit in found["results"]}
+
+    asyncio.run(scenario())
