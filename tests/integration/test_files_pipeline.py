@@ -14,10 +14,16 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+from engine.config import Paths
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
 from tests.helpers import Cli, raw, raw_error, require
-from tests.integration.test_files import content_rows, pseudo_random, wait_for_rows
+from tests.integration.test_files import content_rows, pseudo_random
 
 MIB = 1 << 20
+CHUNK = 256 * 1024
 
 
 def _store_files(cli: Cli) -> list[Path]:
@@ -75,9 +81,37 @@ def test_a_lock_during_an_upload_discards_every_batch(vault: Cli, tmp_path: Path
             adding.wait()
     assert adding.returncode != 0
     assert json.loads(out)["error"]["code"] in ("locked", "not_found")
+    # Removed by the lock itself (not by the sweep at the next unlock), and no stage still
+    # running at the lock stored a row after the removal.
+    assert content_rows(vault) == rows
     vault.unlock()
-    wait_for_rows(vault, rows)  # nothing of the upload is left (no stage stored a row after the lock)
+    assert content_rows(vault) == rows
     assert vault.ok("file", "list")["total"] == files
+
+
+def test_a_refused_chunk_ends_the_upload_after_the_batches_in_flight(vault: Cli, tmp_path: Path) -> None:
+    """FI-1, API-8: a chunk request refused while earlier batches are still being sealed and
+    stored ends the upload: when the refusal arrives, every row of it is gone (the stages
+    finished before the removal) and the handle is dead."""
+    rows = content_rows(vault)
+    batch = 32
+    block = bytes(range(256)) * (CHUNK * batch // 256)
+    with IpcClient(Paths(vault.home).socket, timeout=120) as client:
+        up = client.request({"op": "file_begin", "title": "t", "size": 8 * batch * CHUNK})["upload"]
+        for index in range(0, 4 * batch, batch):
+            client.request({"op": "file_chunk", "upload": up, "index": index, "sizes": [CHUNK] * batch, "payload": block})
+        with pytest.raises(MemoriesError) as refused:
+            client.request({"op": "file_chunk", "upload": up, "index": 0, "sizes": [CHUNK], "payload": block[:CHUNK]})
+        assert refused.value.code == "invalid_input"
+        assert content_rows(vault) == rows
+        with pytest.raises(MemoriesError) as gone:
+            client.request({"op": "file_commit", "upload": up, "sha256": "0" * 64})
+        assert gone.value.code == "not_found"
+    # No stage stores a row later either: after another whole upload, only its rows were added.
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"s" * (CHUNK + 1))
+    vault.ok("file", "add", str(small))
+    assert content_rows(vault) == rows + 2
 
 
 def test_a_download_read_ahead_stops_cleanly_at_a_lock_and_at_close(vault: Cli, tmp_path: Path) -> None:
