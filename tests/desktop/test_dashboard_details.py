@@ -40,6 +40,19 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tmp = tmp_path_factory.mktemp("details")
     cli = Cli(home=tmp / "home")
     cli.init()
+    dash = None
+    try:  # the daemon is stopped even when seeding fails
+        items = _seed(cli)
+        dash = start_dashboard(cli, tmp / "dashboard.log")
+        dash.wait_state("unlocked", "attention")
+        yield {"cli": cli, "dash": dash, "tmp": tmp, **items}
+    finally:
+        if dash is not None:
+            stop_process(dash.proc)
+        cli.stop()
+
+
+def _seed(cli: Cli) -> dict[str, Any]:
     recipe = cli.put(RECIPE_V1, "flour\nwater\nsalt", "food")
     cli.ok("edit", recipe["id"], "--body", "flour\nwater\nsalt\nyeast")
     cli.ok("edit", recipe["id"], "--title", RECIPE_V3, "--body", "flour\nwater\nsalt\nstarter")
@@ -81,25 +94,16 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     cli.ok("card", "link", recipe["id"], prot["id"], "--rel", "publishes_with", "--confidence", "0.5")
     cli.ok("card", "link", cites["id"], recipe["id"], "--rel", "cites")
     cli.ok("card", "link", near["id"], far["id"], "--rel", "source")
-    dash = start_dashboard(cli, tmp / "dashboard.log")
-    try:
-        dash.wait_state("unlocked", "attention")
-        yield {
-            "cli": cli,
-            "dash": dash,
-            "tmp": tmp,
-            "recipe": recipe,
-            "keyed": keyed,
-            "prot": prot,
-            "login": login,
-            "cred": cred,
-            "near": near,
-            "far": far,
-            "cites": cites,
-        }
-    finally:
-        stop_process(dash.proc)
-        cli.stop()
+    return {
+        "recipe": recipe,
+        "keyed": keyed,
+        "prot": prot,
+        "login": login,
+        "cred": cred,
+        "near": near,
+        "far": far,
+        "cites": cites,
+    }
 
 
 def _get(dash: Dashboard, path: str) -> tuple[int, Any]:
