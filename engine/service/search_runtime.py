@@ -401,6 +401,7 @@ class SearchRuntime:
                         return
                     if not job.backlog:
                         job.drained = True
+                        self.flush_tokens(job.state)  # what the batches left below TOKEN_COMMIT_BATCH
                         if not self._building(job.index):  # else the full build completes it
                             job.index.complete = True
                             job.index.revisions_seen = len(job.state.index.revisions)
@@ -468,7 +469,14 @@ class SearchRuntime:
                 # The stream now lives in the FTS table; keeping a second copy would double memory.
                 self.tokens.pop(doc.rev_id, None)
             index.upsert_many(current)
-            self._persist_tokens(state, fresh)
+            if fresh_index:
+                self._persist_tokens(state, fresh)
+            else:
+                # One token commit per TOKEN_COMMIT_BATCH streams, not per batch: each commit is a
+                # synced transaction, and the catch-up commits the rest when it ends.
+                self.pending.extend(fresh)
+                if len(self.pending) >= TOKEN_COMMIT_BATCH:
+                    self.flush_tokens(state)
         return True
 
     # -- queries -------------------------------------------------------------------------
