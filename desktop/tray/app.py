@@ -30,6 +30,7 @@ from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
 from desktop.tray.password_dialog import DialogHost
+from desktop.tray.single_instance import TrayInstance
 from engine.config import Paths
 
 __all__ = ["TrayOptions", "TrayApp"]
@@ -79,6 +80,17 @@ class TrayApp:
         self._badge_epoch = 0
 
     def run(self) -> int:
+        instance = TrayInstance(Paths(self.options.home).socket)
+        if not instance.claim(self.open_dashboard):
+            holder = f" (pid {instance.holder_pid})" if instance.holder_pid else ""
+            self._say(f"memories tray: already running for this data home{holder}; showing its dashboard")
+            return 0
+        try:
+            return self._run_tray()
+        finally:
+            instance.close()
+
+    def _run_tray(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
         ctx = DashboardContext(self.prober, self.gateway, mode="tray", backend=self.backend, on_quit=self.quit)
         self.server = DashboardServer(ctx, self.options.port)
