@@ -35,6 +35,7 @@ from engine.ipc.framing import (
     PAYLOAD_KEY,
     TruncatedFrame,
     encode_frame,
+    encode_frame_parts,
     frame_too_large,
     make_error,
     make_ok,
@@ -43,7 +44,7 @@ from engine.ipc.framing import (
 )
 from engine.ipc.peer import Peer, peer_of
 
-__all__ = ["IpcServer", "Handler", "dispatch", "prepare_socket_dir", "INTERNAL_MESSAGE"]
+__all__ = ["IpcServer", "Handler", "dispatch", "dispatch_parts", "prepare_socket_dir", "INTERNAL_MESSAGE"]
 
 log = logging.getLogger("memories.ipc")
 
@@ -73,28 +74,36 @@ def _encode_error(req_id: int | None, error: MemoriesError, max_bytes: int) -> b
 async def dispatch(req_id: int, body: dict[str, Any], peer: Peer, handler: Handler, max_bytes: int) -> bytes:
     """Run ``handler`` for one parsed request and return the encoded response frame.
 
-    Shared by the Unix-socket server and the Windows named-pipe server.
+    Used by the Windows named-pipe server; see :func:`dispatch_parts`.
     """
+    return b"".join(await dispatch_parts(req_id, body, peer, handler, max_bytes))
+
+
+async def dispatch_parts(
+    req_id: int, body: dict[str, Any], peer: Peer, handler: Handler, max_bytes: int
+) -> list[bytes | bytearray]:
+    """:func:`dispatch` as the frame's parts, written one after the other: an answer's
+    binary part (up to 8 MiB of file chunks) is sent as it is, never joined into a copy."""
     try:
         result = await handler(body, peer)
     except MemoriesError as exc:
-        return _encode_error(req_id, exc, max_bytes)
+        return [_encode_error(req_id, exc, max_bytes)]
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the whole point: never crash the daemon
         # Never str(exc): messages may carry secrets. The type name is safe to log.
         log.error("ipc handler failed with %s", type(exc).__name__)
-        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+        return [_encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)]
     if not isinstance(result, dict):
         log.error("ipc handler returned %s instead of a dict", type(result).__name__)
-        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+        return [_encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)]
     payload = result.get(PAYLOAD_KEY)
     if isinstance(payload, bytes | bytearray):  # the answer's binary part (FI-1 chunks)
         result = {k: v for k, v in result.items() if k != PAYLOAD_KEY}
     else:
         payload = None
     try:
-        return encode_frame(make_ok(req_id, result), max_bytes=max_bytes, payload=payload)
+        return encode_frame_parts(make_ok(req_id, result), max_bytes=max_bytes, payload=payload)
     except MemoriesError as exc:
         if exc.code == "frame_too_large":
             # The stream is intact (nothing was written): report it and keep going.
@@ -104,9 +113,9 @@ async def dispatch(req_id: int, body: dict[str, Any], peer: Peer, handler: Handl
                 if isinstance(size, int)
                 else MemoriesError("frame_too_large", "The answer exceeds the frame size limit.")
             )
-            return _encode_error(req_id, too_large, max_bytes)
+            return [_encode_error(req_id, too_large, max_bytes)]
         log.error("ipc handler returned a result that is not valid JSON")
-        return _encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)
+        return [_encode_error(req_id, MemoriesError("internal", INTERNAL_MESSAGE), max_bytes)]
 
 
 def prepare_socket_dir(directory: Path) -> None:
@@ -324,8 +333,11 @@ class IpcServer:
             if task is not None:
                 self._tasks.discard(task)
 
-    async def _send(self, writer: asyncio.StreamWriter, frame: bytes) -> None:
-        writer.write(frame)
+    async def _send(self, writer: asyncio.StreamWriter, frame: bytes | list[bytes | bytearray]) -> None:
+        for part in [frame] if isinstance(frame, bytes) else frame:
+            # A view: what the socket does not take at once is copied into the transport's
+            # buffer once, not first sliced into a copy of its own.
+            writer.write(memoryview(part))
         # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
         async with asyncio.timeout(self._write_timeout):
             await writer.drain()
@@ -359,5 +371,5 @@ class IpcServer:
             except MemoriesError as exc:
                 await self._send(writer, _encode_error(None, exc, max_bytes))
                 continue
-            response = await dispatch(req_id, body, peer, self._handler, max_bytes)
+            response = await dispatch_parts(req_id, body, peer, self._handler, max_bytes)
             await self._send(writer, response)
