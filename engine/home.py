@@ -19,12 +19,27 @@ _MAX_SOCKET_PATH = 100
 
 def data_home(explicit: str | None = None) -> str:
     """``--home`` wins, then ``MEMORIES_HOME``, then the platform's user data dir; absolute."""
-    chosen = explicit or os.environ.get("MEMORIES_HOME")
+    chosen = explicit or os.environ.get("MEMORIES_HOME") or _xdg_data_home()
     if not chosen:
-        import platformdirs  # only without an explicit home
+        import platformdirs  # macOS, Windows, Android, or no usable HOME
 
         chosen = platformdirs.user_data_dir("memories", appauthor=False)
     return os.path.realpath(os.path.expanduser(chosen))
+
+
+def _xdg_data_home() -> str | None:
+    """On Linux, the XDG data dir platformdirs would give (an absolute ``$XDG_DATA_HOME``,
+    else ``~/.local/share``) plus ``memories``; without importing platformdirs, which costs
+    the CLI's start as much as the rest of a call (tests/unit/test_home.py compares both)."""
+    if sys.platform != "linux" or "ANDROID_DATA" in os.environ:
+        return None
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if xdg.startswith("/"):
+        return os.path.join(xdg, "memories")
+    home = os.environ.get("HOME", "")
+    if not home.startswith("/"):
+        return None  # platformdirs falls back to the password database: let it
+    return home.rstrip("/") + "/.local/share/memories"
 
 
 def engine_socket(home: str) -> str:
