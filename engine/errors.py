@@ -124,6 +124,7 @@ CODES: dict[str, str] = {
     "job_output_exists": "An output path of the plan already exists; a job never overwrites a file. Nothing was published.",
     "job_step_failed": "A step of the job failed; nothing was published and the workspace was removed.",
     "job_plan_stale": "A credential of the plan changed since the plan was made; nothing was run. Make a new plan.",
+    "job_cancelled": "The job was cancelled (the vault locked or the engine stopped); nothing was published.",
     "unsupported_platform": "This is not supported on this platform.",
 }
 

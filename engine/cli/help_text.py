@@ -209,6 +209,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "job show": ("memories job show <PLAN_DIGEST>",),
     "job run": ("memories sudo && memories job run <PLAN_DIGEST>",),
+    "job status": ("memories job status <RUN_ID>", "memories job status <RUN_ID> --json"),
 }
 
 

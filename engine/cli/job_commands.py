@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from engine.cli.context import Context
+from engine.errors import MemoriesError, error_from_wire
 from engine.terminal_text import one_line
 
 __all__ = ["register"]
 
+# How long one `job_status` request may wait for the run to change (the engine caps it too).
+WAIT_MS = 5000
 KINDS = ("smime-sign", "openpgp-sign", "openpgp-encrypt", "apk-sign", "ios-sign")
 
 
@@ -41,6 +45,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     run = jsub.add_parser("run", parents=[common], help="run a plan by its digest (needs sudo)")
     run.add_argument("digest", metavar="PLAN_DIGEST", help="the full 64-hex digest printed by `job plan`")
     run.set_defaults(func=cmd_run)
+
+    status = jsub.add_parser("status", parents=[common], help="how a run is going, or how it ended")
+    status.add_argument("run", metavar="RUN_ID", help="the run's ID (printed by `job run` on a terminal)")
+    status.set_defaults(func=cmd_status)
 
 
 def _describe(result: dict[str, Any]) -> str:
@@ -83,7 +91,46 @@ def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _wait(ctx: Context, run_id: str) -> dict[str, Any]:
+    """Follow a run until it ends, showing "step k of n" on a terminal (stderr; never with --json)."""
+    shown = not ctx.json_output and sys.stderr.isatty()
+    seen: int | None = None
+    if shown:  # the ID lets another terminal ask `memories job status` after this one is closed
+        sys.stderr.write(f"job run {run_id}\n")
+    while True:
+        body: dict[str, Any] = {"op": "job_status", "run": run_id}
+        if seen is not None:
+            body |= {"wait_ms": WAIT_MS, "seen_step": seen}
+        status = ctx.request(body, timeout=WAIT_MS / 1000 + 30)
+        if status["state"] != "running":
+            if shown:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            return status
+        seen = int(status["steps_done"])
+        if shown:
+            step = min(seen + 1, int(status["steps"]))
+            sys.stderr.write(f"\r\x1b[Krunning {status['kind']}: step {step} of {status['steps']}")
+            sys.stderr.flush()
+
+
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
-    result = ctx.request({"op": "job_run", "digest": args.digest.lower()}, timeout=600.0)
+    started = ctx.request({"op": "job_run", "digest": args.digest.lower()}, timeout=600.0)
+    ended = _wait(ctx, str(started["run"]))
+    if ended["state"] != "done":
+        raise error_from_wire(ended["error"]) if ended.get("error") else MemoriesError("job_cancelled")
+    result = {"digest": ended["digest"], "kind": ended["kind"], "outputs": ended["outputs"]}
     ctx.emit(result, "\n".join(f"wrote {one_line(path)}" for path in result["outputs"]))
+    return 0
+
+
+def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    status = ctx.request({"op": "job_status", "run": args.run.lower()})
+    lines = [
+        f"job {status['kind']}  run {status['run']}  {status['state']}  {status['steps_done']} of {status['steps']} steps done"
+    ]
+    lines += [f"  wrote {one_line(path)}" for path in status["outputs"]]
+    if status.get("error"):
+        lines.append(f"  error [{status['error']['code']}] {one_line(status['error']['message'])}")
+    ctx.emit(status, "\n".join(lines))
     return 0

@@ -1,4 +1,4 @@
-"""Requests of crypto jobs (JB-1 … JB-3): plan a job, run an approved plan by its digest."""
+"""Requests of crypto jobs (JB-1 … JB-3): plan a job, run an approved plan by its digest, follow the run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 
 from engine.service.requests import Request
 
-__all__ = ["JobPlan", "JobRun", "JobShow"]
+__all__ = ["JobPlan", "JobRun", "JobShow", "JobStatus"]
 
 Path = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -31,3 +31,12 @@ class JobRun(Request, tag="job_run"):
 
 class JobShow(Request, tag="job_show"):
     digest: Digest
+
+
+class JobStatus(Request, tag="job_status"):
+    """A run's state (issue 16); with ``wait_ms`` and ``seen_step``, answered when it ends, its
+    finished-step count differs from ``seen_step``, or after ``wait_ms``."""
+
+    run: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0
+    seen_step: Annotated[int, msgspec.Meta(ge=0, le=10_000)] | None = None

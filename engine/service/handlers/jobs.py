@@ -6,26 +6,66 @@ local CLI, never MCP (no ``mcp_allowed``). Approval — elevation, the local cal
 digest of a stored plan — is checked before anything is resolved (JB-2); credentials are then
 looked up by the full asset ID the plan pinned and must still be at the pinned revision. An
 execution intent naming them is committed before any value leaves the store; the outcome is
-audited afterwards. The runner (engine/jobs/runner.py) runs under the service lock.
+audited afterwards.
+
+Only the checks and the workspace's preparation hold the service lock (issue 16): the steps
+run as a background job (engine/jobs/background.py) while other requests are answered, and
+``job_run`` answers with a run ID that ``job_status`` reports on (the CLI waits on it). The
+outputs are linked into place, and the outcome audited, under the lock again and only if no
+lock happened meanwhile; a lock cancels the run — its child's process group is killed, its
+workspace removed — and waits for that, so a locked (or stopped) engine leaves no secret
+behind. A lock's cancel leaves the committed intent as the run's record (a locked vault
+takes no audit entry).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import weakref
 from typing import Any
 
 from engine.errors import MemoriesError
+from engine.jobs.background import JobContext
 from engine.jobs.plan import Plan, plan_bytes, plan_digest, plan_from_bytes
 from engine.jobs.recipes import CredentialInfo, build_plan, credential_files
-from engine.jobs.runner import run_plan
+from engine.jobs.runner import POLL_SECONDS, Staged, Workspace, clear_stale, prepare
+from engine.jobs.runs import Run, Runs
 from engine.service import requests_jobs as rq
 from engine.service.caller import Caller
 from engine.service.registry import op
-from engine.service.service import Service
+from engine.service.service import EXTENSIONS, Service
 from engine.vault.core import Unlocked
 from engine.vault.credentials import credential_summary, find_credential, read_credential
 
+log = logging.getLogger("memories.jobs")
+
 RECORD = "job_plan"
+# How long a lock (or shutdown) waits for a cancelled run to kill its child, run its cleanup
+# steps (bounded by the runner) and remove its workspace.
+LOCK_WAIT_SECONDS = 30.0
+# The longest a `job_status` request waits for a change before answering.
+MAX_WAIT_MS = 10_000
+
+_RUNS: weakref.WeakKeyDictionary[Service, Runs] = weakref.WeakKeyDictionary()
+
+
+def runs_of(service: Service) -> Runs:
+    found = _RUNS.get(service)
+    if found is None:
+        found = _RUNS[service] = Runs()
+    return found
+
+
+def _setup(service: Service) -> None:
+    """One run registry per engine; a lock (idle, explicit, shutdown) waits for cancelled runs."""
+    runs = runs_of(service)
+    # Runs never outlive their engine: anything under jobs/ now is a crashed engine's workspace.
+    clear_stale(service.paths.home / "jobs")
+    service.on_lock.append(lambda: runs.wait_ended(LOCK_WAIT_SECONDS))
+
+
+EXTENSIONS.append(_setup)
 
 
 def _info(service: Service, state: Unlocked, ref: str) -> CredentialInfo:
@@ -81,11 +121,16 @@ def job_show(service: Service, request: rq.JobShow, caller: Caller) -> dict[str,
     return _view(_stored(service.require_unlocked(), request.digest), request.digest)
 
 
-@op(rq.JobRun, needs_elevation=True)
-def job_run(service: Service, request: rq.JobRun, caller: Caller) -> dict[str, Any]:
-    """JB-2, JB-3: approval first (elevation, local CLI, exact digest), then credentials, intent, runner."""
+def _local_cli(caller: Caller) -> None:
     if caller.surface != "ipc" or not caller.namespace.startswith("cli:"):
         raise MemoriesError("permission_denied", "Only the local CLI runs crypto jobs.")
+
+
+@op(rq.JobRun, needs_elevation=True)
+def job_run(service: Service, request: rq.JobRun, caller: Caller) -> dict[str, Any]:
+    """JB-2, JB-3: approval first (elevation, local CLI, exact digest), then credentials, intent,
+    the prepared workspace; the steps then run in the background (issue 16)."""
+    _local_cli(caller)
     state = service.require_unlocked()
     plan = _stored(state, request.digest)
     files: dict[str, dict[str, bytes]] = {}
@@ -106,16 +151,123 @@ def job_run(service: Service, request: rq.JobRun, caller: Caller) -> dict[str, A
         files[str(binding["slot"])] = credential_files(cred.ctype, cred.public, cred.secret, list(binding["files"]))
         secrets += [v for v in cred.secret.values() if isinstance(v, str)]
         assets.append(asset)
-    service.vault.commit_intent(state, "job_run", caller, assets)
-    root = service.paths.home / "jobs"
+    run = runs_of(service).new(request.digest, str(plan["kind"]), len(plan["steps"]))
     try:
-        published = run_plan(plan, root, files, secrets)
+        service.vault.commit_intent(state, "job_run", caller, assets)
+        try:
+            workspace = prepare(plan, service.paths.home / "jobs", files)
+        except MemoriesError as exc:
+            failed = service.vault.audit_record(state, "job.run", caller, outcome="failed", code=exc.code, assets=assets)
+            service.vault.commit(state, [], [], [failed])
+            raise
+        finally:
+            del files
+        outcome = _Outcome(caller, assets, service.session.generation)
+
+        def work(context: JobContext) -> None:
+            _execute(service, run, workspace, secrets, outcome, context)
+
+        try:
+            run.handle = service.background.start("job-run", work)
+        except BaseException:
+            workspace.remove()
+            raise
     except MemoriesError as exc:
-        failed = service.vault.audit_record(state, "job.run", caller, outcome="failed", code=exc.code, assets=assets)
-        service.vault.commit(state, [], [], [failed])
+        run.finish("failed", error=exc)
         raise
-    finally:
-        del files, secrets
-    audit = service.vault.audit_record(state, "job.run", caller, outcome="ok", kind=plan["kind"], assets=assets)
-    service.vault.commit(state, [], [], [audit])
-    return {"digest": request.digest, "kind": plan["kind"], "outputs": published}
+    except BaseException:
+        run.finish("failed", error=MemoriesError("internal"))
+        raise
+    return {"run": run.run_id, "digest": request.digest, "kind": plan["kind"], "steps": run.steps}
+
+
+class _Outcome:
+    """What the background half needs to audit a run as its caller: who, which credentials, which unlock."""
+
+    def __init__(self, caller: Caller, assets: list[bytes], generation: int) -> None:
+        self.caller = caller
+        self.assets = assets
+        self.generation = generation
+
+
+def _current_lock(service: Service, context: JobContext, generation: int) -> bool:
+    """Take the service lock unless the run is cancelled meanwhile (a lock waiting for this run
+    holds it: never wait on it blindly); True, holding it, only if the same unlock still stands."""
+    while not service.lock.acquire(timeout=POLL_SECONDS):
+        if context.cancelled.is_set():
+            return False
+    if context.cancelled.is_set() or service.session.generation != generation or service.state is None:
+        service.lock.release()
+        return False
+    return True
+
+
+def _execute(
+    service: Service, run: Run, workspace: Workspace, secrets: list[str], outcome: _Outcome, context: JobContext
+) -> None:
+    """The background half: steps without the service lock, then publish and audit under it."""
+    staged: Staged | None = None
+    audited = False
+    try:
+        try:
+            staged = workspace.execute(secrets, context.cancelled, lambda done, total: run.progress(context, done, total))
+        finally:
+            workspace.remove()  # every secret the run was given, on every path
+            secrets.clear()
+        if not _current_lock(service, context, outcome.generation):
+            raise MemoriesError("job_cancelled")
+        try:
+            state = service.require_unlocked()
+            try:
+                published = staged.publish()
+            except MemoriesError as exc:
+                audited = True
+                _audit_failure(service, outcome, exc)
+                raise
+            audited = True
+            audit = service.vault.audit_record(
+                state, "job.run", outcome.caller, outcome="ok", kind=run.kind, assets=outcome.assets
+            )
+            service.vault.commit(state, [], [], [audit])
+        finally:
+            service.lock.release()
+    except MemoriesError as exc:
+        if staged is not None:
+            staged.discard()
+        if exc.code == "job_cancelled" or (context.cancelled.is_set() and not audited):
+            run.finish("cancelled", error=MemoriesError("job_cancelled"))
+            return  # the background runtime records it as cancelled
+        if not audited and _current_lock(service, context, outcome.generation):
+            try:
+                _audit_failure(service, outcome, exc)
+            finally:
+                service.lock.release()
+        run.finish("failed", error=exc)
+        raise
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        run.finish("failed", error=MemoriesError("internal"))
+        raise
+    run.finish("done", outputs=published)
+
+
+def _audit_failure(service: Service, outcome: _Outcome, exc: MemoriesError) -> None:
+    state = service.require_unlocked()
+    failed = service.vault.audit_record(state, "job.run", outcome.caller, outcome="failed", code=exc.code, assets=outcome.assets)
+    try:
+        service.vault.commit(state, [], [], [failed])
+    except MemoriesError as audit_error:  # the run's own error is what the caller needs to hear
+        log.warning("job run failure not audited error=%s", audit_error.code)
+
+
+@op(rq.JobStatus, needs_unlock=False, lock_free=True, touches_idle=False)
+def job_status(service: Service, request: rq.JobStatus, caller: Caller) -> dict[str, Any]:
+    """Issue 16: a run's state and step, then its outputs or its typed error. Answers without the
+    service lock (and while locked: a run a lock cancelled says so); waits up to ``wait_ms`` for
+    a change. Polling it does not keep the vault unlocked."""
+    _local_cli(caller)
+    run = runs_of(service).get(request.run)
+    if request.wait_ms and request.seen_step is not None:
+        run.wait_change(request.seen_step, min(request.wait_ms, MAX_WAIT_MS) / 1000)
+    return run.view()
