@@ -23,7 +23,15 @@ from typing import Any
 
 from desktop.sibling import cli_command
 
-__all__ = ["Probe", "ProbeWorker", "probe_once", "status_command", "STATUS_KEYS", "DEFAULT_DEADLINE"]
+__all__ = [
+    "Probe",
+    "ProbeWorker",
+    "probe_once",
+    "status_command",
+    "STATUS_KEYS",
+    "ACTIVITY_JOBS",
+    "DEFAULT_DEADLINE",
+]
 
 DEFAULT_DEADLINE = 2.0
 DEFAULT_INTERVAL = 2.0
@@ -45,6 +53,12 @@ STATUS_KEYS = frozenset(
         "attention",
     }
 )
+# Background jobs the desktop may mention (engine/jobs/background.py names them; fixed engine
+# names, never user data). Any other name is dropped, so a foreign engine cannot put text of
+# its own into the tray or the page through this list.
+ACTIVITY_JOBS = frozenset({"verify", "search-build", "search-catch-up", "segmenter-warm"})
+MAX_ACTIVITY = 8
+MAX_COUNT = 10**12
 # States the prober itself reports when the engine gave no usable answer.
 PROBE_STATES = frozenset({"not_running", "not_responding", "error"})
 ENGINE_STATES = frozenset({"uninitialized", "locked", "unlocked"})
@@ -88,7 +102,33 @@ def sanitize(raw: object) -> Probe:
         # DT-1: a locked engine says only "locked"; never pass anything else on.
         return Probe("locked", {"state": "locked"})
     status = {k: v for k, v in raw.items() if k in STATUS_KEYS and _plain(v)}
+    if state == "unlocked":
+        status["activity"] = activity(raw.get("jobs"))
     return Probe(str(state), status)
+
+
+def activity(jobs: object) -> list[dict[str, Any]]:
+    """The running background jobs as ``{"job", "done", "total"}``: a known job name and two
+    counts (``total`` may be None), nothing else — no times, IDs, paths or failure text (DT-1)."""
+    if not isinstance(jobs, list):
+        return []
+    running: list[dict[str, Any]] = []
+    for job in jobs[:64]:
+        if not isinstance(job, dict) or job.get("state") != "running":
+            continue
+        name, done, total = job.get("name"), job.get("done"), job.get("total")
+        if not (isinstance(name, str) and name in ACTIVITY_JOBS and _count(done)):
+            continue
+        if total is not None and not _count(total):
+            continue
+        running.append({"job": name, "done": done, "total": total})
+        if len(running) == MAX_ACTIVITY:
+            break
+    return running
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
 def _plain(value: object) -> bool:

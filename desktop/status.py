@@ -12,7 +12,15 @@ from typing import Any
 from desktop.prober import Probe
 from engine.terminal_text import one_line
 
-__all__ = ["TrayState", "tray_state", "tooltip_text", "TOOLTIP_CHARS", "Badges", "sync_problem"]
+__all__ = [
+    "TrayState",
+    "tray_state",
+    "tooltip_text",
+    "activity_text",
+    "TOOLTIP_CHARS",
+    "Badges",
+    "sync_problem",
+]
 
 # Windows cuts notification-area tooltips at 127 characters; stay inside everywhere.
 TOOLTIP_CHARS = 120
@@ -90,6 +98,33 @@ def sync_problem(sync_status: dict[str, Any]) -> bool:
     return bool(last.get("error") or last.get("peer_error"))
 
 
+# What a running background job is called in the tray (the prober passes only these names).
+_JOB_TEXT = {
+    "search-build": "Indexing",
+    "search-catch-up": "Indexing new items",
+    "verify": "Checking signatures",
+    "segmenter-warm": "Preparing search",
+}
+
+
+def activity_text(probe: Probe) -> str:
+    """The first running job as a person reads it: "Indexing 3,000 of 10,000…" (issue 17).
+
+    Empty while locked or idle: the prober keeps ``activity`` only for an unlocked engine.
+    """
+    jobs = probe.status.get("activity") if probe.state == "unlocked" else None
+    if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
+        return ""
+    job = jobs[0]
+    label = _JOB_TEXT.get(str(job.get("job")))
+    if label is None:
+        return ""
+    done, total = job.get("done"), job.get("total")
+    if isinstance(total, int) and total > 0 and isinstance(done, int):
+        return f"{label} {done:,} of {total:,}…"
+    return f"{label}…"
+
+
 def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | None = None) -> str:
     """The icon's tooltip: the state's title, plus the error code when a probe failed.
 
@@ -100,6 +135,8 @@ def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | 
     text = state.tooltip
     if probe is not None and probe.error and state in (TrayState.ATTENTION, TrayState.NOT_RESPONDING):
         text += f" ({probe.error})"
+    if probe is not None and activity_text(probe):
+        text += f"; {activity_text(probe)}"
     if badges is not None and badges.describe():
         text += f"; {badges.describe()}"
     text = one_line(text)

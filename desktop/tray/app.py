@@ -22,7 +22,7 @@ from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
-from desktop.status import Badges, TrayState, tooltip_text, tray_state
+from desktop.status import Badges, TrayState, activity_text, tooltip_text, tray_state
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
 from desktop.tray.engine_launcher import start_engine
@@ -57,6 +57,7 @@ class TrayApp:
         self.options = options
         self.out = out
         self.state = TrayState.NOT_RUNNING
+        self.activity = ""  # the running background job as text, "" when idle (issue 17)
         self.backend = "none"
         self.icon: Any = None
         self.prober = ProbeWorker(options.home, interval=options.probe_interval, deadline=options.probe_deadline)
@@ -101,7 +102,12 @@ class TrayApp:
         self.dialogs = DialogHost(Paths(self.options.home).socket, self.backend, self._say, self.prober.refresh)
         icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
         actions = {"open": self.open_dashboard, "unlock": self.open_unlock, "lock": self.lock_now}
-        menu = build_menu(pystray, lambda: self.state, {**actions, "start": self.start_engine, "quit": self.quit})
+        menu = build_menu(
+            pystray,
+            lambda: self.state,
+            {**actions, "start": self.start_engine, "quit": self.quit},
+            status=lambda: self.activity,
+        )
         self.icon = icon_class("memories", render(self.state), tooltip_text(self.state), menu)
         self.prober.subscribe(self._on_probe)
         self._quit_on_signals()
@@ -207,11 +213,13 @@ class TrayApp:
         self._show(self.state, self._last_probe, force=True)
 
     def _show(self, new: TrayState, probe: Probe | None, force: bool = False) -> None:
+        activity = activity_text(probe) if probe is not None else ""
         with self._state_lock:
-            if new is self.state and not force:
+            if new is self.state and activity == self.activity and not force:
                 return
             changed = new is not self.state
             self.state = new
+            self.activity = activity
         if self.options.verbose and changed:
             self._say(f"memories tray: state {new.value}")
         icon = self.icon

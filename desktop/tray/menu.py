@@ -39,7 +39,15 @@ def menu_entries(state: TrayState) -> list[MenuEntry]:
     ]
 
 
-def build_menu(pystray: Any, current: Callable[[], TrayState], actions: dict[str, Callable[[], None]]) -> Any:
+def build_menu(
+    pystray: Any,
+    current: Callable[[], TrayState],
+    actions: dict[str, Callable[[], None]],
+    status: Callable[[], str] = lambda: "",
+) -> Any:
+    """``status`` gives the running background job as text ("Indexing 3,000 of 10,000…"); the
+    menu shows it as a greyed first line while there is one, re-read each time it opens."""
+
     def enabled(key: str) -> Callable[[Any], bool]:
         return lambda item: next(e.enabled for e in menu_entries(current()) if e.key == key)
 
@@ -47,4 +55,7 @@ def build_menu(pystray: Any, current: Callable[[], TrayState], actions: dict[str
         return lambda icon, item: actions[key]()
 
     items = [pystray.MenuItem(e.label, run(e.key), enabled=enabled(e.key), default=e.default) for e in menu_entries(current())]
-    return pystray.Menu(*items)
+    status_line = pystray.MenuItem(
+        lambda item: status() or " ", lambda icon, item: None, enabled=False, visible=lambda item: bool(status())
+    )
+    return pystray.Menu(status_line, *items)

@@ -26,6 +26,13 @@ const STATUS_LABELS = {
   sync_queue: "Sync queue",
 };
 const OPEN_STATES = new Set(["unlocked", "busy", "attention"]);
+// Background jobs by their fixed engine names (desktop/status.py says the same in the tray).
+const JOB_TEXT = {
+  "search-build": "Indexing",
+  "search-catch-up": "Indexing new items",
+  verify: "Checking signatures",
+  "segmenter-warm": "Preparing search",
+};
 
 const view = {
   kinds: [], // the allowlist from /api/kinds
@@ -146,11 +153,54 @@ function renderStatus(data) {
     dd.id = "status-" + key;
     dl.append(el("dt", STATUS_LABELS[key]), dd);
   }
+  renderActivity(OPEN_STATES.has(state) && Array.isArray(status.activity) ? status.activity : []);
   $("backend").textContent = data.desktop.backend;
   $("mode").textContent = data.desktop.mode;
   $("quit").hidden = !data.desktop.can_quit;
   $("lock").disabled = !OPEN_STATES.has(state);
   renderGate(state, data.probe.state);
+}
+
+// Running background work (issue 17): "Indexing 3,000 of 10,000…" with a progress bar in the
+// side bar and one row per job on the Status tab; gone when the work ends or the vault locks.
+function jobText(job) {
+  const label = JOB_TEXT[job.job];
+  if (!label) return null;
+  const counted = Number.isInteger(job.total) && job.total > 0 && Number.isInteger(job.done);
+  return counted ? `${label} ${job.done.toLocaleString("en-US")} of ${job.total.toLocaleString("en-US")}…` : label + "…";
+}
+
+function setProgress(bar, job) {
+  if (Number.isInteger(job.total) && job.total > 0) {
+    bar.max = job.total;
+    bar.value = Math.min(job.done, job.total);
+  } else {
+    bar.removeAttribute("value"); // indeterminate
+  }
+}
+
+function renderActivity(jobs) {
+  const known = jobs.filter((job) => jobText(job) !== null);
+  const bar = $("activity-bar");
+  bar.hidden = !known.length;
+  if (known.length) {
+    $("activity-text").textContent = jobText(known[0]);
+    setProgress($("activity-progress"), known[0]);
+  }
+  const list = $("status-jobs");
+  list.replaceChildren(
+    ...known.map((job) => {
+      const text = jobText(job);
+      const progress = document.createElement("progress");
+      progress.setAttribute("aria-label", text);
+      setProgress(progress, job);
+      const li = el("li", text);
+      li.dataset.job = job.job;
+      li.append(progress);
+      return li;
+    }),
+  );
+  $("status-jobs-idle").hidden = known.length > 0;
 }
 
 function renderGate(state, probeState) {
@@ -473,7 +523,7 @@ async function runSearch() {
     renderItems(results, results);
     $("pager").hidden = true;
     const count = results.length ? `${results.length} result${results.length === 1 ? "" : "s"}` : "No results";
-    setResult("list-note", `${count} for “${query}”` + (data.partial ? " (index still building)" : ""));
+    setResult("list-note", `${count} for “${query}”` + (data.partial ? ". Still indexing: results may be incomplete" : ""));
   } catch (err) {
     if (seq !== view.searchSeq) return;
     $("card-list").replaceChildren();
