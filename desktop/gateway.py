@@ -14,7 +14,11 @@ from typing import Any
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 
-__all__ = ["EngineGateway", "DEFAULT_TIMEOUT", "lock_quietly", "QUIT_LOCK_TIMEOUT"]
+__all__ = ["EngineGateway", "DEFAULT_TIMEOUT", "lock_quietly", "QUIT_LOCK_TIMEOUT", "CLIENT_LABEL"]
+
+# Who the audit log says acted for the desktop's requests ("dashboard", not "you (cli)").
+# Informational only: the engine identifies the caller by its socket's peer credentials.
+CLIENT_LABEL = "dashboard"
 
 QUIT_LOCK_TIMEOUT = 3.0
 
@@ -29,7 +33,7 @@ class EngineGateway:
     def _call(self, body: dict[str, Any]) -> dict[str, Any]:
         # One connection per call: calls come from several worker threads, and a
         # timed-out connection must never deliver a late answer to the next call.
-        with IpcClient(self.socket_path, timeout=self.timeout) as client:
+        with IpcClient(self.socket_path, timeout=self.timeout, client_label=CLIENT_LABEL) as client:
             return client.request(body, timeout=self.timeout)
 
     def lock(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from engine.config import Paths, load_config
 from engine.errors import MemoriesError
 from engine.ipc.peer import Peer, caller_namespace
 from engine.ipc.server import IpcServer
-from engine.service.caller import Caller
+from engine.service.caller import Caller, take_client_label
 from engine.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
@@ -92,8 +92,10 @@ async def _serve(paths: Paths) -> int:
     loop = asyncio.get_running_loop()
 
     async def handle(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid)
         op = body.get("op") if isinstance(body.get("op"), str) else "?"
+        # Namespace, surface and uid come from the kernel; the label only names the program.
+        client = take_client_label(body)
+        caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid, client=client)
         try:
             result = await loop.run_in_executor(executor, service.dispatch, body, caller)
         except MemoriesError as exc:

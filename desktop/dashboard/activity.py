@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from desktop.gateway import CLIENT_LABEL
 from engine.ipc.client import IpcClient
 
 __all__ = ["register", "ACTIVITY_TIMEOUT", "project"]
@@ -42,7 +43,7 @@ def register(app: web.Application, ctx: Any) -> None:
     script = (resources.files("desktop.dashboard") / "static" / "activity.js").read_bytes()
 
     def fetch() -> dict[str, Any]:
-        with IpcClient(socket_path, timeout=ACTIVITY_TIMEOUT) as client:
+        with IpcClient(socket_path, timeout=ACTIVITY_TIMEOUT, client_label=CLIENT_LABEL) as client:
             return client.request({"op": "dashboard_activity", "limit": ACTIVITY_LIMIT}, timeout=ACTIVITY_TIMEOUT)
 
     async def serve_script(request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from desktop.gateway import CLIENT_LABEL
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 
@@ -40,7 +41,7 @@ class TicketGateway:
         self.socket_path = socket_path
 
     def _call(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        with IpcClient(self.socket_path, timeout=timeout) as client:
+        with IpcClient(self.socket_path, timeout=timeout, client_label=CLIENT_LABEL) as client:
             return client.request(body, timeout=timeout)
 
     def pending(self) -> dict[str, Any]:

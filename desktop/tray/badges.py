@@ -21,7 +21,7 @@ BADGE_TIMEOUT = 3.0
 def read_badges(socket_path: Path, timeout: float = BADGE_TIMEOUT) -> Badges | None:
     """The current badges, or None when the engine could not say (the icon keeps what it shows)."""
     try:
-        with IpcClient(socket_path, timeout=timeout) as client:
+        with IpcClient(socket_path, timeout=timeout, client_label="tray") as client:
             tickets = client.request({"op": "remote_pending"}, timeout=timeout).get("tickets", [])
             synced = client.request({"op": "sync_status"}, timeout=timeout)
     except (MemoriesError, OSError):

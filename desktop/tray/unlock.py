@@ -86,7 +86,7 @@ class VaultUnlocker:
 
     def _send(self, body: dict[str, Any]) -> Outcome:
         try:
-            with IpcClient(self.socket_path, timeout=self.timeout) as client:
+            with IpcClient(self.socket_path, timeout=self.timeout, client_label="tray") as client:
                 client.request(body, timeout=self.timeout)
         except MemoriesError as exc:
             return _fail(exc.code)

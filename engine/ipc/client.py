@@ -53,8 +53,12 @@ class IpcClient:
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         verify_server: bool = True,
+        client_label: str | None = None,
     ) -> None:
         self._path = os.fspath(socket_path)
+        # The program's name for itself, sent with every request ("dashboard"): the engine's
+        # audit shows it as who acted; it grants nothing (engine/service/caller.py).
+        self._client_label = client_label
         self._timeout = timeout
         self._max_frame_bytes = max_frame_bytes
         self._verify_server = verify_server
@@ -185,6 +189,8 @@ class IpcClient:
         if not isinstance(body, dict):
             raise MemoriesError("invalid_input", "A request body must be a JSON object.")
         req_id = self._take_id()
+        if self._client_label is not None:
+            body = {**body, "client_label": self._client_label}
         payload = body.get(PAYLOAD_KEY)
         if isinstance(payload, bytes | bytearray | memoryview):
             body = {k: v for k, v in body.items() if k != PAYLOAD_KEY}

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Caller"]
+from engine.errors import MemoriesError
+
+__all__ = ["Caller", "CLIENT_LABELS", "CLIENT_LABEL_KEY", "take_client_label"]
+
+# What a local program may call itself in a request (``"client_label": "dashboard"``), so the
+# audit log can say "dashboard" instead of "you (cli)" for the desktop's own reads. The label
+# is the program's word, not the kernel's: it is recorded beside the OS-derived namespace and
+# surface and nothing reads it for a permission, so claiming it gains nothing.
+CLIENT_LABEL_KEY = "client_label"
+CLIENT_LABELS = frozenset({"dashboard", "tray"})
 
 
 @dataclass(frozen=True)
@@ -15,3 +25,15 @@ class Caller:
     # Asset kinds this caller may not read through search/retrieve/ask (an MCP grant without
     # transcripts hides "transcript", AG-5).
     hidden_kinds: frozenset[str] = frozenset()
+    # The program's own name for itself (CLIENT_LABELS) or "": informational, audit only.
+    client: str = ""
+
+
+def take_client_label(body: dict[str, Any]) -> str:
+    """Remove the optional client label from a request body and return it ("" when absent)."""
+    label = body.pop(CLIENT_LABEL_KEY, None)
+    if label is None:
+        return ""
+    if not isinstance(label, str) or label not in CLIENT_LABELS:
+        raise MemoriesError("invalid_input", f"{CLIENT_LABEL_KEY} is one of: {', '.join(sorted(CLIENT_LABELS))}.")
+    return label

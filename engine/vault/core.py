@@ -45,6 +45,9 @@ class Actor(Protocol):
     @property
     def surface(self) -> str: ...
 
+    @property
+    def client(self) -> str: ...
+
 
 @dataclass
 class VaultKeys:
@@ -378,6 +381,8 @@ class VaultCore:
             "op": op,
             "caller": actor.namespace,
             "surface": actor.surface,
+            # The program's self-given name ("dashboard"): shown as who acted, never authority.
+            **({"client": actor.client} if actor.client else {}),
             "ts_ms": int(time.time() * 1000),
             "nonce": os.urandom(8),
             **fields,

@@ -92,3 +92,51 @@ def test_activity_page_over_http_and_in_the_browser(vault: Cli, tmp_path: Path) 
         run_in_browser(dash.url, scenario)
     finally:
         stop_process(dash.proc)
+
+
+def test_dashboard_requests_are_audited_as_the_dashboard(vault: Cli, tmp_path: Path) -> None:
+    """Issue 17, API-3: what the dashboard does shows as "Dashboard" in the Activity view, not
+    "you (cli)"; the audit still records the kernel's namespace and surface beside the label."""
+    dash = start_dashboard(vault, tmp_path / "dashboard.log")
+    try:
+        dash.wait_state("unlocked")
+        code, _, made = dash.request("POST", "/api/cards", {"kind": "memory", "fields": {"title": "Made in the page"}})
+        assert code == 200, made
+        code, _, data = dash.request("GET", "/api/activity")
+        assert code == 200
+        (put,) = [e for e in data["entries"] if e["op"] == "put" and e["items"][0]["title"] == "Made in the page"]
+        assert put["who"] == "dashboard"
+
+        async def scenario(page: Any) -> None:
+            await page.click("#nav-activity")
+            row = page.locator("#activity-rows tr", has_text="Made in the page")
+            await row.first.wait_for(timeout=15000)
+            assert await row.first.locator(".activity-who").text_content() == "Dashboard"
+
+        run_in_browser(dash.url, scenario)
+    finally:
+        stop_process(dash.proc)
+    vault.sudo()
+    entries = vault.ok("audit")["entries"]
+    (entry,) = [e for e in entries if e["op"] == "put" and [a["id"] for a in e["assets"]] == [made["id"]]]
+    assert entry["who"] == "dashboard"
+    assert entry["surface"] == "ipc" and entry["actor"].startswith("cli:"), entry  # the kernel's word stays
+
+
+def test_a_client_label_grants_nothing_and_cannot_pose_as_an_agent(vault: Cli) -> None:
+    """Issue 17, API-3: the label is the program's word, so it only names a local IPC caller: it
+    does not elevate (audit still needs `memories sudo`) and a label other than the desktop's
+    own ("mcp", an agent's words, a long string) is refused with a typed error, nothing done."""
+    socket = Paths(vault.home).socket
+    with IpcClient(socket, timeout=30) as plain, IpcClient(socket, timeout=30, client_label="dashboard") as labelled:
+        with pytest.raises(MemoriesError) as unlabelled_refusal:
+            plain.request({"op": "audit"})
+        with pytest.raises(MemoriesError) as labelled_refusal:
+            labelled.request({"op": "audit"})
+        assert labelled_refusal.value.code == unlabelled_refusal.value.code != "invalid_input"
+    for label in ("mcp", "agent claude (mcp)", "remote (ws)", "x" * 5000, 7):
+        with IpcClient(socket, timeout=30) as client:
+            with pytest.raises(MemoriesError) as refused:
+                client.request({"op": "put", "title": "posed", "client_label": label})
+        assert refused.value.code == "invalid_input"
+    assert vault.ok("search", "posed")["results"] == []

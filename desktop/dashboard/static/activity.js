@@ -26,11 +26,14 @@
     return node;
   }
 
+  // The desktop's own requests carry a client label (engine/service/caller.py); say them as names.
+  const WHO_TEXT = { dashboard: "Dashboard", tray: "Tray" };
+
   function row(entry) {
     const tr = el("tr", undefined, "activity-row");
     const when = entry.ts_ms === null ? "" : new Date(entry.ts_ms).toLocaleTimeString();
     const items = entry.items.map((i) => (i.title === null ? "(deleted item)" : i.title) + (i.kind ? " · " + i.kind : ""));
-    tr.append(el("td", when, "activity-time"), el("td", entry.who, "activity-who"), el("td", entry.op, "activity-op"),
+    tr.append(el("td", when, "activity-time"), el("td", WHO_TEXT[entry.who] || entry.who, "activity-who"), el("td", entry.op, "activity-op"),
               el("td", items.join(", "), "activity-items"));
     return tr;
   }

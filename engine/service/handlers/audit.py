@@ -23,7 +23,7 @@ from typing import Any
 from engine.crypto.canonical import decode_canonical_flat
 from engine.errors import MemoriesError
 from engine.service import requests as rq
-from engine.service.caller import Caller
+from engine.service.caller import CLIENT_LABELS, Caller
 from engine.service.handlers.devices import device_names
 from engine.service.integrity import AUDIT_TAG
 from engine.service.projections import asset_summary
@@ -37,7 +37,7 @@ __all__ = ["AUDIT_VIEW_VERSION", "actor_label", "actor_matches", "decode_entry"]
 AUDIT_VIEW_VERSION = 1
 _PREFIX = AUDIT_TAG.encode("ascii") + b"\x00\x01"
 # Entry fields a view may show: codes and names the engine chose, never request data.
-_TEXT_FIELDS = ("op", "caller", "surface", "phase", "outcome", "error")
+_TEXT_FIELDS = ("op", "caller", "surface", "client", "phase", "outcome", "error")
 _DEVICE = "\x00device"  # set on entries another device signed (never a key of a stored entry)
 
 
@@ -62,13 +62,19 @@ def actor_matches(namespace: str, actor: str) -> bool:
     return ":" not in actor[:-1] and namespace.startswith(prefix)
 
 
-def actor_label(namespace: str, surface: str) -> str:
-    """Who acted, in words: "you (cli)", "agent claude (mcp)", "dashboard", or the namespace."""
+def actor_label(namespace: str, surface: str, client: str = "") -> str:
+    """Who acted, in words: "you (cli)", "agent claude (mcp)", "dashboard", or the namespace.
+
+    ``client`` is a local program's name for itself (engine/service/caller.py): it names a
+    local IPC caller ("dashboard", "tray") and nothing else, so no label can pose as an agent
+    or a remote device."""
     kind, _, name = namespace.partition(":")
     if surface == "mcp" and kind == "mcp":
         return f"agent {name} (mcp)"
     if surface == "dashboard":
         return "dashboard"
+    if surface == "ipc" and kind == "cli" and client in CLIENT_LABELS:
+        return client
     if kind == "cli":
         return "you (cli)"
     if name == "remote":
@@ -153,7 +159,7 @@ def _newest_first(state: Unlocked) -> Iterator[dict[str, Any]]:
 
 
 def _who(entry: dict[str, Any], fields: dict[str, str | None], names: dict[bytes, str]) -> str:
-    label = actor_label(fields["caller"] or "", fields["surface"] or "")
+    label = actor_label(fields["caller"] or "", fields["surface"] or "", fields.get("client") or "")
     device = entry.get(_DEVICE)
     if not isinstance(device, bytes):
         return label

@@ -111,7 +111,7 @@ def dashboard_activity(service: Service, request: DashboardActivity, caller: Cal
     views: dict[bytes, dict[str, Any]] = {}
     entries = []
     for entry in found[: request.limit]:
-        fields = {k: (v if isinstance(v := entry.get(k), str) else None) for k in ("op", "caller", "surface")}
+        fields = {k: (v if isinstance(v := entry.get(k), str) else None) for k in ("op", "caller", "surface", "client")}
         items = []
         for raw in entry.get("assets", []):
             if not isinstance(raw, bytes):
