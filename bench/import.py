@@ -9,6 +9,9 @@ fresh vault (test KDF, like bench/moving.py):
 * times `memories import notes.jsonl` and `memories import notes/` (notes/s);
 * right after the import returns, times `memories search` of a word found only in the last
   note, waiting for the index: the time until search is complete (not partial) and finds it;
+* reads the CPU seconds the daemon and the CLI used until the import returned and until
+  search was complete: on a loaded machine the wall-clock figures mostly measure the
+  scheduler, notes per CPU-second do not;
 * segments the same notes in this process with raw `jieba.cut_for_search`, raw `rjieba.cut`
   and the engine's Segmenter (notes/s each), and times rjieba's one-time dictionary load
   against Jieba's (uncached build and cached load).
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -94,17 +98,36 @@ def _memories(tree: Path, home: Path, *args: str, stdin: str | None = None) -> s
     )
 
 
-def time_import(tree: Path, source: Path, work: Path, count: int) -> tuple[float, float]:
-    """(seconds for `memories import`, seconds from its return until search is complete and finds the last note)."""
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_import(tree: Path, source: Path, work: Path, count: int) -> tuple[float, float, float, float]:
+    """(seconds for `memories import`, seconds from its return until search is complete and finds the
+    last note, CPU seconds of daemon and CLI until the import returned, and until search was complete).
+
+    On a loaded machine the wall-clock figures mostly measure the scheduler; the CPU seconds do not.
+    """
     home = work / "home"
     shutil.rmtree(home, ignore_errors=True)
     init = _memories(tree, home, "init", "--password-stdin", stdin=VAULT_PASSWORD + "\n")
     if init.returncode != 0:
         raise SystemExit(f"init failed: {init.stderr}")
     try:
+        status = json.loads(_memories(tree, home, "daemon", "status", "--json").stdout)
+        daemon = int(status["pid"])
+        cpu_before = _cpu_seconds(daemon) + _children_cpu()
         start = time.perf_counter()
         proc = _memories(tree, home, "import", str(source), "--json")
         imported = time.perf_counter()
+        cpu_import = _cpu_seconds(daemon) + _children_cpu() - cpu_before
         if proc.returncode != 0:
             raise SystemExit(f"import failed: {proc.stdout} {proc.stderr}")
         created = json.loads(proc.stdout)["created"]
@@ -115,7 +138,7 @@ def time_import(tree: Path, source: Path, work: Path, count: int) -> tuple[float
         result = json.loads(found.stdout) if found.returncode == 0 else {}
         if result.get("partial") is not False or len(result.get("results", [])) != 1:
             raise SystemExit(f"search after import: {found.stdout[:300]} {found.stderr[:300]}")
-        return imported - start, searchable - imported
+        return imported - start, searchable - imported, cpu_import, _cpu_seconds(daemon) + _children_cpu() - cpu_before
     finally:
         _memories(tree, home, "daemon", "stop")
 
@@ -178,7 +201,7 @@ def main() -> None:
         work = Path(tmp)
         jsonl, folder, notes = write_sources(work, args.notes)
         trees = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
-        figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        figures: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
         for _ in range(args.rounds):
             for kind, source in (("JSONL", jsonl), ("Markdown folder", folder)):
                 for label, tree in trees:
@@ -186,9 +209,14 @@ def main() -> None:
         for (label, kind), runs in figures.items():
             seconds = statistics.median(r[0] for r in runs)
             until = statistics.median(r[1] for r in runs)
+            cpu_import = statistics.median(r[2] for r in runs)
+            cpu = statistics.median(r[3] for r in runs)
             print(
                 f"[{label}] import {args.notes} notes from {kind}: {seconds:.2f} s = {args.notes / seconds:.0f} notes/s; "
-                f"search complete {until:.2f} s after the import returned"
+                f"search complete {until:.2f} s after the import returned\n"
+                f"    CPU of daemon + CLI: {cpu_import:.2f} s until the import returned "
+                f"({args.notes / cpu_import:.0f} notes per CPU-second), {cpu:.2f} s until search was complete "
+                f"({args.notes / cpu:.0f} notes per CPU-second)"
             )
         if args.before:
             for kind in ("JSONL", "Markdown folder"):
