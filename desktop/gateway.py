@@ -42,6 +42,12 @@ class EngineGateway:
     def list_assets(self, kind: str, limit: int, offset: int) -> dict[str, Any]:
         return self._call({"op": "list", "kind": kind, "limit": limit, "offset": offset})
 
+    def standalone_credential_ids(self) -> set[str]:
+        """IDs of the credentials the user made on their own (not those behind a protected
+        card, a login or a protected secret): the engine's `credential_list` default."""
+        items = self._call({"op": "credential_list"}).get("items", [])
+        return {str(i["id"]) for i in items if isinstance(i, dict) and "id" in i}
+
     def list_ordinary(self, kinds: list[str], tag: str | None, limit: int, offset: int, sort: str) -> dict[str, Any]:
         """Ordinary items only (the engine's `dashboard_list` cannot be widened to other kinds)."""
         body: dict[str, Any] = {"op": "dashboard_list", "kinds": kinds, "limit": limit, "offset": offset, "sort": sort}

@@ -4,7 +4,9 @@ A route module of its own: ``register(app, ctx)`` adds two GET routes.
 
 * ``/api/protected`` answers how many of each protected kind the vault holds (the
   sidebar's counts); with ``?kind=K`` it lists that kind's items, a page at a time,
-  optionally narrowed by ``q`` to titles containing it.
+  optionally narrowed by ``q`` to titles containing it. Credentials are the stand-alone
+  ones (`memories credential list`): the credential behind a protected card, a login or a
+  protected secret belongs to that item and is not counted twice.
 * ``/api/protected/ID`` answers one such item as title, kind, short ID and revision, plus
   the terminal commands that copy its secret (``memories copy``, ``memories login
   copy-password`` …), which need ``memories sudo``.
@@ -83,6 +85,9 @@ def register(app: web.Application, ctx: Any) -> None:
     async def counts() -> web.Response:
         found = {}
         for kind in cards.PROTECTED_KINDS:
+            if kind == "credential":  # the user's own; the others show under their items
+                found[kind] = len(await ctx.engine(gateway.standalone_credential_ids))
+                continue
             raw = await ctx.engine(lambda k=kind: gateway.list_assets(k, 1, 0))
             found[kind] = int(raw.get("total", 0))
         labels = [{"kind": k, "label": label} for k, label in cards.PROTECTED_KINDS.items()]
@@ -96,9 +101,14 @@ def register(app: web.Application, ctx: Any) -> None:
         query = request.query.get("q", "").strip().casefold()
         if len(query) > MAX_QUERY_CHARS:
             raise MemoriesError("invalid_input", f"A title filter is at most {MAX_QUERY_CHARS} characters.")
-        if query:
+        if query or kind == "credential":
             raw = await ctx.engine(lambda: gateway.list_assets(kind, FILTER_LIMIT, 0))
             matching = [i for i in raw.get("items", []) if query in str(i.get("title", "")).casefold()]
+            if kind == "credential":
+                # Only stand-alone credentials: a protected card's, a login's or a protected
+                # secret's credential is reached through that item (its copy command).
+                own = await ctx.engine(gateway.standalone_credential_ids)
+                matching = [i for i in matching if i.get("id") in own]
             total, page = len(matching), matching[offset : offset + PAGE_SIZE]
         else:
             raw = await ctx.engine(lambda: gateway.list_assets(kind, PAGE_SIZE, offset))

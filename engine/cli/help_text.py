@@ -92,7 +92,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "credential new": ("printf '%s' \"$PW\" | memories credential new postgres --name db --host db.lan --password-stdin",),
     "credential generate": ("memories credential generate ssh --name deploy-key",),
     "credential public": ("memories credential public deploy-key",),
-    "credential list": ("memories credential list --type ssh",),
+    "credential list": ("memories credential list --type ssh", "memories credential list --all"),
     "credential show": ("memories credential show db",),
     "remote": ("memories remote open db", "memories remote propose 5c2e 'SELECT 1'"),
     "remote open": ("memories remote open db",),

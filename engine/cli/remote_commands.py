@@ -94,6 +94,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = csub.add_parser("list", parents=[common], help="list credentials (never their secrets)")
     p.add_argument("--type", help="only credentials of this type")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="also the credentials behind protected cards, logins and protected secrets (listed under their items)",
+    )
     p.set_defaults(func=cmd_list)
 
     p = csub.add_parser("show", parents=[common], help="show a credential's public fields")
@@ -212,6 +217,8 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "credential_list"}
     if args.type:
         body["type"] = TYPES.get(args.type, args.type)
+    if args.all:
+        body["all"] = True
     result = ctx.request(body)
     lines = [
         f"{c['short_id']}  {c['type']:<9} {one_line(c['name'])}  {one_line(c['public'].get('host', ''))}" for c in result["items"]

@@ -30,6 +30,7 @@ __all__ = [
     "read_credential",
     "credential_summary",
     "list_credentials",
+    "backed_item",
 ]
 
 CREDENTIAL_KIND = "credential"
@@ -193,6 +194,20 @@ def credential_summary(core: VaultCore, state: Unlocked, entry: AssetEntry) -> d
         "public": dict(info.get("public", {})),
         "revision": rev.rev_id.hex(),
     }
+
+
+def backed_item(public: dict[str, Any]) -> str | None:
+    """The item a credential was made for, as a hex ID, or None for a stand-alone credential.
+
+    A protected card and a login keep their secret in a credential whose public part names the
+    card (``card``); ``secret protect`` names the memory whose body it was cut from (``asset``).
+    The engine writes these fields; ``credential new`` accepts neither.
+    """
+    for key in ("card", "asset"):
+        value = public.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def list_credentials(core: VaultCore, state: Unlocked) -> list[dict[str, Any]]:

@@ -309,9 +309,16 @@ def test_protected_items_by_title_and_kind_with_their_command(seeded: dict[str, 
     dash: Dashboard = seeded["dash"]
     s = seeded
     code, counts = _get(dash, "/api/protected")
-    # Credentials count the ones behind the protected card and the login too, like `credential list`.
+    # Credentials are the user's own, like `credential list`: the one made by hand, not those
+    # behind the protected card, the login and the protected secret (issue 17: not "4").
     assert code == 200 and (counts["counts"]["protected"], counts["counts"]["login"]) == (1, 1)
-    assert counts["counts"]["credential"] == len(seeded["cli"].ok("credential", "list")["items"])
+    own = seeded["cli"].ok("credential", "list")["items"]
+    assert [c["id"] for c in own] == [s["cred"]["id"]]
+    assert counts["counts"]["credential"] == 1
+    code, listed = _get(dash, "/api/protected?kind=credential")
+    assert [i["id"] for i in listed["items"]] == [s["cred"]["id"]] and listed["total"] == 1
+    everything = seeded["cli"].ok("credential", "list", "--all")["items"]
+    assert len(everything) == 4 and s["cred"]["id"] in [c["id"] for c in everything]
     seen = [json.dumps(counts)]
     for kind, item in (("protected", "prot"), ("login", "login"), ("credential", "cred")):
         code, listed = _get(dash, f"/api/protected?kind={kind}")

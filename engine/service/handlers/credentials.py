@@ -20,6 +20,7 @@ from engine.service.registry import op
 from engine.service.requests import Request
 from engine.service.service import Service, Unlocked
 from engine.vault.credentials import (
+    backed_item,
     create_credential,
     credential_summary,
     find_credential,
@@ -77,6 +78,9 @@ class CredentialPublic(Request, tag="credential_public"):
 
 class CredentialList(Request, tag="credential_list"):
     type: Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,16}$")] | None = None
+    # Also the credentials made for a protected card, a login or a protected secret; without
+    # it only the ones the user made on their own (issue 17: one credential, not four).
+    all: bool = False
 
 
 class CredentialShow(Request, tag="credential_show"):
@@ -234,7 +238,11 @@ def _ssh_public(service: Service, state: Unlocked, ref: str, caller: Caller) -> 
 @op(CredentialList)
 def credential_list(service: Service, request: CredentialList, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
-    items = [c for c in list_credentials(service.vault, state) if request.type is None or c["type"] == request.type]
+    items = [
+        c
+        for c in list_credentials(service.vault, state)
+        if (request.type is None or c["type"] == request.type) and (request.all or backed_item(c["public"]) is None)
+    ]
     return {"items": sorted(items, key=lambda c: str(c["name"]))}
 
 
