@@ -70,7 +70,9 @@ def test_every_json_output_carries_the_version_and_its_pinned_shape(vault: Cli) 
     for name in shapes:
         shapes[name] = {p: [k for k in keys if k not in {"warnings", "partial"}] for p, keys in shapes[name].items()}
     if os.environ.get("MEMORIES_UPDATE_JSON_SHAPES") == "1":
-        FIXTURE.write_text(json.dumps({"v": JSON_VERSION, "shapes": shapes}, indent=1, sort_keys=True) + "\n")
+        # Shapes pinned by other tests (tests/jobs: `job …`) stay; the ones produced here are replaced.
+        kept = json.loads(FIXTURE.read_text())["shapes"] if FIXTURE.exists() else {}
+        FIXTURE.write_text(json.dumps({"v": JSON_VERSION, "shapes": {**kept, **shapes}}, indent=1, sort_keys=True) + "\n")
     pinned = json.loads(FIXTURE.read_text())
     if pinned["v"] == JSON_VERSION:
         for name, got in shapes.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from engine.cli.context import JSON_VERSION
 from engine.errors import MemoriesError
 from engine.jobs.plan import plan_digest
-from tests.helpers import Cli, require
+from tests.helpers import PASSWORD, Cli, require
 from tests.mcp.support import grant, ipc
 
 require(shutil.which("openssl") is not None and shutil.which("gpg") is not None, "openssl and gpg are needed for crypto jobs")
@@ -208,3 +210,44 @@ def test_deleted_credential_makes_the_plan_stale(lab: Lab) -> None:
     assert lab.cli.err("job", "run", shown["digest"])["code"] == "job_plan_stale"
     assert not output.exists()
     assert lab.workspaces() == []
+
+
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "cli_json_shapes.json"
+
+
+def test_job_json_shapes_are_pinned(lab: Lab) -> None:
+    """Issue 19, issue 16: `job plan|show|run|status --json` carry "v": 1 and the key sets pinned in
+    tests/data/cli_json_shapes.json (`job run` prints the final result, as before runs moved off
+    the service lock). MEMORIES_UPDATE_JSON_SHAPES=1 writes them into the fixture."""
+    from tests.integration.test_cli_json_shapes import shape
+
+    def printed(*args: str) -> Any:
+        proc = lab.cli.run(*args, "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)
+
+    source = lab.file("shape.txt", b"shape\n")
+    outputs: dict[str, Any] = {"job plan": printed("job", "plan", "smime-sign", str(source), "--output",
+                                                   str(lab.root / "shape.p7m"), "--key", "signer")}  # fmt: skip
+    digest = outputs["job plan"]["digest"]
+    outputs["job show"] = printed("job", "show", digest)
+    lab.cli.sudo()
+    outputs["job run"] = printed("job", "run", digest)
+    again = plan(lab, "smime-sign", source, lab.root / "shape2.p7m", "--key", "signer")
+    with ipc(lab.cli) as client:  # this test process's own namespace: elevate it, then run
+        client.request({"op": "sudo", "password": PASSWORD})
+        run = client.request({"op": "job_run", "digest": again["digest"]})["run"]
+        while client.request({"op": "job_status", "run": run})["state"] == "running":
+            client.request({"op": "job_status", "run": run, "wait_ms": 2000, "seen_step": 0})
+    outputs["job status"] = printed("job", "status", run)
+    assert outputs["job run"]["outputs"] == [str(lab.root / "shape.p7m")]
+    assert outputs["job status"]["state"] == "done"
+    shapes = {name: shape(value) for name, value in outputs.items()}
+    for name, value in outputs.items():
+        assert value["v"] == JSON_VERSION, name
+    pinned = json.loads(SHAPES.read_text())
+    if os.environ.get("MEMORIES_UPDATE_JSON_SHAPES") == "1":
+        pinned["shapes"].update(shapes)
+        SHAPES.write_text(json.dumps(pinned, indent=1, sort_keys=True) + "\n")
+    for name, got in shapes.items():
+        assert got == pinned["shapes"].get(name), f"the --json shape of `{name}` changed; see docs/cli-json.md"

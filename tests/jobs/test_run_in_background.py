@@ -127,6 +127,11 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def processes_in(path: Path) -> list[int]:
+    """Processes whose command line names ``path`` (a step, or a gpg-agent it started, in a workspace)."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and any(str(path) in w for w in cmdline(int(pid)))]
+
+
 def stop_encrypt_step(daemon: int, ended: Any) -> int | None:
     """SIGSTOP the engine's `gpg … --encrypt` child as soon as it exists; None if the run ended first."""
     while not ended():
@@ -214,8 +219,10 @@ def test_a_lock_cancels_the_run_kills_its_child_and_removes_its_workspace(lab: L
     assert len(workspace) == 1
     assert os.listdir(lab.cli.home / "jobs" / workspace[0] / "cred")  # the key file is there while it runs
     lab.cli.ok("lock")
-    # The lock answered: the child is dead, the workspace gone, nothing published.
+    # The lock answered: the child is dead (and the cleanup step stopped gpg-agent), the
+    # workspace gone, nothing published.
     assert not pid_alive(child)
+    assert [pid for pid in processes_in(lab.cli.home / "jobs") if pid_alive(pid)] == []
     assert lab.workspaces == []
     assert not output.exists() and lab.leftovers() == []
     out, _ = waiting.communicate(timeout=60)
@@ -249,6 +256,7 @@ def test_engine_shutdown_cancels_the_run_and_removes_its_workspace(lab: Lab) -> 
         time.sleep(0.05)
     assert not pid_alive(daemon)  # it exited by itself (Cli.stop() would have killed it)
     assert not pid_alive(child)
+    assert [pid for pid in processes_in(lab.cli.home / "jobs") if pid_alive(pid)] == []
     assert lab.workspaces == []
     assert not output.exists() and lab.leftovers() == []
     # A crashed engine's workspace (with a credential file in it) is gone once an engine starts.
