@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -268,3 +271,64 @@ def test_engine_shutdown_cancels_the_run_and_removes_its_workspace(lab: Lab) -> 
     with pytest.raises(MemoriesError) as caught:
         lab.status(run)  # a new engine knows no runs of the old one
     assert caught.value.code == "not_found"
+
+
+def read_until(master: int, pattern: re.Pattern[str], seen: list[str]) -> re.Match[str]:
+    """Read the CLI's terminal until ``pattern`` shows up (bounded; the CLI ending first fails)."""
+    patience = time.monotonic() + 60  # a bound on waiting, not a timing assertion
+    while time.monotonic() < patience:
+        found = pattern.search("".join(seen))
+        if found is not None:
+            return found
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the CLI closed the terminal
+                break
+            if not chunk:
+                break
+            seen.append(chunk.decode(errors="replace"))
+    raise AssertionError(f"{pattern.pattern!r} never appeared on the terminal: {''.join(seen)!r}")
+
+
+def test_job_run_shows_its_id_and_step_on_a_terminal(lab: Lab) -> None:
+    """Issue 16: on a terminal `job run` prints the run's ID and "step k of n" while it waits, then
+    the same result as ever; `job status` with that ID (no sudo, even locked) says how it ended."""
+    daemon = lab.cli.daemon_pid()
+    assert daemon is not None
+    lab.cli.sudo()
+    for attempt in range(ATTEMPTS):
+        output = lab.root / f"tty-{attempt}.gpg"
+        master, slave = pty.openpty()
+        waiting = subprocess.Popen(
+            lab.cli.command("job", "run", lab.plan(output)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            text=True,
+            env=lab.cli.environ(),
+        )
+        os.close(slave)
+        child = stop_encrypt_step(daemon, lambda waiting=waiting: waiting.poll() is not None)
+        if child is not None:
+            break
+        waiting.communicate(timeout=60)
+        os.close(master)
+    else:
+        raise AssertionError("the encrypt step ended before it could be held")
+    seen: list[str] = []
+    try:
+        run = read_until(master, re.compile(r"job run ([0-9a-f]{32})\r?\n"), seen).group(1)
+        read_until(master, re.compile(r"running openpgp-encrypt: step 2 of 2"), seen)
+        assert lab.status(run)["state"] == "running"
+    finally:
+        os.kill(child, signal.SIGCONT)
+    out, _ = waiting.communicate(timeout=120)
+    os.close(master)
+    assert waiting.returncode == 0
+    assert out.strip() == f"wrote {output}"
+    assert output.exists()
+    lab.cli.ok("lock")  # drops every elevation; a run's status still answers
+    shown = lab.cli.run("job", "status", run)
+    assert shown.returncode == 0 and "done" in shown.stdout and f"wrote {output}" in shown.stdout
