@@ -522,3 +522,24 @@ def test_new_routes_have_the_host_and_token_checks(seeded: dict[str, Any]) -> No
         for method in ("POST", "PUT", "DELETE"):
             assert dash.request(method, path, {})[0] == 405, (method, path)
             assert dash.request(method, path, {}, origin="http://evil.example")[0] == 403, (method, path)
+
+
+def test_an_item_shows_its_protected_values_and_how_to_copy_them(seeded: dict[str, Any]) -> None:
+    """CD-7, issue 17: a value moved out by `secret protect` is not a Credential of its own in
+    the dashboard; the item it belongs to lists its label with the command that copies it,
+    and never the value."""
+    dash: Dashboard = seeded["dash"]
+    keyed = seeded["keyed"]
+    short = seeded["cli"].ok("get", keyed["id"])["short_id"]
+
+    async def scenario(page: Any) -> None:
+        await _open(page, keyed["id"])
+        await page.wait_for_selector("#item-secrets:not([hidden])")
+        rows = await page.eval_on_selector_all("#item-secret-list li", "ls => ls.map(l => l.textContent)")
+        assert rows == [f"deploy — memories sudo && memories copy {short}:deploy"]
+        assert MOVED not in await page.content()
+        await _shot(page, "dashboard-item-secrets.png", seeded)
+        await _open(page, seeded["recipe"]["id"])  # an item without protected values says nothing
+        await page.wait_for_selector("#item-secrets", state="hidden")
+
+    run_in_browser(dash.url, scenario)

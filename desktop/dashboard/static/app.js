@@ -635,6 +635,7 @@ async function openCard(id) {
     $("card-id").textContent = card.short_id;
     $("card-rev").textContent = card.short_revision;
     renderFields(spec, card.fields);
+    renderSecrets(card);
     renderVersions(card);
     $("fields").hidden = card.conflict;
     $("save").hidden = card.conflict;
@@ -646,6 +647,26 @@ async function openCard(id) {
   }
 }
 
+// The values `memories secret protect` moved out of this item show in its text as
+// {{secret:LABEL}}; their credentials belong to the item (and are not counted under
+// Credentials), so the item says how to copy each one. Only labels the page already shows.
+const SECRET_PLACEHOLDER = /\{\{secret:([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\}\}/g;
+
+function renderSecrets(card) {
+  const labels = new Set();
+  for (const value of Object.values(card.fields || {})) {
+    if (typeof value === "string") for (const match of value.matchAll(SECRET_PLACEHOLDER)) labels.add(match[1]);
+  }
+  $("item-secrets").hidden = !labels.size;
+  $("item-secret-list").replaceChildren(
+    ...[...labels].sort().map((label) => {
+      const li = el("li");
+      li.append(el("code", label), document.createTextNode(" — "), el("code", `memories sudo && memories copy ${card.short_id}:${label}`));
+      return li;
+    }),
+  );
+}
+
 async function newCard() {
   if (!view.open || !(await confirmDiscard())) return;
   if ($("page-cards").hidden) show("cards");
@@ -653,6 +674,7 @@ async function newCard() {
   const kind = view.kinds.some((k) => k.kind === view.kind) ? view.kind : "memory";
   view.openSeq++;
   view.current = { isNew: true, kind };
+  $("item-secrets").hidden = true;
   $("locked").hidden = true;
   $("editor").classList.remove("is-locked");
   itemOpened(view.current);
