@@ -5,7 +5,9 @@ sends the engine's ``connections`` op (both directions, two links deep) and answ
 
 * ``outgoing`` and ``incoming``: the item's own links, each with the relation, the
   confidence and the node at the other end;
-* ``neighbourhood``: every node within two links, grouped by distance.
+* ``neighbourhood``: every node within two links, grouped by distance;
+* ``edges``: the links among the item and those nodes as ``{src, dst, rel}`` (the graph
+  drawing's lines; both ends are always listed nodes or the item itself).
 
 A node is its ID, short ID, kind and title only (a protected card or login appears by
 title and kind, like everywhere in the dashboard). The engine already hides deleted and
@@ -67,7 +69,14 @@ def project_links(raw: dict[str, Any]) -> dict[str, Any]:
         d = distance.get(node_id)
         if isinstance(d, int):
             groups.setdefault(d, []).append(node)
+    drawn = {*nodes, root}
+    lines = [
+        {"src": e["src"], "dst": e["dst"], "rel": str(e.get("rel", ""))}
+        for e in raw.get("edges", [])
+        if isinstance(e, dict) and e.get("src") in drawn and e.get("dst") in drawn and e.get("src") != e.get("dst")
+    ]
     return {
+        "edges": lines,
         "outgoing": sorted(outgoing, key=by_title),
         "incoming": sorted(incoming, key=by_title),
         "neighbourhood": [

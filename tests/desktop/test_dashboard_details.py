@@ -543,3 +543,55 @@ def test_an_item_shows_its_protected_values_and_how_to_copy_them(seeded: dict[st
         await page.wait_for_selector("#item-secrets", state="hidden")
 
     run_in_browser(dash.url, scenario)
+
+
+def test_neighbourhood_graph_is_keyboard_reachable_links(seeded: dict[str, Any]) -> None:
+    """CD-2, DT-5 (issue 17): the Links tab draws the neighbourhood as an SVG: one link per
+    node, each named by title, kind and distance, a line per link; Tab reaches the nodes and
+    Enter opens the item (axe checks the drawing in test_dashboard_a11y)."""
+    dash: Dashboard = seeded["dash"]
+    s = seeded
+    code, links = _get(dash, f"/api/cards/{s['recipe']['id']}/links")
+    assert code == 200
+    ids = {s[k]["id"] for k in ("recipe", "near", "far", "prot", "cites")}
+    assert {(e["src"], e["dst"]) for e in links["edges"]} == {
+        (s["recipe"]["id"], s["near"]["id"]),
+        (s["recipe"]["id"], s["prot"]["id"]),
+        (s["cites"]["id"], s["recipe"]["id"]),
+        (s["near"]["id"], s["far"]["id"]),
+    }
+    assert {e["src"] for e in links["edges"]} | {e["dst"] for e in links["edges"]} <= ids
+
+    async def scenario(page: Any) -> None:
+        await _open(page, s["recipe"]["id"])
+        await page.click("#tab-links")
+        await page.wait_for_selector("#hood-graph svg a.graph-node")
+        names = await page.eval_on_selector_all("#hood-graph a.graph-node", "as => as.map(a => a.getAttribute('aria-label'))")
+        assert sorted(names) == sorted(
+            [
+                "Baking log, Memory, one link away",
+                "Flour types, Knowledge, one link away",
+                "GitHub token, Protected card, one link away",
+                "Mill visit, Memory, two links away",
+            ]
+        ), names
+        assert await page.locator("#hood-graph line").count() == 4
+        await _shot(page, "dashboard-links-graph.png", seeded)
+        # Keyboard: Tab from the first graph node's predecessor reaches the nodes in turn.
+        far = page.locator(f"#hood-graph a.graph-node[data-id='{s['far']['id']}']")
+        focused = ""
+        await page.focus("#hood-graph a.graph-node >> nth=0")
+        for _ in range(8):
+            focused = await page.evaluate("document.activeElement.getAttribute('data-id') || ''")
+            if focused == s["far"]["id"]:
+                break
+            await page.keyboard.press("Tab")
+        assert focused == s["far"]["id"] and await far.evaluate("a => a === document.activeElement")
+        await page.keyboard.press("Enter")
+        for _ in range(100):
+            if await page.input_value("#field-title") == "Mill visit":
+                break
+            await asyncio.sleep(0.05)
+        assert await page.input_value("#field-title") == "Mill visit"
+
+    run_in_browser(dash.url, scenario)

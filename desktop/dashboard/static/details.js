@@ -18,7 +18,7 @@ function itemOpened(current) {
   $("diff-rows").replaceChildren();
   $("diff-box").hidden = true;
   $("history-note").textContent = "";
-  for (const id of ["links-out", "links-in", "hood"]) $(id).replaceChildren();
+  for (const id of ["links-out", "links-in", "hood", "hood-graph"]) $(id).replaceChildren();
   $("links-note").textContent = "";
   selectTab("edit", false);
 }
@@ -254,6 +254,7 @@ async function loadLinks() {
       section.append(title, list);
       hood.append(section);
     }
+    drawGraph(current, data);
     const none = !data.neighbourhood.length;
     $("links-note").textContent = none
       ? "This item has no links. Link items with memories card link SRC DST --rel RELATION."
@@ -262,6 +263,99 @@ async function loadLinks() {
   } catch (err) {
     $("links-note").textContent = err.message;
   }
+}
+
+// The neighbourhood as a drawing: the item in the middle, one link away on the inner ring,
+// two links away on the outer ring, a line per link. Each node is an SVG link (Tab reaches
+// it, Enter opens it) named by its title, kind and distance; the lines and the centre are
+// decoration (aria-hidden), the lists above say the same in text.
+const SVG_NS = "http://www.w3.org/2000/svg";
+const GRAPH = { width: 640, height: 440, rings: [0, 105, 190], label: 22 };
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+  return node;
+}
+
+function shortTitle(title) {
+  const text = title || "(untitled)";
+  return text.length > GRAPH.label ? text.slice(0, GRAPH.label - 1) + "…" : text;
+}
+
+function graphLayout(rootId, data) {
+  const cx = GRAPH.width / 2, cy = GRAPH.height / 2;
+  const at = new Map([[rootId, { x: cx, y: cy, angle: 0 }]]);
+  const neighbours = new Map();
+  for (const edge of data.edges || []) {
+    for (const [a, b] of [[edge.src, edge.dst], [edge.dst, edge.src]]) {
+      if (!neighbours.has(a)) neighbours.set(a, []);
+      neighbours.get(a).push(b);
+    }
+  }
+  for (const group of data.neighbourhood) {
+    const ring = GRAPH.rings[Math.min(group.distance, GRAPH.rings.length - 1)];
+    // Outer nodes sit near the inner node they hang from, so few lines cross.
+    const anchor = (node) => {
+      const near = (neighbours.get(node.id) || []).map((id) => at.get(id)).filter(Boolean);
+      return near.length ? Math.min(...near.map((p) => p.angle)) : 0;
+    };
+    const nodes = group.distance > 1 ? [...group.nodes].sort((a, b) => anchor(a) - anchor(b)) : group.nodes;
+    const offset = group.distance > 1 ? Math.PI / Math.max(nodes.length, 1) / 2 : 0;
+    nodes.forEach((node, i) => {
+      const angle = -Math.PI / 2 + offset + (2 * Math.PI * i) / nodes.length;
+      at.set(node.id, { x: cx + ring * Math.cos(angle), y: cy + ring * Math.sin(angle), angle: angle + Math.PI / 2 });
+    });
+  }
+  return at;
+}
+
+function drawGraph(current, data) {
+  const box = $("hood-graph");
+  box.replaceChildren();
+  box.hidden = !data.neighbourhood.length;
+  if (box.hidden) return;
+  const at = graphLayout(current.id, data);
+  const count = data.neighbourhood.reduce((n, g) => n + g.nodes.length, 0);
+  const drawing = svg("svg", {
+    viewBox: `0 0 ${GRAPH.width} ${GRAPH.height}`,
+    role: "group",
+    "aria-label": `Neighbourhood graph: ${count} item${count === 1 ? "" : "s"} within two links`,
+    class: "graph",
+  });
+  const lines = svg("g", { "aria-hidden": "true", class: "graph-lines" });
+  for (const edge of data.edges || []) {
+    const a = at.get(edge.src), b = at.get(edge.dst);
+    if (a && b) lines.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y }));
+  }
+  const centre = svg("g", { "aria-hidden": "true", class: "graph-root" });
+  const root = at.get(current.id);
+  centre.append(svg("circle", { cx: root.x, cy: root.y, r: 10 }));
+  const rootLabel = svg("text", { x: root.x, y: root.y + 26, "text-anchor": "middle" });
+  rootLabel.textContent = "This item";
+  centre.append(rootLabel);
+  drawing.append(lines, centre);
+  for (const group of data.neighbourhood) {
+    for (const node of group.nodes) {
+      const p = at.get(node.id);
+      const link = svg("a", {
+        href: "#",
+        class: "graph-node" + (node.locked ? " locked" : ""),
+        "data-id": node.id,
+        "aria-label": `${node.title || "(untitled)"}, ${kindLabel(node.kind)}, ${(DISTANCE_TEXT[group.distance] || group.distance + " links away").toLowerCase()}`,
+      });
+      link.append(svg("circle", { cx: p.x, cy: p.y, r: group.distance === 1 ? 8 : 6 }));
+      const label = svg("text", { x: p.x, y: p.y + (p.y < root.y ? -14 : 22), "text-anchor": "middle" });
+      label.textContent = shortTitle(node.title);
+      link.append(label);
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        followLink(node);
+      });
+      drawing.append(link);
+    }
+  }
+  box.append(drawing);
 }
 
 function fillLinks(id, links, emptyText) {
