@@ -202,7 +202,9 @@ def cmd_join(ctx: Context, args: argparse.Namespace) -> int:
     ctx.emit(
         result,
         f"Joined as {one_line(result['name'])} ({grouped(result['fingerprint'])}); {result['vaults']} vault(s), unlocked.\n"
-        "The vaults' notes are not here yet: they arrive with sync.",
+        "The vaults' notes are not here yet: they arrive with sync. On the approving device run\n"
+        "`memories sudo && memories sync token new --device NAME` and `memories serve`; then here\n"
+        "`MEMORIES_SYNC_TOKEN=… memories sync http://HOST:7700` (or `memories cloud sync`).",
     )
     return 0
 

@@ -36,7 +36,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--name", required=True, help="a label for the agent, e.g. claude")
     a.add_argument("--scope", required=True, choices=_SCOPES, help="what the agent may do")
     a.add_argument("--vault", action="append", dest="vaults", metavar="NAME", help="repeatable (default: default)")
-    a.add_argument("--transcripts", action="store_true", help="let the agent read imported agent transcripts (AG-5)")
+    a.add_argument("--transcripts", action="store_true", help="let the agent read imported agent transcripts")
     a.set_defaults(func=cmd_grant)
 
     a = actions.add_parser("grants", parents=[common], help="list grants (needs `memories sudo`)")

@@ -18,7 +18,7 @@ __all__ = ["register", "register_vault_forks"]
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    q = sub.add_parser("quarantine", parents=[common], help="review revisions a sync held back (SY-2)")
+    q = sub.add_parser("quarantine", parents=[common], help="review revisions a sync held back")
     qsub = q.add_subparsers(dest="quarantine_command", metavar="COMMAND", parser_class=q.__class__)
     q.set_defaults(func=cmd_list)
     p = qsub.add_parser("list", parents=[common], help="every held-back revision: why, by which device, when")
@@ -36,7 +36,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def register_vault_forks(vsub: Any, common: argparse.ArgumentParser, vault_option: Any) -> None:
     """`vault forks` and `vault fork resolve`, added to the `vault` command by vault_commands."""
-    p = vsub.add_parser("forks", parents=[common], help="policy forks a sync found in a vault (SY-3)")
+    p = vsub.add_parser("forks", parents=[common], help="policy forks a sync found in a vault")
     vault_option(p)
     p.set_defaults(func=cmd_forks)
     fork = vsub.add_parser("fork", parents=[common], help="resolve a policy fork (Owner; needs sudo)")

@@ -40,10 +40,10 @@ def _read_file(path: str, limit: int = 1024 * 1024) -> str:
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    cred = sub.add_parser("credential", parents=[common], help="remote credentials and generated keys")
+    cred = sub.add_parser("credential", parents=[common], help="server logins and keys (SSH, TLS, OpenPGP)")
     csub = cred.add_subparsers(dest="credential_command", metavar="ACTION", parser_class=type(cred))
 
-    p = csub.add_parser("new", parents=[common], help="store a remote target credential")
+    p = csub.add_parser("new", parents=[common], help="store a server login or a key (SSH, TLS, OpenPGP) by name")
     p.add_argument("type", choices=sorted(TYPES), help="the kind of server or key")
     p.add_argument("--name", required=True, help="a unique name to refer to it by")
     p.add_argument("--host", help="the server's host name or address")

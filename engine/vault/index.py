@@ -169,7 +169,10 @@ class AssetIndex:
         """Accept any unique hex prefix of an asset ID."""
         text = prefix.strip().lower()
         if len(text) < 4 or any(c not in "0123456789abcdef" for c in text):
-            raise MemoriesError("invalid_input", "An ID is a hex prefix of at least 4 characters.")
+            raise MemoriesError(
+                "invalid_input",
+                "An ID is a hex prefix of at least 4 characters, as list and search show it; a title is not an ID.",
+            )
         ids = self._sorted_ids()
         pos = bisect.bisect_left(ids, text)
         matches: list[str] = []

@@ -196,7 +196,10 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
         heads = sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq), reverse=True)
     views = [content_view(service, state, rev, with_body=entry.kind not in SECRET_BODY_KINDS) for rev in heads]
     service.vault.commit_intent(state, "get", caller, [entry.asset_id])
-    return {**asset_summary(service, state, entry), **views[0], "head_contents": views if len(views) > 1 else []}
+    summary = asset_summary(service, state, entry)
+    # created_ms is the item's (its first revision's, as `list` says); a view's is its revision's.
+    head_contents = views if len(views) > 1 else []
+    return {**summary, **views[0], "created_ms": summary["created_ms"], "head_contents": head_contents}
 
 
 @op(rq.ListAssets, mcp_allowed=True)

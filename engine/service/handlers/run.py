@@ -77,7 +77,9 @@ def _resolve(service: Service, state: Unlocked, ref: str) -> tuple[Credential, s
             _, cred = _credential_of(service, state, ref)
         except MemoriesError as exc:
             if exc.code in ("not_found", "invalid_input"):
-                raise MemoriesError("not_found", "No secret has that label, and no card or credential that ID.") from None
+                raise MemoriesError(
+                    "not_found", "No secret has that label and no card or credential has that ID (a card's own: ID:LABEL)."
+                ) from None
             raise
     value = _copy_value(cred)
     if value is None:

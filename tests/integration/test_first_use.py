@@ -1,0 +1,29 @@
+"""Rough edges a first-time user met (helper K's walk-through): times in `get --json`, and
+an error that tells someone who typed a title what an ID is."""
+
+from __future__ import annotations
+
+from tests.helpers import Cli
+
+
+def test_get_reports_when_the_item_was_created_not_when_its_head_was(vault: Cli) -> None:
+    """`get --json` and `list --json` agree: created_ms is the first revision's time and
+    updated_ms the head's (get used to report the head's time as created_ms after an edit)."""
+    item = vault.put("Flat white", "Ana takes it without sugar", "coffee")
+    vault.ok("edit", item["id"], "--add-tag", "drinks")
+    revisions = vault.ok("history", item["id"])["revisions"]
+    first, head = revisions[0], revisions[-1]
+    assert first["created_ms"] != head["created_ms"]  # two CLI processes apart: two moments
+    got = vault.ok("get", item["id"])
+    assert (got["created_ms"], got["updated_ms"]) == (first["created_ms"], head["created_ms"])
+    listed = vault.ok("list")["items"]
+    assert [(i["created_ms"], i["updated_ms"]) for i in listed] == [(got["created_ms"], got["updated_ms"])]
+
+
+def test_a_title_given_as_an_id_is_told_what_an_id_is(vault: Cli) -> None:
+    """API-8: a typed error whose sentence says where IDs are shown and that a title is not one."""
+    vault.put("Bank", "the branch on Main Street")
+    error = vault.err("get", "Bank")
+    assert error["code"] == "invalid_input"
+    assert "a title is not an ID" in error["message"]
+    assert "list and search" in error["message"]
