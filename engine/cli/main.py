@@ -184,7 +184,9 @@ def _run(argv: Sequence[str] | None) -> int:
             parser = build_parser(args_list)
             args = parser.parse_args(args_list)
             if not getattr(args, "func", None):
-                parser.print_help()
+                from engine.cli.parser import chosen_parser
+
+                chosen_parser(parser, args).print_help()  # `memories login` alone: login's actions
                 return EXIT_USAGE
         ctx = Context.create(getattr(args, "home", None), getattr(args, "json", False))
         code: int = args.func(ctx, args)

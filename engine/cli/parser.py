@@ -16,7 +16,7 @@ from engine import __version__
 from engine.cli.context import UsageError
 from engine.cli.main import COMMAND_MODULES, COMMAND_TABLE, command_word
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "chosen_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +41,12 @@ def _friendlier(parser: argparse.ArgumentParser, message: str) -> str:
         else:
             what, more = f"argument {name}: invalid choice {word[:40]!r}", "choose from " + ", ".join(options)
         return f"{what}; did you mean `{close[0]}`?" if close else f"{what}; {more}"
+    missing = re.match(r"the following arguments are required: (\S+)$", message)
+    group = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if missing and group is not None and missing.group(1) == group.metavar:
+        # A group command typed alone (`memories file`): name what may follow it.
+        actions = ", ".join(name for name in group.choices if not name.startswith("__"))
+        return f"`{parser.prog}` needs one of: {actions}; `{parser.prog} --help` explains them"
     unknown = re.match(r"unrecognized arguments: (.*)$", message)
     if unknown:
         known = _option_strings(parser)
@@ -50,6 +56,16 @@ def _friendlier(parser: argparse.ArgumentParser, message: str) -> str:
                 if close:
                     return f"unknown option {word[:40]!r}; did you mean `{close[0]}`?"
     return message
+
+
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The deepest (sub)parser the parsed words chose: `memories login` alone is login's."""
+    while True:
+        group = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        word = getattr(args, group.dest, None) if group is not None and group.dest != argparse.SUPPRESS else None
+        if group is None or word not in group.choices:
+            return parser
+        parser = group.choices[word]
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
