@@ -18,7 +18,7 @@ __all__ = ["MemoriesError", "CODES", "error_from_wire"]
 # code -> default sentence. The code is the contract; the sentence may improve.
 CODES: dict[str, str] = {
     "already_initialized": "A vault already exists in this data directory; it was not touched.",
-    "not_initialized": "No vault exists here yet; run `memories init` first.",
+    "not_initialized": "No vault exists here yet; run `memories init` (or `memories device join` if this device asked to join).",
     "locked": "The vault is locked; run `memories unlock`.",
     "wrong_password": "The password is wrong; nothing was changed.",
     "rate_limited": "Too many password attempts; wait a minute and try again.",

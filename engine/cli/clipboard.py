@@ -68,6 +68,12 @@ def detect() -> Backend:
         backend = _BACKENDS.get(name)
         if backend is not None and shutil.which(backend.copy[0]) and shutil.which(backend.paste[0]):
             return backend
+    if not names:  # e.g. over SSH or on a console: no tool would help
+        raise MemoriesError(
+            "clipboard_unavailable",
+            "No graphical session here (DISPLAY and WAYLAND_DISPLAY are unset), so there is no clipboard; "
+            "run it in a desktop session (`memories otp` prints a code; `memories run` hands a secret to a program).",
+        )
     raise MemoriesError("clipboard_unavailable", "No clipboard tool for this session (install xclip, xsel or wl-clipboard).")
 
 

@@ -27,3 +27,15 @@ def test_a_title_given_as_an_id_is_told_what_an_id_is(vault: Cli) -> None:
     assert error["code"] == "invalid_input"
     assert "a title is not an ID" in error["message"]
     assert "list and search" in error["message"]
+
+
+def test_copy_without_a_graphical_session_says_so_instead_of_asking_for_xclip(vault: Cli) -> None:
+    """Over SSH or on a console, installing xclip would not help: the sentence names the missing
+    session and what works there. CD-10: the password stays out of the output."""
+    login = vault.ok("login", "new", "--title", "Bank", "--username", "ana", "--password-stdin", input="hunter2-long-enough")
+    vault.sudo()
+    vault.env.update({"DISPLAY": "", "WAYLAND_DISPLAY": "", "MEMORIES_CLIPBOARD": ""})
+    error = vault.err("login", "copy-password", login["id"])
+    assert error["code"] == "clipboard_unavailable"
+    assert "No graphical session" in error["message"] and "install" not in error["message"]
+    assert "hunter2" not in str(error)
