@@ -18,13 +18,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from engine.errors import MemoriesError
 
 __all__ = ["BackgroundWork", "JobContext", "JobHandle", "JobState", "HISTORY"]
 
 log = logging.getLogger("memories.jobs")
+T = TypeVar("T")
 JobState = Literal["waiting", "running", "done", "failed", "cancelled"]
 # Finished jobs kept for the snapshot, so a status read after a job ended still says how it ended.
 HISTORY = 16
@@ -130,6 +131,34 @@ class BackgroundWork:
             log.error("background job %s failed type=%s", handle.name, type(exc).__name__)
         finally:
             with self._guard:  # a snapshot sees the job either running or ended with its state
+                if handle in self._running:
+                    self._running.remove(handle)
+                handle._finish(state)
+                self._ended.append(handle)
+
+    def run_inline(self, name: str, work: Callable[[JobContext], T], *, cancel_on_lock: bool = True) -> T:
+        """Run ``work`` on the calling thread as a listed job, and return its result or raise its
+        error. For work a request waits for (a cloud worker): it keeps the request's thread — and
+        so what the service tracks per request — while status lists it, shows its progress and a
+        lock signals it. A job a lock cancelled ends as ``cancelled`` whatever it raised."""
+        handle = JobHandle(name, cancel_on_lock=cancel_on_lock)
+        with self._guard:
+            self._running.append(handle)
+        state: JobState = "failed"
+        try:
+            handle.state = "running"
+            result = work(JobContext(handle))
+            state = "cancelled" if handle.cancelled.is_set() else "done"
+            return result
+        except MemoriesError as exc:
+            state = "cancelled" if handle.cancelled.is_set() else "failed"
+            handle.failure = exc.code
+            raise
+        except BaseException as exc:
+            handle.failure = type(exc).__name__
+            raise
+        finally:
+            with self._guard:
                 if handle in self._running:
                     self._running.remove(handle)
                 handle._finish(state)

@@ -100,3 +100,45 @@ def test_history_is_bounded() -> None:
     for number in range(10):
         assert work.start(f"job{number}", lambda _: None).wait(WAIT)
     assert [job["name"] for job in work.snapshot()] == ["job6", "job7", "job8", "job9"]
+
+
+def test_run_inline_lists_work_on_the_calling_thread_and_a_lock_marks_it_cancelled() -> None:
+    """Issue 16: work a request waits for runs on the request's own thread, listed while it runs
+    (with progress), returns its result or raises its error; one a lock signalled ends cancelled."""
+    work = BackgroundWork()
+    seen: dict[str, object] = {}
+
+    def counted(context: JobContext) -> str:
+        context.progress(1, 3)
+        seen["thread"] = threading.current_thread()
+        (listed,) = work.snapshot()
+        seen["listed"] = (listed["name"], listed["state"], listed["done"], listed["total"])
+        return "result"
+
+    assert work.run_inline("cloud-sync", counted) == "result"
+    assert seen["thread"] is threading.current_thread()
+    assert seen["listed"] == ("cloud-sync", "running", 1, 3)
+    assert work.snapshot()[-1]["state"] == "done"
+
+    def locked_meanwhile(context: JobContext) -> str:
+        work.cancel_on_lock()  # the vault locks while the worker runs …
+        assert context.cancelled.is_set()
+        raise MemoriesError("locked")  # … and its generation check refuses to acknowledge
+
+    try:
+        work.run_inline("cloud-sync", locked_meanwhile)
+    except MemoriesError as exc:
+        assert exc.code == "locked"
+    else:
+        raise AssertionError("the error was swallowed")
+    assert work.snapshot()[-1]["state"] == "cancelled"
+
+    def broken(context: JobContext) -> str:
+        raise MemoriesError("cloud_unreachable")
+
+    try:
+        work.run_inline("cloud-sync", broken)
+    except MemoriesError as exc:
+        assert exc.code == "cloud_unreachable"
+    assert work.snapshot()[-1]["state"] == "failed"
+    assert work.running() == []

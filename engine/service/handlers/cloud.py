@@ -30,6 +30,7 @@ from engine.cloud.s3 import S3Transport, check_endpoint
 from engine.cloud.transport import ObjectStore
 from engine.cloud.worker import acknowledge, enqueue, now_ms, transfer
 from engine.errors import MemoriesError
+from engine.jobs.background import JobContext
 from engine.service import requests_cloud as rq
 from engine.service.caller import Caller
 from engine.service.registry import op
@@ -233,28 +234,40 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
             return fn(current)
 
     account = locked(lambda current: cs.find_account(current.extra_records, request.name))
-    with manager.worker_lock(account.account_id):  # one worker per account
-        plan = locked(lambda current: enqueue(service.vault, current, account, caller))
-        store = transport_for(account)
-        now = now_ms()
-        try:
-            moved = _run(_closing(store, transfer(store, plan, now)))
-            result = locked(lambda current: acknowledge(service.vault, current, plan, moved, caller, now))
-            tokens = _refreshed(store)
-            if tokens is not None:  # a rotated refresh token must outlive this sync
-                record = {"t": cs.TOKENS, "id": account.account_id, "secret": tokens, "ts_ms": now}
-                locked(lambda current: service.vault.commit(current, [], [], [record]))
-        except MemoriesError as exc:
-            manager.last[account.account_id] = {"ts_ms": now, "error": exc.code}
-            raise
-    result.update(account=account.name, enqueued=plan.enqueued, requests=store.counters.to_wire())
-    manager.last[account.account_id] = {
-        "ts_ms": now,
-        "uploaded": result["uploaded"],
-        "merged": len(result["merged"]),
-        "pending": len(result["pending"]),
-        "rejected": len(result["rejected"]),
-    }
+
+    def work(context: JobContext) -> dict[str, Any]:
+        """The worker, listed in `status` as `cloud-sync` with its phase (enqueued, transferred,
+        acknowledged) and signalled by a lock (issue 16); the generation checks in ``locked``
+        decide what a lock voids, as before."""
+        with manager.worker_lock(account.account_id):  # one worker per account
+            plan = locked(lambda current: enqueue(service.vault, current, account, caller))
+            context.progress(1, 3)
+            store = transport_for(account)
+            now = now_ms()
+            try:
+                moved = _run(_closing(store, transfer(store, plan, now)))
+                context.progress(2, 3)
+                result = locked(lambda current: acknowledge(service.vault, current, plan, moved, caller, now))
+                tokens = _refreshed(store)
+                if tokens is not None:  # a rotated refresh token must outlive this sync
+                    record = {"t": cs.TOKENS, "id": account.account_id, "secret": tokens, "ts_ms": now}
+                    locked(lambda current: service.vault.commit(current, [], [], [record]))
+                context.progress(3, 3)
+            except MemoriesError as exc:
+                manager.last[account.account_id] = {"ts_ms": now, "error": exc.code}
+                raise
+        result.update(account=account.name, enqueued=plan.enqueued, requests=store.counters.to_wire())
+        manager.last[account.account_id] = {
+            "ts_ms": now,
+            "uploaded": result["uploaded"],
+            "merged": len(result["merged"]),
+            "pending": len(result["pending"]),
+            "rejected": len(result["rejected"]),
+        }
+        return result
+
+    # On this request's thread (its commits count for its answer), listed as background work.
+    result = service.background.run_inline("cloud-sync", work)
     service.session.touch()
     return result
 
