@@ -39,3 +39,11 @@ def test_copy_without_a_graphical_session_says_so_instead_of_asking_for_xclip(va
     assert error["code"] == "clipboard_unavailable"
     assert "No graphical session" in error["message"] and "install" not in error["message"]
     assert "hunter2" not in str(error)
+
+
+def test_a_search_that_misses_a_login_says_where_logins_are_listed(vault: Cli) -> None:
+    """Logins are not searched (their card is protected); an empty answer says where to look."""
+    vault.ok("login", "new", "--title", "Bank", "--username", "ana", "--generate")
+    proc = vault.run("search", "bank")
+    assert proc.returncode == 0
+    assert "(no matches; logins and protected cards are not searched: `memories login list`" in proc.stdout
