@@ -87,4 +87,13 @@ def xorg_icon_class(pystray: Any) -> Any:
             window.change_attributes(event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask)
             return window
 
+        def _update_title(self) -> None:
+            # pystray writes the tooltip as WM_NAME, a Latin-1 STRING: a title with "…" or a
+            # CJK character raises in python-xlib and the name never changes. Write the
+            # UTF-8 _NET_WM_NAME that tray hosts read first, and a Latin-1 WM_NAME beside it.
+            title = str(self.title or "")
+            display = self._display
+            self._window.change_text_property(display.get_atom("_NET_WM_NAME"), display.get_atom("UTF8_STRING"), title)
+            self._window.set_wm_name(title.replace("…", "...").encode("latin-1", "replace"))
+
     return ClickableXorgIcon

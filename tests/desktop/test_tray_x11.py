@@ -245,3 +245,56 @@ def test_gtk_tray_notifies_once_per_new_ticket(vault: Cli, xsession: XSession, t
 
 async def _close(writer: Any) -> None:
     writer.close()
+
+
+def _window_names(x: XSession, pattern: str) -> list[str]:
+    """The X window names matching ``pattern`` (pystray's xorg icon sets its tooltip as its name)."""
+    found = subprocess.run(["xdotool", "search", "--name", pattern], env=x.env(), capture_output=True, text=True, timeout=10)
+    names = []
+    for window in found.stdout.split():
+        named = subprocess.run(["xdotool", "getwindowname", window], env=x.env(), capture_output=True, text=True, timeout=10)
+        names.append(named.stdout.strip())
+    return names
+
+
+def test_xorg_tray_tooltip_says_what_the_engine_is_doing(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """DT-1, DT-4 (issue 17): while 4,000 imported notes are indexed, the icon's tooltip (its X
+    window name) reads "Memories: unlocked; Indexing new items N of 4,000…", and goes back to
+    "Memories: unlocked" by itself when the work is done."""
+    import threading
+
+    from engine.config import Paths
+    from engine.ipc.client import IpcClient
+    from tests.desktop.test_dashboard_background import NOTES, notes
+
+    tray = Tray(vault, xsession, tmp_path, "xorg")
+    worker: threading.Thread | None = None
+    try:
+        tray.wait_icon(TrayState.UNLOCKED)
+
+        def import_notes() -> None:
+            with IpcClient(Paths(vault.home).socket, timeout=300) as client:
+                client.request({"op": "import_batch", "items": notes(0, NOTES)})
+
+        worker = threading.Thread(target=import_notes)
+        worker.start()
+        # "unlocked", or "syncing / busy" while a batch holds the engine.
+        progress = re.compile(r"^Memories: (unlocked|syncing / busy); Indexing new items [\d,]+ of 4,000…$")
+        end = time.monotonic() + 120
+        seen: list[str] = []
+        while time.monotonic() < end and not any(progress.match(n) for n in seen):
+            seen += _window_names(xsession, "Memories")
+            assert tray.proc.poll() is None, tray.output()
+            time.sleep(0.1)
+        assert any(progress.match(n) for n in seen), sorted(set(seen))
+        tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-xorg-indexing.png")
+        worker.join(300)
+        end = time.monotonic() + 300
+        while time.monotonic() < end and _window_names(xsession, "Indexing"):
+            time.sleep(0.2)
+        assert _window_names(xsession, "Indexing") == []
+        assert "Memories: unlocked" in _window_names(xsession, "^Memories: unlocked$")
+    finally:
+        if worker is not None:
+            worker.join(300)
+        tray.stop()
