@@ -11,6 +11,7 @@ import argparse
 import importlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from engine import __version__
 from engine.cli.context import UsageError
@@ -20,6 +21,15 @@ __all__ = ["build_parser", "chosen_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
+    # The words being parsed: an unknown option is reported by the top parser, which names
+    # the subcommand they chose.
+    words: Sequence[str] = ()
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:  # type: ignore[override]
+        if args is not None:
+            self.words = list(args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(_friendlier(self, message))
 
@@ -52,7 +62,11 @@ def _friendlier(parser: argparse.ArgumentParser, message: str) -> str:
         known = _option_strings(parser)
         for word in unknown.group(1).split():
             if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+                name = word.split("=", 1)[0]
+                if name in known:  # another command's option (`agent disconnect --project`)
+                    prog = _parser_of_words(parser, getattr(parser, "words", ())).prog
+                    return f"`{prog}` has no option {name[:40]!r}; `{prog} --help` lists its options"
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
                 if close:
                     return f"unknown option {word[:40]!r}; did you mean `{close[0]}`?"
     return message
@@ -66,6 +80,15 @@ def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         if group is None or word not in group.choices:
             return parser
         parser = group.choices[word]
+
+
+def _parser_of_words(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)parser that the command words among ``words`` lead to."""
+    for word in words:
+        group = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if group is not None and word in group.choices:
+            parser = group.choices[word]
+    return parser
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:

@@ -1,4 +1,5 @@
-"""A group command typed alone (`memories login`) shows what may follow it, not the top-level help."""
+"""Usage mistakes a newcomer makes get an answer that fits: a group command typed alone
+(`memories login`) shows what may follow it, and another command's option is named as such."""
 
 from __future__ import annotations
 
@@ -20,3 +21,16 @@ def test_a_group_whose_action_is_required_names_the_actions(group: str, action: 
     err = capsys.readouterr().err
     assert f"`memories {group}` needs one of:" in err and action in err
     assert f"`memories {group} --help`" in err
+
+
+def test_another_commands_option_is_not_suggested_as_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agent disconnect --project .` said "unknown option '--project'; did you mean `--project`?"."""
+    assert main(["agent", "disconnect", "claude-code", "--project", "."]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean" not in err
+    assert "`memories agent disconnect` has no option '--project'; `memories agent disconnect --help`" in err
+
+
+def test_a_mistyped_option_still_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--tga", "x"]) == 2
+    assert "did you mean `--tag`?" in capsys.readouterr().err
