@@ -32,18 +32,12 @@ def revision_ref(rev: Revision) -> dict[str, Any]:
     return {"revision": rev.rev_id.hex(), "short_revision": rev.rev_id.hex()[:REV_SHORT]}
 
 
-def _newest(revs: list[Revision]) -> Revision:
-    return max(revs, key=lambda r: (r.created_ms, r.seq))
-
-
 def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
     """The head a summary shows: the newest live head (the newest tombstone if all are)."""
-    heads = state.index.head_revisions(entry)
-    return _newest([r for r in heads if not r.tombstone] or heads)
+    return state.index.newest_head(entry)
 
 
 def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
-    heads = state.index.head_revisions(entry)
     newest = newest_head(state, entry)
     summary = service.vault.summary_of(state, newest)
     first = state.index.revisions[entry.revisions[0]]
@@ -54,7 +48,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
         "title": summary.get("title", ""),
         "tags": list(summary.get("tags", [])),
         "conflict": entry.in_conflict,
-        "heads": len(heads),
+        "heads": len(entry.heads),
         "created_ms": first.created_ms,
         "updated_ms": newest.created_ms,
         **revision_ref(newest),

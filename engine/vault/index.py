@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from engine.errors import MemoriesError
+from engine.vault.listing import ListOrder
 from engine.vault.revision import Revision
 
 __all__ = ["AssetIndex", "AssetEntry", "MIN_SHORT_ID", "REV_SHORT", "HIDE_FIELD"]
@@ -56,6 +57,8 @@ class AssetIndex:
         self.hidden: set[bytes] = set()
         # Items all of whose revisions are hidden: out of ``assets`` (no ID resolves to them).
         self.hidden_assets: dict[bytes, AssetEntry] = {}
+        # The orders `list` pages through, updated wherever heads change (issue 20).
+        self.listing = ListOrder()
 
     def __len__(self) -> int:
         return len(self.assets)
@@ -99,6 +102,7 @@ class AssetIndex:
             entry.heads = [h for h in entry.heads if h not in consumed] + [rev.rev_id]
         entry.kind = rev.kind
         self._count(entry, +1)
+        self._relist(entry)
 
     def hide(self, rev_ids: Iterable[bytes]) -> None:
         """Take stored revisions (and their descendants) out of the view: heads are recomputed
@@ -115,17 +119,26 @@ class AssetIndex:
             entry.heads = [r for r in visible if r not in consumed]
             if not entry.heads:
                 self.hidden_assets[asset_id] = self.assets.pop(asset_id)
+                self.listing.unlisted(asset_id)
                 self._sorted_hex.remove(asset_id.hex())
                 if self.content_keys is not None:
                     self.content_keys = {k: v for k, v in self.content_keys.items() if v != asset_id}
                 continue
             self._count(entry, +1)
+            self._relist(entry)
 
     def _count(self, entry: AssetEntry, sign: int) -> None:
         if not self.is_deleted(entry):
             self.visible_count += sign
             if entry.in_conflict:
                 self.conflict_count += sign
+
+    def _relist(self, entry: AssetEntry) -> None:
+        if self.is_deleted(entry):
+            self.listing.unlisted(entry.asset_id)
+        else:
+            newest = self.newest_head(entry)
+            self.listing.listed(entry.asset_id, entry.vault_id, entry.kind, newest.created_ms, entry.in_conflict)
 
     def begin_bulk_load(self) -> None:
         """Many ``apply`` calls follow (unlock): defer keeping the ID list sorted."""
@@ -140,6 +153,13 @@ class AssetIndex:
     # -- queries -------------------------------------------------------------------
     def head_revisions(self, entry: AssetEntry) -> list[Revision]:
         return [self.revisions[h] for h in entry.heads]
+
+    def newest_head(self, entry: AssetEntry) -> Revision:
+        """The head a summary shows: the newest live head (the newest tombstone if all are)."""
+        if len(entry.heads) == 1:  # no conflict (nearly always)
+            return self.revisions[entry.heads[0]]
+        heads = self.head_revisions(entry)
+        return max([r for r in heads if not r.tombstone] or heads, key=lambda r: (r.created_ms, r.seq))
 
     def is_deleted(self, entry: AssetEntry) -> bool:
         """Deleted when every head is a tombstone (a tombstone removes it from the view)."""

@@ -206,37 +206,39 @@ def get(service: Service, request: rq.Get, caller: Caller) -> dict[str, Any]:
 def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     vault_id = vault_for(state, request.vault).vault_id
-    # Filter, count and sort on keys read straight from the index; summaries are built for
-    # the page only (issue 20: `list` of 100 in a 10k vault built 10k summaries).
-    by_title = request.sort == "title"
-    rows: list[tuple[tuple[Any, bytes], AssetEntry]] = []
-    conflicts = 0
-    revisions = state.index.revisions
-    for entry in state.index.assets.values():
-        if entry.vault_id != vault_id:
-            continue
-        if request.kind is not None and entry.kind != request.kind:
-            continue
-        if request.kind is None and (entry.kind in SECRET_BODY_KINDS or entry.kind in UNLISTED_KINDS):
-            continue
-        if len(entry.heads) == 1:  # no conflict (nearly always): its one head decides
-            newest = revisions[entry.heads[0]]
-            if newest.tombstone:
-                continue  # deleted
-        elif state.index.is_deleted(entry):
-            continue
-        else:
-            newest = newest_head(state, entry)
-        summary = service.vault.summary_of(state, newest) if request.tag is not None or by_title else {}
-        if request.tag is not None and request.tag not in summary.get("tags", []):
-            continue
-        # The ID breaks ties; its bytes sort as its hex does.
-        key = (summary.get("title", "").casefold() if by_title else newest.created_ms, entry.asset_id)
-        rows.append((key, entry))
-        conflicts += entry.in_conflict
-    rows.sort(key=lambda row: row[0], reverse=request.sort == "updated")
-    page = [asset_summary(service, state, entry) for _, entry in rows[request.offset : request.offset + request.limit]]
-    return {"items": page, "total": len(rows), "conflicts": conflicts}
+    # The index keeps the listed items ordered (engine/vault/listing.py): a page costs the
+    # page, not the vault (issue 20); summaries are built for the page only.
+    listing = state.index.listing
+    if request.kind is not None:
+        kinds = [request.kind]
+    else:
+        hidden = SECRET_BODY_KINDS | UNLISTED_KINDS
+        kinds = [kind for kind in listing.by_time.kinds_in(vault_id) if kind not in hidden]
+    order = listing.by_time
+    if request.tag is not None or request.sort == "title":
+        by_title, tagged = listing.derived(lambda asset_id: _listed_summary(service, state, asset_id))
+        order = by_title if request.sort == "title" else order
+    descending = request.sort == "updated"
+    if request.tag is None:
+        ids = order.page(vault_id, kinds, request.offset, request.limit, descending=descending)
+        total = order.count(vault_id, kinds)
+        wanted = set(kinds)
+        conflicts = sum(1 for a in listing.conflicted if (w := order.keys[a])[0] == vault_id and w[1] in wanted)
+    else:
+        # Only the items carrying the tag are sorted: the cost follows the matches, not the vault.
+        wanted = set(kinds)
+        keys = [w[2] for a in tagged.get(request.tag, ()) if (w := order.keys[a])[0] == vault_id and w[1] in wanted]
+        keys.sort(reverse=descending)
+        ids = [asset_id for _, asset_id in keys[request.offset : request.offset + request.limit]]
+        total = len(keys)
+        conflicts = sum(1 for _, asset_id in keys if asset_id in listing.conflicted)
+    page = [asset_summary(service, state, state.index.assets[asset_id]) for asset_id in ids]
+    return {"items": page, "total": total, "conflicts": conflicts}
+
+
+def _listed_summary(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, Any]:
+    """The summary a list row shows for an item (its newest live head's)."""
+    return service.vault.summary_of(state, newest_head(state, state.index.assets[asset_id]))
 
 
 @op(rq.Delete, mcp_allowed=True)

@@ -1,0 +1,176 @@
+"""The orders `list` pages through, kept current with the index (issue 20).
+
+A page of a 10k-item vault must cost what the page costs, not what the vault holds. The
+asset index (engine/vault/index.py) tells this module whenever an item's heads change
+(commit, sync merge, hide); it keeps, per vault and kind, the listed items sorted by when
+they last changed. Titles and tags live in encrypted summaries, which only the service can
+open: those orders are built on the first list that needs them and afterwards brought up to
+date for the items that changed since, through the summary reader the caller passes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+__all__ = ["SortedGroups", "ListOrder", "Key"]
+
+# (sort value, asset ID): the ID breaks ties, and its bytes sort as its hex does.
+Key = tuple[Any, bytes]
+Name = TypeVar("Name", bytes, tuple[bytes, str])
+
+
+class SortedGroups:
+    """Items sorted by one key, per (vault, kind) and per vault over all kinds.
+
+    Lists are sorted lazily after a bulk load (an unlock applies every revision: inserting
+    each into a sorted list would be quadratic) and kept sorted by bisection afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[bytes, tuple[bytes, str, Key]] = {}
+        self._groups: dict[tuple[bytes, str], list[Key]] = {}
+        self._vaults: dict[bytes, list[Key]] = {}
+        self._sorted = False
+
+    def put(self, asset_id: bytes, vault_id: bytes, kind: str, value: Any) -> None:
+        self.drop(asset_id)
+        key = (value, asset_id)
+        self.keys[asset_id] = (vault_id, kind, key)
+        if self._sorted:
+            bisect.insort(self._groups.setdefault((vault_id, kind), []), key)
+            bisect.insort(self._vaults.setdefault(vault_id, []), key)
+
+    def drop(self, asset_id: bytes) -> None:
+        old = self.keys.pop(asset_id, None)
+        if old is None or not self._sorted:
+            return
+        vault_id, kind, key = old
+        _remove(self._groups, (vault_id, kind), key)
+        _remove(self._vaults, vault_id, key)
+
+    def _ensure_sorted(self) -> None:
+        if self._sorted:
+            return
+        self._groups, self._vaults = {}, {}
+        for vault_id, kind, key in self.keys.values():
+            self._groups.setdefault((vault_id, kind), []).append(key)
+            self._vaults.setdefault(vault_id, []).append(key)
+        for items in itertools.chain(self._groups.values(), self._vaults.values()):
+            items.sort()
+        self._sorted = True
+
+    def kinds_in(self, vault_id: bytes) -> list[str]:
+        self._ensure_sorted()
+        return [kind for vault, kind in self._groups if vault == vault_id]
+
+    def count(self, vault_id: bytes, kinds: Iterable[str]) -> int:
+        self._ensure_sorted()
+        return sum(len(self._groups.get((vault_id, kind), ())) for kind in kinds)
+
+    def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
+        """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
+        self._ensure_sorted()
+        lists = [items for kind in dict.fromkeys(kinds) if (items := self._groups.get((vault_id, kind)))]
+        total = sum(len(items) for items in lists)
+        if descending:  # ranks counted from the end, read ascending, then reversed
+            start, stop = max(0, total - offset - limit), max(0, total - offset)
+        else:
+            start, stop = min(offset, total), min(offset + limit, total)
+        if start >= stop:
+            return []
+        everything = self._vaults[vault_id]
+        if len(lists) == 1:
+            keys = lists[0][start:stop]
+        elif total == len(everything):  # no other kind in this vault: the vault's list is the answer
+            keys = everything[start:stop]
+        else:
+            keys = _select(everything, lists, start, stop)
+        ids = [asset_id for _, asset_id in keys]
+        return ids[::-1] if descending else ids
+
+
+def _remove(lists: dict[Name, list[Key]], name: Name, key: Key) -> None:
+    items = lists[name]
+    del items[bisect.bisect_left(items, key)]
+    if not items:
+        del lists[name]
+
+
+def _select(everything: list[Key], lists: list[list[Key]], start: int, stop: int) -> list[Key]:
+    """Ranks [start, stop) of the merge of ``lists`` (each sorted, every key in ``everything``).
+
+    Binary search over ``everything`` for the first key with exactly ``start`` chosen keys
+    before it (the count grows by at most one per position), then merge from there:
+    O(log² n + page) instead of walking the ``start`` keys before the page.
+    """
+    lo, hi = 0, len(everything)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(bisect.bisect_left(items, everything[mid]) for items in lists) >= start:
+            hi = mid
+        else:
+            lo = mid + 1
+    first = everything[lo]
+    size = stop - start
+    heads = []
+    for items in lists:
+        at = bisect.bisect_left(items, first)
+        heads.append(items[at : at + size])
+    return list(itertools.islice(heapq.merge(*heads), size))
+
+
+class ListOrder:
+    """What `list` reads: listed items by change time (always current), by title and by tag
+    (derived from summaries on first use, then refreshed for the items changed since)."""
+
+    def __init__(self) -> None:
+        self.by_time = SortedGroups()
+        self.conflicted: set[bytes] = set()  # listed items with more than one head
+        self._by_title: SortedGroups | None = None
+        self._tags_of: dict[bytes, tuple[str, ...]] = {}
+        self._tagged: dict[str, set[bytes]] | None = None
+        self._changed: set[bytes] = set()  # items whose title and tags must be read again
+
+    def listed(self, asset_id: bytes, vault_id: bytes, kind: str, updated_ms: int, conflict: bool) -> None:
+        self.by_time.put(asset_id, vault_id, kind, updated_ms)
+        if conflict:
+            self.conflicted.add(asset_id)
+        else:
+            self.conflicted.discard(asset_id)
+        self._changed.add(asset_id)
+
+    def unlisted(self, asset_id: bytes) -> None:
+        self.by_time.drop(asset_id)
+        self.conflicted.discard(asset_id)
+        self._changed.add(asset_id)
+
+    def derived(self, summary: Callable[[bytes], dict[str, Any]]) -> tuple[SortedGroups, dict[str, set[bytes]]]:
+        """Title order and tag sets, current; ``summary`` gives the summary an item's list row shows."""
+        if self._by_title is None or self._tagged is None:
+            self._by_title, self._tagged, self._tags_of = SortedGroups(), {}, {}
+            changed: Iterable[bytes] = list(self.by_time.keys)
+        else:
+            changed = self._changed
+        for asset_id in changed:
+            for tag in self._tags_of.pop(asset_id, ()):
+                holders = self._tagged[tag]
+                holders.discard(asset_id)
+                if not holders:
+                    del self._tagged[tag]
+            where = self.by_time.keys.get(asset_id)
+            if where is None:
+                self._by_title.drop(asset_id)
+                continue
+            fields = summary(asset_id)
+            vault_id, kind, _ = where
+            self._by_title.put(asset_id, vault_id, kind, str(fields.get("title", "")).casefold())
+            tags = tuple(dict.fromkeys(t for t in fields.get("tags", []) if isinstance(t, str)))
+            self._tags_of[asset_id] = tags
+            for tag in tags:
+                self._tagged.setdefault(tag, set()).add(asset_id)
+        self._changed = set()
+        return self._by_title, self._tagged
