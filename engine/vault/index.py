@@ -57,8 +57,10 @@ class AssetIndex:
         self.hidden: set[bytes] = set()
         # Items all of whose revisions are hidden: out of ``assets`` (no ID resolves to them).
         self.hidden_assets: dict[bytes, AssetEntry] = {}
-        # The orders `list` pages through, updated wherever heads change (issue 20).
-        self.listing = ListOrder()
+        # The orders `list` pages through, updated wherever heads change (issue 20); after a
+        # bulk load (unlock) built on first use instead, which keeps that work off the unlock.
+        self._listing = ListOrder()
+        self._listing_stale = False
 
     def __len__(self) -> int:
         return len(self.assets)
@@ -119,7 +121,8 @@ class AssetIndex:
             entry.heads = [r for r in visible if r not in consumed]
             if not entry.heads:
                 self.hidden_assets[asset_id] = self.assets.pop(asset_id)
-                self.listing.unlisted(asset_id)
+                if not self._listing_stale:
+                    self._listing.unlisted(asset_id)
                 self._sorted_hex.remove(asset_id.hex())
                 if self.content_keys is not None:
                     self.content_keys = {k: v for k, v in self.content_keys.items() if v != asset_id}
@@ -134,15 +137,26 @@ class AssetIndex:
                 self.conflict_count += sign
 
     def _relist(self, entry: AssetEntry) -> None:
+        if self._listing_stale:
+            return
         if self.is_deleted(entry):
-            self.listing.unlisted(entry.asset_id)
+            self._listing.unlisted(entry.asset_id)
         else:
             newest = self.newest_head(entry)
-            self.listing.listed(entry.asset_id, entry.vault_id, entry.kind, newest.created_ms, entry.in_conflict)
+            self._listing.listed(entry.asset_id, entry.vault_id, entry.kind, newest.created_ms, entry.in_conflict)
+
+    @property
+    def listing(self) -> ListOrder:
+        if self._listing_stale:
+            self._listing_stale = False
+            for entry in self.assets.values():
+                self._relist(entry)
+        return self._listing
 
     def begin_bulk_load(self) -> None:
-        """Many ``apply`` calls follow (unlock): defer keeping the ID list sorted."""
+        """Many ``apply`` calls follow (unlock): defer keeping the ID list sorted and the list orders."""
         self._hex_unsorted = True
+        self._listing_stale = True
 
     def _sorted_ids(self) -> list[str]:
         if self._hex_unsorted:
