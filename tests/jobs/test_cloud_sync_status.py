@@ -1,4 +1,4 @@
-"""The cloud worker reports through the background runtime (issue 16): a real daemon, a real S3
+"""The cloud worker and peer sync report through the background runtime (issue 16): a real daemon, a real S3
 server (moto) behind a relay that holds one request, so "mid-transfer" is a state the test sets.
 `status --json` lists `cloud-sync` with its phase; a lock mid-transfer leaves it cancelled (and the
 sync answers `locked`, as before); a sync that completes is listed as done with every phase."""
@@ -14,7 +14,7 @@ import pytest
 
 from tests.cloud.support import HoldingRelay, S3Server, add_account
 from tests.helpers import Cli
-from tests.sync.support import make_pair
+from tests.sync.support import Listener, free_port, make_pair, sync, sync_err, token_for
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +78,21 @@ def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server,
         assert done["state"] == "done" and done["done"] == done["total"] == 3
     finally:
         relay.stop()
+
+
+def test_a_peer_sync_is_listed_as_background_work(tmp_path: Path) -> None:
+    """Issue 16: `memories sync URL` (a real listener on the other device) is listed in `status`
+    as `sync`, done with 1 of 1 once it answered; a refused one is listed as failed."""
+    a, b = make_pair(tmp_path)
+    try:
+        token = token_for(a, b)
+        with Listener(a, free_port()).start() as listener:
+            assert sync(b, listener.url, token)["synced"] is True
+            (ran,) = [job for job in b.ok("status")["jobs"] if job["name"] == "sync"]
+            assert ran["state"] == "done" and ran["done"] == ran["total"] == 1
+            sync_err(b, listener.url, "not-a-token")
+            refused = [job for job in b.ok("status")["jobs"] if job["name"] == "sync"]
+            assert [job["state"] for job in refused] == ["done", "failed"]
+    finally:
+        a.stop()
+        b.stop()

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from engine.cards.device_vaults import is_device_only
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
+from engine.jobs.background import JobContext
 from engine.remote.runtime import Runtime
 from engine.service import requests_sync as rq
 from engine.service.caller import Caller
@@ -479,8 +480,16 @@ def sync_run(service: Service, request: rq.SyncRun, caller: Caller) -> dict[str,
             wait_seconds=request.wait_seconds,
         )
         how, budget = "relay", request.wait_seconds + limits.session_seconds + limits.message_seconds + 10
+
+    def session(context: JobContext) -> SessionResult:
+        context.progress(0, 1)
+        done: SessionResult = deadline_call(manager.runtime.loop, coro, budget)
+        context.progress(1, 1)
+        return done
+
     try:
-        result: SessionResult = deadline_call(manager.runtime.loop, coro, budget)
+        # Listed in `status` as `sync` while it runs (issue 16), on this request's thread as before.
+        result = service.background.run_inline("sync", session)
     except MemoriesError as exc:
         _finish(service, None, None, exc, how)
         raise
