@@ -30,6 +30,9 @@ class IndexCache:
     def peek(self, vault_id: bytes) -> VaultIndex | None:
         return self._indexes.get(vault_id)
 
+    def indexes(self) -> list[VaultIndex]:
+        return list(self._indexes.values())
+
     def put(self, index: VaultIndex) -> None:
         self.drop(index.vault_id)
         self._indexes[index.vault_id] = index

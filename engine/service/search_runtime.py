@@ -176,6 +176,14 @@ class SearchRuntime:
                 for asset_id in assets:
                     self.refresh_asset(state, index, asset_id, fresh)
             index.revisions_seen = len(state.index.revisions)
+        # The index of a vault this commit did not touch stays current if it was before: else the
+        # next search there would reconcile it item by item, a walk over the whole vault (issue 20).
+        # A revision applied twice makes ``before`` too small, which only costs that walk.
+        touched = {bytes(r.body["vault"]) for r in revisions}
+        before = len(state.index.revisions) - len(revisions)
+        for other in self.cache.indexes():
+            if other.vault_id not in touched and other.revisions_seen == before:
+                other.revisions_seen = len(state.index.revisions)
         self._persist_tokens(state, fresh)
 
     # -- documents -----------------------------------------------------------------------
