@@ -85,8 +85,20 @@ def cmd_plan(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_digest(text: str) -> str:
+    """The whole digest, checked here so that a prefix gets a sentence, not the request schema."""
+    digest = text.strip().lower()
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise MemoriesError(  # the code the engine gives a prefix too (kept stable)
+            "invalid_request",
+            "A plan digest is all 64 hex characters `memories job plan` printed; a prefix is not accepted, "
+            "since the digest is what you approve.",
+        )
+    return digest
+
+
 def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
-    result = ctx.request({"op": "job_show", "digest": args.digest.lower()})
+    result = ctx.request({"op": "job_show", "digest": _plan_digest(args.digest)})
     ctx.emit(result, _describe(result))
     return 0
 
@@ -115,7 +127,7 @@ def _wait(ctx: Context, run_id: str) -> dict[str, Any]:
 
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
-    started = ctx.request({"op": "job_run", "digest": args.digest.lower()}, timeout=600.0)
+    started = ctx.request({"op": "job_run", "digest": _plan_digest(args.digest)}, timeout=600.0)
     ended = _wait(ctx, str(started["run"]))
     if ended["state"] != "done":
         raise error_from_wire(ended["error"]) if ended.get("error") else MemoriesError("job_cancelled")

@@ -47,3 +47,11 @@ def test_a_search_that_misses_a_login_says_where_logins_are_listed(vault: Cli) -
     proc = vault.run("search", "bank")
     assert proc.returncode == 0
     assert "(no matches; logins and protected cards are not searched: `memories login list`" in proc.stdout
+
+
+def test_a_plan_digest_prefix_gets_a_sentence_not_the_request_schema(vault: Cli) -> None:
+    """`job run 1d7d52ce` answered "Expected `str` matching regex '^[0-9a-f]{64}$' - at `$.digest`"."""
+    for action in ("run", "show"):
+        error = vault.err("job", action, "1d7d52ce16ba")
+        assert error["code"] == "invalid_request"
+        assert "all 64 hex characters" in error["message"] and "regex" not in error["message"]
