@@ -64,7 +64,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "card recall": ("memories card recall 3fa9c2d1 81c0aa12 --hops 2",),
     "graph": ("memories graph", "memories graph 3fa9c2d1 --depth 1"),
     "protected": ("memories protected new --title GitHub --account me --token-stdin",),
-    "protected new": ("printf '%s' \"$TOKEN\" | memories protected new --title GitHub --env GITHUB_TOKEN --token-stdin",),
+    "protected new": (
+        "printf '%s' \"$TOKEN\" | memories protected new --title GitHub --env GITHUB_TOKEN --token-stdin",
+        "printf '%s' \"$OTPAUTH_URI\" | memories protected new --title 'GitHub 2FA' --account me --otp-stdin",
+    ),
     "otp": ("memories otp 3fa9c2d1",),
     "secret": ("printf '%s' \"$VALUE\" | memories secret protect 3fa9c2d1 --label api --value-stdin",),
     "secret protect": ("printf '%s' \"$VALUE\" | memories secret protect 3fa9c2d1 --label api --value-stdin",),
@@ -127,6 +130,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "login new": (
         "memories login new --title GitHub --username me --url https://github.com --generate",
         "printf '%s' \"$PW\" | memories login new --title Bank --username me --password-stdin",
+        'printf \'%s\\n%s\\n\' "$PW" "$OTPAUTH_URI" | memories login new --title Bank --password-stdin --totp-uri-stdin',
     ),
     "login show": ("memories login show 3fa9c2d1",),
     "login list": ("memories login list",),

@@ -35,7 +35,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = lsub.add_parser("new", parents=[common], help="create a login card and its credential together")
     p.add_argument("--title", required=True, help="the login's name, e.g. the site (visible to other users in `ps`)")
     p.add_argument("--username", help="the account name or e-mail used to sign in")
-    p.add_argument("--url", action="append", dest="urls", metavar="URL", default=[], help="repeatable")
+    p.add_argument("--url", action="append", dest="urls", metavar="URL", default=[], help="the site's address (repeatable)")
     secret = p.add_mutually_exclusive_group()
     secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     secret.add_argument("--generate", action="store_true", help="generate a random password")
@@ -43,7 +43,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-symbols", action="store_true", help="with --generate: letters and digits only")
     p.add_argument("--totp-uri-stdin", action="store_true", help="read an otpauth://totp URI from standard input")
     p.add_argument("--notes", help="non-secret notes (the card's body)")
-    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[], help="a tag (repeat for several)")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[], help="a tag (repeatable)")
     p.set_defaults(func=cmd_new)
 
     p = lsub.add_parser("show", parents=[common], help="show a login (the password only as a cred: reference)")
