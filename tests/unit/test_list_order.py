@@ -108,10 +108,21 @@ class World:
         state = self.service.require_unlocked()
         return state.index.is_deleted(state.index.assets[bytes.fromhex(asset_id)])
 
+    def _hide(self, asset_id: str) -> None:
+        """Sync's quarantine of this device's offline writes (SY-2): the newest revision, or the
+        whole item when it has one, leaves the view (AssetIndex.hide, as a commit applies it)."""
+        with self.service.lock:
+            index = self.service.require_unlocked().index
+            entry = index.assets[bytes.fromhex(asset_id)]
+            index.hide([entry.revisions[-1]])
+            if bytes.fromhex(asset_id) not in index.assets:
+                self.ids.remove(asset_id)
+
     def step(self) -> None:
         rng = self.rng
         live = [i for i in self.ids if not self._deleted(i)]
-        action = rng.choice(["put", "put", "put", "edit", "stale", "delete", "resolve", "credential"] if live else ["put"])
+        actions = ["put", "put", "put", "edit", "stale", "delete", "resolve", "credential", "hide"]
+        action = rng.choice(actions if live else ["put"])
         if action == "put":
             vault = rng.choice(VAULTS)
             body = {
@@ -123,6 +134,8 @@ class World:
                 **({"vault": vault} if vault else {}),
             }
             self.ids.append(self.call(body)["id"])
+        elif action == "hide":
+            self._hide(rng.choice(live))
         elif action == "credential":
             self.call({"op": "protected_card", "title": rng.choice(TITLES) or "cred", "token": "tok-12345"})
         else:
