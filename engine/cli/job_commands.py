@@ -137,7 +137,10 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
-    status = ctx.request({"op": "job_status", "run": args.run.lower()})
+    run = args.run.strip().lower()
+    if len(run) != 32 or any(c not in "0123456789abcdef" for c in run):
+        raise MemoriesError("invalid_request", "A run ID is the 32 hex characters `memories job run` printed.")
+    status = ctx.request({"op": "job_status", "run": run})
     lines = [
         f"job {status['kind']}  run {status['run']}  {status['state']}  {status['steps_done']} of {status['steps']} steps done"
     ]

@@ -332,3 +332,5 @@ def test_job_run_shows_its_id_and_step_on_a_terminal(lab: Lab) -> None:
     lab.cli.ok("lock")  # drops every elevation; a run's status still answers
     shown = lab.cli.run("job", "status", run)
     assert shown.returncode == 0 and "done" in shown.stdout and f"wrote {output}" in shown.stdout
+    assert lab.cli.err("job", "status", run[:12])["code"] == "invalid_request"  # a sentence, not a schema
+    assert lab.cli.err("job", "status", "0" * 32)["code"] == "not_found"
