@@ -128,7 +128,12 @@ def _wait(ctx: Context, run_id: str) -> dict[str, Any]:
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
     started = ctx.request({"op": "job_run", "digest": _plan_digest(args.digest)}, timeout=600.0)
-    ended = _wait(ctx, str(started["run"]))
+    try:
+        ended = _wait(ctx, str(started["run"]))
+    except KeyboardInterrupt:  # Ctrl-C stops the run too, as a lock would: nothing is published
+        ctx.close()  # the interrupted request's answer may still be on the way: a new connection
+        ctx.request({"op": "job_cancel", "run": started["run"]}, timeout=60)
+        raise
     if ended["state"] != "done":
         raise error_from_wire(ended["error"]) if ended.get("error") else MemoriesError("job_cancelled")
     result = {"digest": ended["digest"], "kind": ended["kind"], "outputs": ended["outputs"]}

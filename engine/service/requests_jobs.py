@@ -8,7 +8,7 @@ import msgspec
 
 from engine.service.requests import Request
 
-__all__ = ["JobPlan", "JobRun", "JobShow", "JobStatus"]
+__all__ = ["JobCancel", "JobPlan", "JobRun", "JobShow", "JobStatus"]
 
 Path = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -40,3 +40,9 @@ class JobStatus(Request, tag="job_status"):
     run: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0
     seen_step: Annotated[int, msgspec.Meta(ge=0, le=10_000)] | None = None
+
+
+class JobCancel(Request, tag="job_cancel"):
+    """Stop a run as a lock would (its waiting CLI was interrupted); a run that ended stays as it ended."""
+
+    run: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]

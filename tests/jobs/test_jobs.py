@@ -184,7 +184,7 @@ def test_failing_step_publishes_nothing(lab: Lab) -> None:
 
 
 def test_mcp_cannot_run_jobs(lab: Lab) -> None:
-    """JB-3: an MCP grant, even allow_all, is refused job_run, job_plan and job_status (issue 16)."""
+    """JB-3: an MCP grant, even allow_all, is refused job_run, job_plan, job_status and job_cancel (issue 16)."""
     source = lab.file("mcp.txt", b"mcp\n")
     output = lab.root / "mcp.p7m"
     shown = plan(lab, "smime-sign", source, output, "--key", "signer")
@@ -192,7 +192,7 @@ def test_mcp_cannot_run_jobs(lab: Lab) -> None:
     token = grant(lab.cli, "jobs-agent", "allow_all")
     for inner in ({"op": "job_run", "digest": shown["digest"]}, {"op": "job_plan", "kind": "smime-sign",
                   "input": str(source), "output": str(lab.root / "mcp2.p7m"), "key": "signer"},
-                  {"op": "job_status", "run": "0" * 32}):  # fmt: skip
+                  {"op": "job_status", "run": "0" * 32}, {"op": "job_cancel", "run": "0" * 32}):  # fmt: skip
         with ipc(lab.cli) as client, pytest.raises(MemoriesError) as caught:
             client.request({"op": "mcp_call", "token": token, "request": inner})
         assert caught.value.code == "permission_denied"

@@ -196,14 +196,13 @@ def test_other_requests_are_answered_while_a_step_runs(lab: Lab, keys: Keys) -> 
     assert any(entry["op"] == "job.run" and entry["outcome"] == "ok" for entry in entries)
 
 
-def test_a_lock_cancels_the_run_kills_its_child_and_removes_its_workspace(lab: Lab) -> None:
-    """Issue 16, JB-3: a lock kills the step's process group, removes the workspace (with the
-    credential files) before it answers, publishes nothing; the waiting CLI says job_cancelled."""
+def held_cli_run(lab: Lab, name: str) -> tuple[subprocess.Popen[str], int, Path]:
+    """`memories job run … --json` waiting in a child process, its encrypt step held stopped."""
     daemon = lab.cli.daemon_pid()
     assert daemon is not None
     lab.cli.sudo()  # the waiting CLI's elevation (its parent is this test process)
     for attempt in range(ATTEMPTS):
-        output = lab.root / f"locked-{attempt}.gpg"
+        output = lab.root / f"{name}-{attempt}.gpg"
         waiting = subprocess.Popen(
             lab.cli.command("job", "run", lab.plan(output), "--json"),
             stdin=subprocess.DEVNULL,
@@ -214,10 +213,15 @@ def test_a_lock_cancels_the_run_kills_its_child_and_removes_its_workspace(lab: L
         )
         child = stop_encrypt_step(daemon, lambda waiting=waiting: waiting.poll() is not None)
         if child is not None:
-            break
+            return waiting, child, output
         waiting.communicate(timeout=60)
-    else:
-        raise AssertionError("the encrypt step ended before it could be held")
+    raise AssertionError("the encrypt step ended before it could be held")
+
+
+def test_a_lock_cancels_the_run_kills_its_child_and_removes_its_workspace(lab: Lab) -> None:
+    """Issue 16, JB-3: a lock kills the step's process group, removes the workspace (with the
+    credential files) before it answers, publishes nothing; the waiting CLI says job_cancelled."""
+    waiting, child, output = held_cli_run(lab, "locked")
     workspace = lab.workspaces
     assert len(workspace) == 1
     assert os.listdir(lab.cli.home / "jobs" / workspace[0] / "cred")  # the key file is there while it runs
@@ -231,6 +235,21 @@ def test_a_lock_cancels_the_run_kills_its_child_and_removes_its_workspace(lab: L
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode != 0
     assert json.loads(out)["error"]["code"] == "job_cancelled"
+
+
+def test_ctrl_c_of_the_waiting_cli_cancels_the_run(lab: Lab) -> None:
+    """Issue 16: interrupting `job run` stops the run as a lock would — child killed, workspace
+    removed, nothing published — before the CLI exits (130); the vault stays unlocked."""
+    waiting, child, output = held_cli_run(lab, "interrupted")
+    waiting.send_signal(signal.SIGINT)
+    said = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130, said
+    assert not pid_alive(child)
+    assert lab.workspaces == []
+    assert not output.exists() and lab.leftovers() == []
+    status = lab.cli.ok("status")
+    assert status["state"] == "unlocked"
+    assert [job["state"] for job in status["jobs"] if job["name"] == "job-run"][-1] == "cancelled"
 
 
 def test_a_killed_step_fails_the_run_and_leaves_nothing(lab: Lab) -> None:

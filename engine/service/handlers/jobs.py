@@ -271,3 +271,15 @@ def job_status(service: Service, request: rq.JobStatus, caller: Caller) -> dict[
     if request.wait_ms and request.seen_step is not None:
         run.wait_change(request.seen_step, min(request.wait_ms, MAX_WAIT_MS) / 1000)
     return run.view()
+
+
+@op(rq.JobCancel, needs_unlock=False, lock_free=True, touches_idle=False)
+def job_cancel(service: Service, request: rq.JobCancel, caller: Caller) -> dict[str, Any]:
+    """Ctrl-C of a waiting `job run`: the run stops like at a lock (child killed, workspace removed,
+    nothing published); answers once that is done (bounded), with the run's state."""
+    _local_cli(caller)
+    run = runs_of(service).get(request.run)
+    if run.handle is not None:
+        run.handle.cancel()
+        run.handle.wait(LOCK_WAIT_SECONDS)
+    return run.view()
