@@ -56,7 +56,7 @@ STATUS_KEYS = frozenset(
 # Background jobs the desktop may mention (engine/jobs/background.py names them; fixed engine
 # names, never user data). Any other name is dropped, so a foreign engine cannot put text of
 # its own into the tray or the page through this list.
-ACTIVITY_JOBS = frozenset({"verify", "search-build", "search-catch-up", "segmenter-warm"})
+ACTIVITY_JOBS = frozenset({"verify", "search-build", "search-catch-up", "segmenter-warm", "sync", "cloud-sync", "job-run"})
 MAX_ACTIVITY = 8
 MAX_COUNT = 10**12
 # States the prober itself reports when the engine gave no usable answer.

@@ -104,7 +104,12 @@ _JOB_TEXT = {
     "search-catch-up": "Indexing new items",
     "verify": "Checking signatures",
     "segmenter-warm": "Preparing search",
+    "sync": "Syncing",
+    "cloud-sync": "Syncing with the cloud",
+    "job-run": "Running an approved job",
 }
+# Jobs whose counts are items a person would count; the others report steps, said as "…".
+_COUNTED_JOBS = frozenset({"search-build", "search-catch-up"})
 
 
 def activity_text(probe: Probe) -> str:
@@ -116,11 +121,12 @@ def activity_text(probe: Probe) -> str:
     if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
         return ""
     job = jobs[0]
-    label = _JOB_TEXT.get(str(job.get("job")))
+    name = str(job.get("job"))
+    label = _JOB_TEXT.get(name)
     if label is None:
         return ""
     done, total = job.get("done"), job.get("total")
-    if isinstance(total, int) and total > 0 and isinstance(done, int):
+    if name in _COUNTED_JOBS and isinstance(total, int) and total > 0 and isinstance(done, int):
         return f"{label} {done:,} of {total:,}…"
     return f"{label}…"
 

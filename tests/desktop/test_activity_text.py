@@ -22,6 +22,9 @@ def test_activity_text_for_each_job() -> None:
     assert activity_text(unlocked(build)) == "Indexing 3,000 of 10,000…"
     verify = {"name": "verify", "state": "running", "done": 0, "total": None}
     assert activity_text(unlocked(verify)) == "Checking signatures…"
+    # Steps, not items: said without counts.
+    assert activity_text(unlocked({**verify, "done": 512, "total": 3000})) == "Checking signatures…"
+    assert activity_text(unlocked({"name": "sync", "state": "running", "done": 0, "total": 1})) == "Syncing…"
     catch_up = {"name": "search-catch-up", "state": "running", "done": 256, "total": 4000}
     assert activity_text(unlocked(catch_up)) == "Indexing new items 256 of 4,000…"
     assert activity_text(unlocked()) == ""

@@ -32,7 +32,12 @@ const JOB_TEXT = {
   "search-catch-up": "Indexing new items",
   verify: "Checking signatures",
   "segmenter-warm": "Preparing search",
+  sync: "Syncing",
+  "cloud-sync": "Syncing with the cloud",
+  "job-run": "Running an approved job",
 };
+// Jobs whose counts are items; the others report steps, said as "…" (the bar still fills).
+const COUNTED_JOBS = new Set(["search-build", "search-catch-up"]);
 
 const view = {
   kinds: [], // the allowlist from /api/kinds
@@ -166,7 +171,7 @@ function renderStatus(data) {
 function jobText(job) {
   const label = JOB_TEXT[job.job];
   if (!label) return null;
-  const counted = Number.isInteger(job.total) && job.total > 0 && Number.isInteger(job.done);
+  const counted = COUNTED_JOBS.has(job.job) && Number.isInteger(job.total) && job.total > 0 && Number.isInteger(job.done);
   return counted ? `${label} ${job.done.toLocaleString("en-US")} of ${job.total.toLocaleString("en-US")}…` : label + "…";
 }
 
