@@ -65,6 +65,8 @@ class Context:
                 client.connect()
             except MemoriesError as exc:
                 if exc.code == "daemon_unavailable":
+                    if not self.paths.store.exists():  # unlock would only say this after starting the engine
+                        raise MemoriesError("not_initialized") from None
                     raise MemoriesError("daemon_unavailable", "The engine is not running; `memories unlock` starts it.") from None
                 raise
             self._client = client

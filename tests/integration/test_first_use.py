@@ -55,3 +55,11 @@ def test_a_plan_digest_prefix_gets_a_sentence_not_the_request_schema(vault: Cli)
         error = vault.err("job", action, "1d7d52ce16ba")
         assert error["code"] == "invalid_request"
         assert "all 64 hex characters" in error["message"] and "regex" not in error["message"]
+
+
+def test_a_command_in_an_empty_data_home_says_to_create_a_vault(cli: Cli) -> None:
+    """Before: "The engine is not running; `memories unlock` starts it.", and unlock then said
+    there was no vault. Now the first answer is the one that helps; nothing is created."""
+    error = cli.err("list")
+    assert error["code"] == "not_initialized" and "memories init" in error["message"]
+    assert not cli.home.exists()
