@@ -82,7 +82,9 @@ def test_activity_page_over_http_and_in_the_browser(vault: Cli, tmp_path: Path) 
             await page.click("#nav-activity")
             row = page.locator("#activity-rows tr", has_text="Activity title")
             await row.first.wait_for(timeout=15000)
-            assert await row.first.locator(".activity-op").text_content() == "put"
+            op = row.first.locator(".activity-op")
+            assert await op.text_content() == "Added"  # said for a person; the engine's name stays in data-op
+            assert await op.get_attribute("data-op") == "put"
             assert await row.first.locator(".activity-who").text_content() == "you (cli)"
             assert BODY not in await page.content()
             shot = tmp_path / "dashboard-activity.png"
