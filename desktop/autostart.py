@@ -21,6 +21,7 @@ from engine.errors import MemoriesError
 __all__ = [
     "KINDS",
     "default_kind",
+    "platform_kinds",
     "tray_command",
     "entry_path",
     "render_entry",
@@ -45,6 +46,13 @@ def default_kind() -> str:
     if sys.platform == "win32":
         return "windows"
     return "xdg"
+
+
+def platform_kinds() -> tuple[str, ...]:
+    """The kinds of login entry this platform reads (Linux: XDG autostart or a systemd user unit)."""
+    if sys.platform in ("darwin", "win32"):
+        return (default_kind(),)
+    return ("xdg", "systemd")
 
 
 def tray_command(home: Path | None) -> list[str]:

@@ -147,11 +147,12 @@ def autostart_disable(kind: str) -> dict[str, Any]:
 
 
 def autostart_status() -> dict[str, Any]:
-    """Every kind's entry path and whether it exists (on any platform: files are just files)."""
+    """The entry path of each kind this platform reads, and whether it exists."""
     from desktop import autostart
 
     entries = [
-        {"kind": kind, "path": str(autostart.entry_path(kind)), "enabled": autostart.installed(kind)} for kind in autostart.KINDS
+        {"kind": kind, "path": str(autostart.entry_path(kind)), "enabled": autostart.installed(kind)}
+        for kind in autostart.platform_kinds()
     ]
     return {"entries": entries}
 

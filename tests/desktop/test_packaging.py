@@ -357,3 +357,12 @@ def test_an_install_without_packaging_files_gets_a_typed_error(tmp_path: Path) -
     code, message = json.loads(out.stdout)
     assert code == "io_error" and "reinstall Memories" in message
     assert not (tmp_path / "data").exists()
+
+
+def test_autostart_status_lists_only_this_platforms_entries(cli: Cli, tmp_path: Path) -> None:
+    """A Linux user asked for their login entries sees XDG and systemd, not a LaunchAgent
+    path under ~/Library or a Windows Startup folder."""
+    kinds = [e["kind"] for e in _ok(cli, tmp_path, "autostart", "status")["entries"]]
+    assert kinds == list(autostart.platform_kinds())
+    if sys.platform.startswith("linux"):
+        assert kinds == ["xdg", "systemd"]
