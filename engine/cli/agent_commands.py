@@ -8,7 +8,6 @@ absolute command ``memories --home HOME mcp --agent NAME``, and installs the ski
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -177,5 +176,12 @@ def _remove_skill(path: Path) -> None:
     except FileNotFoundError:
         return
     path.unlink()
-    with contextlib.suppress(OSError):  # not empty: other files are the user's
-        path.parent.rmdir()
+    # SKILL.md sits in <root>/.claude/skills/memories/: remove the folders connect may have
+    # made on the way down when nothing else is in them (a non-empty one is the user's).
+    folder = path.parent
+    for _ in range(3):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

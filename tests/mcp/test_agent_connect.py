@@ -107,9 +107,13 @@ def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, 
     codex_home = Path(connected.env["HOME"]) / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    theirs = project / ".opencode" / "skills" / "theirs" / "SKILL.md"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text("the user's own skill\n")
 
     connected.ok("agent", "connect", "opencode", "--project", str(project), "--scope", "read")
     connected.ok("agent", "connect", "codex")
+    assert (Path(connected.env["HOME"]) / ".agents" / "skills" / "memories" / "SKILL.md").is_file()
     opencode = json.loads((project / "opencode.json").read_text())
     assert opencode["theme"] == "dark" and set(opencode["mcp"]) == {"other", "memories"}
     assert opencode["mcp"]["memories"]["command"][-2:] == ["--agent", "opencode"]
@@ -127,6 +131,10 @@ def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, 
     assert connected.ok("mcp", "grants")["grants"] == []
     assert connected.ok("agent", "list")["agents"] == []
     assert connected.err("agent", "disconnect", "codex")["code"] == "not_found"
+    # The skill folders connect made are gone when empty; the user's own skill stays.
+    assert theirs.read_text() == "the user's own skill\n"
+    assert not (project / ".opencode" / "skills" / "memories").exists()
+    assert not (Path(connected.env["HOME"]) / ".agents").exists()
 
 
 def _run_server(connected: Cli, project: Path) -> subprocess.CompletedProcess[str]:
