@@ -30,6 +30,7 @@ __all__ = [
     "LOGIN_FIELDS",
     "MAX_URLS",
     "MAX_PASSWORD",
+    "MAX_NOTE",
     "LoginInput",
     "LoginParts",
     "build_login",
@@ -45,6 +46,7 @@ MAX_URL = 2000
 MAX_PASSWORD = 16 * 1024
 MAX_USERNAME = 320
 MAX_HIDDEN_FIELDS = 32
+MAX_NOTE = 64 * 1024
 _FIELD_KEY = re.compile(r"\W+")  # Unicode-aware: "工号" stays "工号"
 
 
@@ -90,6 +92,7 @@ class LoginInput:
     tags: list[str] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)  # visible custom fields: name -> value
     hidden: dict[str, str] = field(default_factory=dict)  # protected custom fields: name -> value
+    note: str | None = None  # a moved-in secure note's text: protected, copied like a token, never body
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,11 @@ def build_login(login: LoginInput) -> LoginParts:
         secret["fields"] = dict(sorted(login.hidden.items()))
         public["fields"] = sorted(login.hidden)
         features.append("fields")
+    if login.note is not None:
+        if not 1 <= len(login.note) <= MAX_NOTE:
+            raise _fail(f"A secure note's text is 1–{MAX_NOTE} characters.")
+        secret["token"] = login.note  # "token": what `memories copy CARD` copies
+        features.append("note")
     if len(meta) > 64:
         raise _fail("A login has at most 64 metadata fields (username, URLs and custom fields).")
     if not features and "username" not in meta:
@@ -162,7 +170,9 @@ def login_content_key(login: LoginInput) -> str:
     The secrets enter only as a SHA-256 digest, and the key itself is a digest again, so
     it is safe to keep in the card's (encrypted) summary.
     """
-    secrets = {"password": login.password, "totp": login.totp, "hidden": dict(sorted(login.hidden.items()))}
+    secrets: dict[str, Any] = {"password": login.password, "totp": login.totp, "hidden": dict(sorted(login.hidden.items()))}
+    if login.note is not None:
+        secrets["note"] = login.note  # only when present: the keys of earlier imports stay the same
     material = {
         "kind": LOGIN_KIND,
         "title": login.title,

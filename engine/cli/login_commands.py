@@ -251,10 +251,15 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
         "ids": ids,
     }
     if args.dry_run:
-        titles = "\n".join(f"  {one_line(item['title'])}" for item in items[:50])
+        titles = "\n".join(
+            f"  {one_line(item['title'])}" + ("  (protected note)" if "note" in item else "") for item in items[:50]
+        )
         more = f"\n  … and {len(items) - 50} more" if len(items) > 50 else ""
         text = f"would create {would} login(s), {present} already present, {len(skipped)} skipped\n{titles}{more}"
     else:
         text = f"imported {created} login(s) from {loaded.source}, {present} already present, {len(skipped)} skipped"
+        notes = sum(1 for item in items if "note" in item)
+        if notes:
+            text += f"\n{notes} of the entries are secure notes, kept as protected notes (`memories copy ID` copies one)"
     ctx.emit(summary, text.rstrip())
     return 0

@@ -3,7 +3,8 @@
 Shape: ``{"encrypted": false, "folders": [{"id", "name"}], "items": [{"type": 1, "name",
 "notes", "folderId", "fields": [{"name", "value", "type"}], "login": {"username",
 "password", "totp", "uris": [{"uri"}]}}]}``. Items of type 1 (login) become logins; secure
-notes, cards and identities are listed as skipped. Custom fields of type 1 (hidden) are
+notes (type 2) become protected notes, their text a protected secret (never a card body);
+cards, identities and SSH keys are listed as skipped. Custom fields of type 1 (hidden) are
 protected, text and boolean fields are kept as card metadata, linked fields (type 3) only
 point at other fields and are dropped. Folders become tags.
 """
@@ -17,7 +18,7 @@ from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, no
 
 __all__ = ["parse_bitwarden"]
 
-_ITEM_TYPES = {2: "secure note", 3: "card", 4: "identity", 5: "SSH key"}
+_ITEM_TYPES = {3: "card", 4: "identity", 5: "SSH key"}
 
 
 def parse_bitwarden(data: bytes) -> Loaded:
@@ -56,7 +57,7 @@ def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) ->
     item = typed(item, dict, where, "the item")
     title = opt_text(item.get("name"), where, "its name") or ""
     kind = item.get("type")
-    if kind != 1:
+    if kind not in (1, 2):
         label = _ITEM_TYPES.get(kind, "item") if isinstance(kind, int) else "item"
         skipped.append(f"{where} ({title[:80]!r}): a {label}, not a login")
         return None
@@ -69,7 +70,11 @@ def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) ->
         text = opt_text(uri.get("uri"), where, f"uri {j + 1}")
         if text:
             entry.urls.append(text)
-    entry.notes = opt_text(item.get("notes"), where, "its notes") or ""
+    notes = opt_text(item.get("notes"), where, "its notes") or ""
+    if kind == 2:
+        entry.note = notes or None  # a note without text still keeps its title, fields and folder
+    else:
+        entry.notes = notes
     folder = opt_text(item.get("folderId"), where, "its folderId")
     if folder and folder in folders:
         entry.tags.append(folders[folder])

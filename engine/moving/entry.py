@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engine.cards.login import MAX_PASSWORD, LoginInput, build_login
+from engine.cards.login import MAX_NOTE, MAX_PASSWORD, LoginInput, build_login
 from engine.cards.otpauth import parse_otpauth
 from engine.cards.schema import validate_meta
 from engine.errors import MemoriesError
@@ -47,6 +47,9 @@ class Entry:
     fields: dict[str, str] = field(default_factory=dict)
     hidden: dict[str, str] = field(default_factory=dict)
     attachments: list[str] = field(default_factory=list)  # names only: listed as skipped
+    # A secure note (Bitwarden type 2, 1Password "003", a notes-only KeePass entry): its text
+    # goes here, never in ``notes``, so it is kept as a protected secret and not as a body.
+    note: str | None = None
 
 
 @dataclass
@@ -130,6 +133,8 @@ def _tidy(entry: Entry) -> LoginInput:
     tags = list(dict.fromkeys(t.strip()[:MAX_TAG] for t in entry.tags if t.strip()))[:MAX_TAGS]
     if entry.password is not None and len(entry.password) > MAX_PASSWORD:
         raise fail(entry.where, f"its password is longer than {MAX_PASSWORD} characters.")
+    if entry.note is not None and len(entry.note) > MAX_NOTE:
+        raise fail(entry.where, f"its secure note is longer than {MAX_NOTE} characters.")
     fields = {name.strip()[:200] or "field": value for name, value in entry.fields.items() if value != ""}
     hidden = {name.strip()[:200] or "field": value for name, value in entry.hidden.items() if value != ""}
     return LoginInput(
@@ -142,6 +147,7 @@ def _tidy(entry: Entry) -> LoginInput:
         tags=tags,
         fields=fields,
         hidden=hidden,
+        note=entry.note or None,
     )
 
 
@@ -157,7 +163,7 @@ def check_all(loaded: Loaded) -> tuple[list[tuple[LoginInput, str]], list[str]]:
         login = _tidy(entry)
         for name in entry.attachments:
             skipped.append(f"{entry.where}: attachment {name[:80]!r} (files are not imported yet)")
-        if not (login.username or login.password or login.totp or login.hidden):
+        if not (login.username or login.password or login.totp or login.hidden or login.note):
             skipped.append(f"{entry.where}: no username, password or TOTP (not a login)")
             continue
         try:
@@ -188,4 +194,6 @@ def wire(login: LoginInput, where: str) -> dict[str, Any]:
         item["fields"] = login.fields
     if login.hidden:
         item["hidden"] = login.hidden
+    if login.note is not None:
+        item["note"] = login.note
     return item

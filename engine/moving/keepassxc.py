@@ -5,8 +5,10 @@ decrypts it and un-protects its values; its inner XML then goes through the same
 an XML export, so both paths keep exactly the same fields: Title, UserName, Password, URL
 (plus KeePassXC's ``KP2A_URL*`` extra URLs), Notes, Tags, the group path as a tag, the
 ``otp`` attribute (or the older ``TOTP Seed``) as the TOTP, other attributes as custom
-fields (protected ones as hidden fields), and attachments listed as skipped. History
-entries and the recycle bin are left out.
+fields (protected ones as hidden fields), and attachments listed as skipped. An entry with
+notes but no username, password, URL or TOTP is a notes-only entry, which KeePass users keep
+as secure notes: its notes become a protected note. History entries and the recycle bin
+are left out.
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ def _entry(node: Any, where: str, path: list[str]) -> Entry:
             break
     for binary in node.findall("Binary"):
         entry.attachments.append(binary.findtext("Key") or "attachment")
+    if entry.notes.strip() and not (entry.username or entry.password or entry.urls or entry.totp):
+        entry.note, entry.notes = entry.notes, ""
     return entry
 
 

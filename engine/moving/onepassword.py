@@ -5,8 +5,9 @@
 "tags"}, "details": {"loginFields": [{"designation", "value", "fieldType"}], "password",
 "notesPlain", "sections": [{"title", "fields": [{"title", "value": {"totp"|"string"|
 "concealed"|…: …}}]}], "documentAttributes"}}]}]}]}``. Logins (category ``001``) and
-passwords (``005``) become logins, with the vault name as a tag; other categories are
-listed as skipped, and so are files (``files/`` in the zip, documentAttributes).
+passwords (``005``) become logins, with the vault name as a tag; secure notes (``003``)
+become protected notes, their text a protected secret; other categories are listed as
+skipped, and so are files (``files/`` in the zip, documentAttributes).
 CSV: a header row naming at least ``title`` and one of ``username``/``password``.
 """
 
@@ -22,8 +23,8 @@ from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, no
 
 __all__ = ["parse_1pux", "parse_1password_csv"]
 
-_LOGIN, _PASSWORD = "001", "005"
-_CATEGORIES = {"002": "credit card", "003": "secure note", "004": "identity", "006": "document"}
+_LOGIN, _PASSWORD, _SECURE_NOTE = "001", "005", "003"
+_CATEGORIES = {"002": "credit card", "004": "identity", "006": "document"}
 
 
 def _export_data(data: bytes) -> Any:
@@ -82,7 +83,7 @@ def _item(item: Any, where: str, vault_name: str | None, skipped: list[str]) -> 
         skipped.append(f"{label}: archived in 1Password")
         return None
     category = item.get("categoryUuid")
-    if category not in (_LOGIN, _PASSWORD):
+    if category not in (_LOGIN, _PASSWORD, _SECURE_NOTE):
         name = _CATEGORIES.get(category, "item") if isinstance(category, str) else "item"
         skipped.append(f"{label}: a {name}, not a login")
         return None
@@ -114,7 +115,11 @@ def _item(item: Any, where: str, vault_name: str | None, skipped: list[str]) -> 
             entry.fields[opt_text(field.get("name"), where, "a field name") or "field"] = value
     if entry.password is None:
         entry.password = opt_text(details.get("password"), where, "its password")
-    entry.notes = opt_text(details.get("notesPlain"), where, "its notes") or ""
+    notes = opt_text(details.get("notesPlain"), where, "its notes") or ""
+    if category == _SECURE_NOTE:
+        entry.note = notes or None
+    else:
+        entry.notes = notes
     for section in typed(details.get("sections") or [], list, where, "its sections"):
         section = typed(section, dict, where, "a section")
         prefix = opt_text(section.get("title"), where, "a section title")

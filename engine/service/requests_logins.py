@@ -19,6 +19,7 @@ FieldName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Fields = Annotated[dict[FieldName, Annotated[str, msgspec.Meta(max_length=10_000)]], msgspec.Meta(max_length=60)]
 HiddenFields = Annotated[dict[FieldName, Secret], msgspec.Meta(max_length=32)]
 Where = Annotated[str, msgspec.Meta(max_length=300)]
+NoteText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
 
 
 class LoginEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -33,6 +34,7 @@ class LoginEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tags: Tags = []
     fields: Fields = {}
     hidden: HiddenFields = {}
+    note: NoteText | None = None  # a moved-in secure note's text (IM-1): kept protected, never body
     where: Where = ""  # the entry's place in its source file, for error messages
 
 

@@ -135,8 +135,9 @@ def test_keepass_xml_and_csv_exports(vault: Cli, tmp_path: Path) -> None:
 def test_bitwarden_json(vault: Cli) -> None:
     """IM-1: Bitwarden's unencrypted JSON: logins with folders as tags, hidden fields and TOTP protected."""
     done = _import(vault, "bitwarden", str(DATA / "bitwarden.json"))
-    assert done["created"] == 2 and any("secure note" in s for s in done["skipped"])
+    assert done["created"] == 3 and not any("secure note" in s for s in done["skipped"])
     logins = _logins(vault)
+    assert logins["只是一条笔记"]["features"] == ["note"]  # a secure note: kept (test_moving_in_notes.py)
     mail = logins["公司邮箱"]
     assert mail["urls"] == ["https://mail.example.cn", "https://m.mail.example.cn"]
     assert set(mail["tags"]) == {"工作", "favorite"} and mail["features"] == ["password", "totp", "fields"]
@@ -150,8 +151,8 @@ def test_bitwarden_json(vault: Cli) -> None:
 def test_1password_1pux_and_csv(vault: Cli) -> None:
     """IM-1: 1Password's 1PUX (vault name and tags as tags, files listed as skipped) and CSV."""
     done = _import(vault, "1password", str(DATA / "1password.1pux"))
-    assert done["created"] == 2
-    assert any("护照.pdf" in s for s in done["skipped"]) and any("secure note" in s for s in done["skipped"])
+    assert done["created"] == 3
+    assert any("护照.pdf" in s for s in done["skipped"]) and not any("secure note" in s for s in done["skipped"])
     logins = _logins(vault)
     bank = logins["网上银行"]
     assert set(bank["tags"]) == {"私人", "金融"} and bank["features"] == ["password", "totp", "fields"]
@@ -224,7 +225,7 @@ def test_no_imported_secret_in_any_output_or_plaintext_file(vault: Cli, tmp_path
     _import(vault, "1password", str(DATA / "1password.1pux"))
     _import(vault, "1password", str(DATA / "1password.csv"))
     logins = vault.ok("login", "list")["items"]
-    assert len(logins) == 7
+    assert len(logins) == 9  # 7 logins and 2 secure notes
     vault.sudo()
     commands: list[tuple[str, ...]] = [
         ("list",),
@@ -243,7 +244,7 @@ def test_no_imported_secret_in_any_output_or_plaintext_file(vault: Cli, tmp_path
         outputs.append((args, proc.stdout + proc.stderr))
     for kind in ("login", "credential"):
         listed = raw(vault, {"op": "list", "kind": kind, "limit": 1000})
-        assert len(listed["items"]) == 7
+        assert len(listed["items"]) == 9
         outputs.append((("list", kind), json.dumps(listed, ensure_ascii=False)))
     for args, text in outputs:
         for canary in (*CANARIES, *SEEDS):

@@ -45,6 +45,7 @@ def _input(entry: lrq.LoginEntry) -> LoginInput:
         tags=list(entry.tags),
         fields=dict(entry.fields),
         hidden=dict(entry.hidden),
+        note=entry.note,
     )
 
 
