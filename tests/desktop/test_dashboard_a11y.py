@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
+from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, save_artifact
-from tests.desktop.test_dashboard_browser import ARGS, CHROMIUM
 from tests.desktop.test_dashboard_details import seeded  # noqa: F401 - the module's vault fixture
 from tests.helpers import Cli, require
 
@@ -43,32 +43,7 @@ def _axe_source() -> str:
 
 
 def _browser(url: str, scenario: Callable[[Any], Awaitable[None]], *, bypass_csp: bool, dark: bool, width: int) -> None:
-    require(Path(CHROMIUM).exists(), "chromium (apt: chromium)")
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        require(False, "playwright (pip: the dev extra)")
-        raise
-
-    async def main() -> None:
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                context = await browser.new_context(
-                    viewport={"width": width, "height": 820},
-                    color_scheme="dark" if dark else "light",
-                    bypass_csp=bypass_csp,
-                )
-                page = await context.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                await page.goto(url)
-                await scenario(page)
-                assert errors == [], errors
-            finally:
-                await browser.close()
-
-    asyncio.run(main())
+    run_in_browser(url, scenario, width=width, height=820, dark=dark, bypass_csp=bypass_csp, console="none")
 
 
 class Audit:

@@ -18,8 +18,9 @@ import pytest
 
 from engine.config import Paths
 from engine.ipc.client import IpcClient
+from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, start_dashboard, stop_process
-from tests.desktop.test_dashboard_vault import _shot, run_in_browser
+from tests.desktop.test_dashboard_vault import _shot
 from tests.helpers import Cli
 
 NOTES = 4000

@@ -4,58 +4,20 @@ sees the status, edits a card, and the CLI shows the new revision."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tests.desktop import browser
+from tests.desktop.browser import Scenario
 from tests.desktop.support import Dashboard, save_artifact
-from tests.helpers import Cli, require
+from tests.helpers import Cli
 
-CHROMIUM = os.environ.get("MEMORIES_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 CANARY = "CANARY-browser-private-91c2"
-
-Scenario = Callable[[Any], Awaitable[None]]
 
 
 def run_in_browser(url: str, scenario: Scenario) -> None:
-    """One chromium per test with Playwright's async API on a private event loop."""
-    require(shutil.which(CHROMIUM) is not None or Path(CHROMIUM).exists(), "chromium (apt: chromium)")
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        require(False, "playwright (pip: the dev extra)")
-        raise
-
-    async def main() -> None:
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                page = await browser.new_page(viewport={"width": 1280, "height": 720})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.on(
-                    "console",
-                    lambda msg: errors.append(msg.text) if msg.type == "error" and "Content Security" in msg.text else None,
-                )
-                await page.goto(url)
-                await scenario(page)
-                assert errors == [], errors  # no script errors, no CSP violations
-            finally:
-                await browser.close()
-
-    asyncio.run(main())
+    """The status-page viewport; refused requests may log, so only CSP violations fail."""
+    browser.run_in_browser(url, scenario, height=720, console="csp")
 
 
 async def _shot(page: Any, path: Path) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
+from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, save_artifact, start_dashboard, stop_process
-from tests.desktop.test_dashboard_vault import run_in_browser
 from tests.helpers import Cli
 
 RECIPE_V1 = "Bread recipe"

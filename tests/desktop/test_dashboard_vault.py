@@ -17,9 +17,9 @@ import pytest
 
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
+from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, save_artifact, start_dashboard, stop_process
-from tests.desktop.test_dashboard_browser import ARGS, CHROMIUM, Scenario
-from tests.helpers import Cli, require
+from tests.helpers import Cli
 
 BULK = 2000
 FIRST = "The very first note"
@@ -70,34 +70,6 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     finally:
         stop_process(dash.proc)
         cli.stop()
-
-
-def run_in_browser(url: str, scenario: Scenario, width: int = 1280, height: int = 800, dark: bool = False) -> None:
-    """One chromium per test (Playwright, Debian's chromium); fails on any script error or CSP violation."""
-    require(Path(CHROMIUM).exists(), "chromium (apt: chromium)")
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        require(False, "playwright (pip: the dev extra)")
-        raise
-
-    async def main() -> None:
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                page = await browser.new_page(
-                    viewport={"width": width, "height": height}, color_scheme="dark" if dark else "light"
-                )
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-                await page.goto(url)
-                await scenario(page)
-                assert errors == [], errors  # no script errors, no CSP violations
-            finally:
-                await browser.close()
-
-    asyncio.run(main())
 
 
 async def _shot(page: Any, name: str, tmp: Path) -> None:
@@ -418,7 +390,7 @@ def test_layout_and_no_horizontal_scroll(seeded: dict[str, Any], name: str, widt
         await no_sideways(page)
         await _shot(page, f"dashboard-{name}-tickets.png", seeded["tmp"])
 
-    run_in_browser(dash.url, scenario, width, height, dark)
+    run_in_browser(dash.url, scenario, width=width, height=height, dark=dark)
 
 
 def test_no_vault_yet_says_how_to_create_one(tmp_path: Path) -> None:
