@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -143,9 +144,8 @@ def _remove_stale_staging(home: Path) -> None:
         shutil.rmtree(child, ignore_errors=True)
 
 
-def _build(staging: Path, password: str, restorer: Restorer) -> bytes:
-    """The whole new store inside ``staging``; returns its master key."""
-    master = create_store(staging / "store.db", password, calibrate(), [])
+def _build(staging: Path, master: bytes, restorer: Restorer) -> None:
+    """Fill the empty new store inside ``staging`` (sealed under ``master``) from the backup."""
     store = StoreFile.open(staging / "store.db")
     try:
         store.install_master(master)
@@ -173,7 +173,6 @@ def _build(staging: Path, password: str, restorer: Restorer) -> bytes:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return master
 
 
 @op(brq.Restore, needs_unlock=False, lock_free=True)
@@ -191,8 +190,17 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
         staging.mkdir(mode=0o700)
         try:
             with _open_file(request.path) as src:
-                restorer = Restorer(BackupReader(src, request.backup_password), build=True)
-                master = _build(staging, request.password, restorer)
+                # Calibrated alone, as `init` does: a probe slowed by other work would pick a weaker KDF.
+                kdf = calibrate()
+                # The new store's Argon2id and the backup's are independent and libsodium runs
+                # without the GIL, so on two cores they overlap instead of adding up (the largest
+                # fixed cost of a restore beyond the verify it includes). The pool joins its thread
+                # before any error propagates, so the staging cleanup below sees a finished store.
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-kdf") as pool:
+                    empty_store = pool.submit(create_store, staging / "store.db", request.password, kdf, [])
+                    restorer = Restorer(BackupReader(src, request.backup_password), build=True)
+                    master = empty_store.result()
+                    _build(staging, master, restorer)
             try:
                 os.link(staging / "store.db", target)  # the one step that makes the home whole
             except FileExistsError:
