@@ -45,7 +45,7 @@
     recall_turn: "Recalled a conversation", recall_session: "Recalled a conversation", transcript_show: "Opened a transcript",
     quarantine_show: "Looked at held-back changes", quarantine_discard: "Discarded held-back changes",
     quarantine_reapply: "Applied held-back changes", card_unlink: "Removed a link", audit: "Read the activity log",
-    dashboard_activity: "Read the activity log",
+    dashboard_activity: "Read the activity log", card_link: "Linked items", card_write: "Saved a card",
   };
 
   function opText(op) {
