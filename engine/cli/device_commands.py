@@ -39,14 +39,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "--approver", required=True, metavar="DEVICE_ID", help="the device ID `memories whoami` shows on the approving device"
     )
     dp.add_argument("--name", help="this device's name (default: the host name)")
-    dp.add_argument("--out", metavar="FILE", help="also write the request to FILE (0600)")
+    dp.add_argument("--output", "-o", "--out", dest="out", metavar="FILE", help="also write the request to FILE (0600)")
     dp.add_argument("--password-stdin", action="store_true", help="read the new vault password from standard input")
     dp.set_defaults(func=cmd_request)
 
     dp = dsub.add_parser("approve", parents=[common], help="on a trusted device (needs sudo): approve a join request")
     dp.add_argument("request", metavar="REQUEST|FILE", help="the request text, or a file holding it")
     dp.add_argument("--yes", action="store_true", help="do not ask; only after checking the full fingerprint")
-    dp.add_argument("--out", metavar="FILE", help="also write the approval to FILE (0600)")
+    dp.add_argument("--output", "-o", "--out", dest="out", metavar="FILE", help="also write the approval to FILE (0600)")
     dp.set_defaults(func=cmd_approve)
 
     dp = dsub.add_parser("join", parents=[common], help="on the new device: join with the approval")

@@ -41,7 +41,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     secret.add_argument("--generate", action="store_true", help="generate a random password")
     p.add_argument("--length", type=int, help="with --generate: characters (default 24)")
     p.add_argument("--no-symbols", action="store_true", help="with --generate: letters and digits only")
-    p.add_argument("--totp-uri-stdin", action="store_true", help="read an otpauth://totp URI from standard input")
+    p.add_argument(
+        "--otp-stdin",
+        "--totp-uri-stdin",
+        dest="totp_uri_stdin",
+        action="store_true",
+        help="read an otpauth://totp URI from standard input (the same flag as `protected new`)",
+    )
     p.add_argument("--notes", help="non-secret notes (the card's body)")
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", default=[], help="a tag (repeatable)")
     p.set_defaults(func=cmd_new)
