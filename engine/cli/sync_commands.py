@@ -217,6 +217,13 @@ def _status(ctx: Context) -> int:
     return 0
 
 
+def _short_fingerprint(row: dict[str, Any]) -> str:
+    """The device's fingerprint as `memories devices` groups it, shortened for one line
+    (checks never shorten it; an older engine's answer has only the device ID)."""
+    text = str(row.get("fingerprint") or row["device_id"])
+    return " ".join(text[i : i + 4] for i in range(0, 16, 4)) + "…"
+
+
 def _token(ctx: Context, args: argparse.Namespace, words: list[str]) -> int:
     action = words[0] if words else ""
     if action == "new" and len(words) == 1:
@@ -227,7 +234,8 @@ def _token(ctx: Context, args: argparse.Namespace, words: list[str]) -> int:
             body["name"] = args.name
         result = ctx.request(body)
         text = (
-            f"sync token for device {one_line(result['name'])} ({result['device_id'][:16]}…), id {result['token_id']}:\n"
+            f"sync token for device {one_line(result['name'])} (fingerprint {_short_fingerprint(result)}), "
+            f"id {result['token_id']}:\n"
             f"{result['token']}\n"
             f"shown once: on that device set {TOKEN_ENV} to it and run `memories sync URL`"
         )
@@ -236,7 +244,7 @@ def _token(ctx: Context, args: argparse.Namespace, words: list[str]) -> int:
     if action == "list" and len(words) == 1:
         result = ctx.request({"op": "sync_token_list"})
         lines = [
-            f"{row['token_id']}  {one_line(row['name']):<20} device {row['device_id'][:16]}…  "
+            f"{row['token_id']}  {one_line(row['name']):<20} fingerprint {_short_fingerprint(row)}  "
             + ("revoked" if row["revoked"] else "active" if row["device_authorized"] else "device revoked")
             for row in result["tokens"]
         ]

@@ -147,6 +147,10 @@ def test_wrong_absent_and_revoked_tokens_are_refused(pair: tuple[Cli, Cli]) -> N
     token = token_for(a, b)
     listed = a.ok("sync", "token", "list")["tokens"]
     assert len(listed) == 1 and token not in json.dumps(listed) and listed[0]["device_id"] == device_id(b)
+    # The token names its device by the fingerprint `memories devices` and `whoami` show.
+    shown = b.ok("whoami")["device_fingerprint"]
+    assert listed[0]["fingerprint"] == shown
+    assert " ".join(shown[i : i + 4] for i in range(0, 16, 4)) in a.run("sync", "token", "list").stdout
     with Listener(a, free_port()).start() as listener:
         for wrong in (token[:-2] + ("AA" if not token.endswith("AA") else "BB"), "msync1.", "Bearer x"):
             assert sync_err(b, listener.url, wrong)["code"] == "sync_unauthorized"

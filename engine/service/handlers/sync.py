@@ -416,6 +416,7 @@ def sync_token_new(service: Service, request: rq.SyncTokenNew, caller: Caller) -
         "token": text,
         "token_id": bytes(record["token_id"]).hex(),
         "device_id": device.hex(),
+        "fingerprint": fingerprint(device),  # what `memories devices` shows for that device
         "name": name,
         "shown_once": True,
     }
@@ -428,6 +429,7 @@ def sync_token_list(service: Service, request: rq.SyncTokenList, caller: Caller)
     for info in tk.tokens(state.extra_records):
         row = info.view()
         row["device_authorized"] = _authorized_peer(state, info.device)
+        row["fingerprint"] = fingerprint(info.device)
         rows.append(row)
     return {"tokens": rows}
 
