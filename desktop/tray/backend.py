@@ -75,17 +75,71 @@ def load_pystray(backend: str) -> tuple[Any, str]:
 
 
 def xorg_icon_class(pystray: Any) -> Any:
-    """pystray 0.19.5's xorg icon never selects ButtonPress, so clicks do nothing
-    (pystray issue #151). This subclass asks for button events, so a click runs the
-    default action (open the dashboard)."""
+    """pystray 0.19.5's xorg icon, with three fixes: it selects ButtonPress, so a click runs
+    the default action (pystray issue #151); it writes the tooltip as UTF-8; and updates
+    asked from other threads never touch the loop's X connection (see below)."""
+    import sys
+    import threading
+
+    import Xlib.display  # type: ignore[import-untyped,unused-ignore]
+    import Xlib.protocol.event  # type: ignore[import-untyped,unused-ignore]
     from pystray import _xorg
     from Xlib import X  # type: ignore[import-untyped,unused-ignore]
+
+    _wake_lock = threading.Lock()
+    _wake_displays: dict[int, Any] = {}
 
     class ClickableXorgIcon(_xorg.Icon):  # type: ignore[misc]
         def _create_window(self) -> Any:
             window = super()._create_window()
             window.change_attributes(event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask)
             return window
+
+        def _rewrite_implementation(self, *methods: Any) -> None:
+            # pystray runs icon updates asked from other threads on its loop by sending the
+            # loop a ClientMessage, and it sends and flushes that on the loop's own Display
+            # connection from the asking thread. python-xlib can then leave the loop waiting
+            # forever for a reply (a GetGeometry while redrawing) that the other thread's
+            # flush took over: seen as a tray whose prober froze mid-"Indexing…". Here the
+            # message leaves on a connection only non-loop threads use, so the loop's
+            # connection is only ever touched by the loop.
+            atoms = [self._display.intern_atom(f"_PYSTRAY_{m.__name__.upper()}") for m in methods]
+            handlers: dict[int, Any] = {}
+            for method, atom in zip(methods, atoms, strict=True):
+                handlers[atom] = self._run_and_report(method)
+                setattr(self, method.__name__, self._asked_from_any_thread(method, atom))
+            self._message_handlers[X.ClientMessage] = lambda event: handlers.get(event.client_type, lambda: None)()
+
+        def _run_and_report(self, method: Any) -> Any:
+            def run() -> None:
+                try:
+                    method()
+                    self._queue.put(True)
+                except Exception:
+                    self._queue.put(sys.exc_info())
+
+            return run
+
+        def _asked_from_any_thread(self, method: Any, atom: int) -> Any:
+            def call() -> None:
+                if threading.current_thread().ident == self._thread.ident:
+                    method()
+                    return
+                with _wake_lock:
+                    wake = _wake_displays.get(id(self))
+                    if wake is None:
+                        wake = _wake_displays[id(self)] = Xlib.display.Display(self._display.get_display_name())
+                    target = wake.create_resource_object("window", self._window.id)
+                    message = Xlib.protocol.event.ClientMessage(
+                        type=X.ClientMessage, window=self._window.id, client_type=atom, data=(32, (X.CurrentTime, 0, 0, 0, 0))
+                    )
+                    target.send_event(message, event_mask=X.NoEventMask)
+                    wake.flush()
+                result = self._queue.get()
+                if result is not True:
+                    raise result[1].with_traceback(result[2])
+
+            return call
 
         def _update_title(self) -> None:
             # pystray writes the tooltip as WM_NAME, a Latin-1 STRING: a title with "…" or a
