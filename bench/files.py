@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,9 +97,9 @@ def stage_rates(mib: int = 64) -> dict[str, float]:
     key = os.urandom(32)
     rates: dict[str, float] = {}
 
-    def rate(name: str, work: object) -> None:
+    def rate(name: str, work: Callable[[], object]) -> None:
         cpu = time.process_time()
-        work()  # type: ignore[operator]
+        work()
         rates[name] = round(mib / max(time.process_time() - cpu, 1e-6), 1)
 
     sealed = seal_chunk_buffer(key, chunk, b"bench" + b"body", 0, count)

@@ -36,34 +36,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.search import note as search_note  # noqa: E402 - one note generator for the benches
 from tests.data import make_search_eval as ev  # noqa: E402 - the evaluation set's vocabulary
 
 VAULT_PASSWORD = "bench vault password that is long enough"
 MARK = "zyxwvquartz"  # a word only the last note holds
 
 
-def note(rng: random.Random, i: int) -> dict[str, object]:
-    """About 500 characters of sentences from real words, alternating English and Chinese (as bench/search.py)."""
-    parts: list[str] = []
-    while sum(len(p) for p in parts) < 500:
-        if rng.random() < 0.5:
-            p, q = rng.sample(ev.PEOPLE_EN, 2)
-            parts.append(
-                f"{p} {rng.choice(ev.VERBS_EN)} the {rng.choice(ev.THINGS_EN)} at {rng.choice(ev.PLACES_EN)} "
-                f"on {rng.choice(ev.DAYS)}, and {q} said it mattered. "
-            )
-        else:
-            p, q = rng.sample(ev.PEOPLE_ZH, 2)
-            parts.append(
-                f"{p}在{rng.choice(ev.PLACES_ZH)}{rng.choice(ev.VERBS_ZH)}{rng.choice(ev.THINGS_ZH)}，"
-                f"{q}觉得{rng.choice(ev.THINGS_ZH)}更重要。"
-            )
-    title = f"Note {i} {rng.choice(ev.THINGS_EN)} {rng.choice(ev.THINGS_ZH)}"
-    return {"title": title, "body": "".join(parts)[:500], "tags": [rng.choice(ev.DAYS)]}
+def note(rng: random.Random, i: int) -> dict[str, Any]:
+    """bench/search.py's ~500-character mixed English/Chinese note, plus one tag."""
+    item: dict[str, Any] = dict(search_note(rng, i))
+    item["tags"] = [rng.choice(ev.DAYS)]
+    return item
 
 
 def write_sources(work: Path, count: int) -> tuple[Path, Path, list[dict[str, object]]]:
@@ -78,7 +67,7 @@ def write_sources(work: Path, count: int) -> tuple[Path, Path, list[dict[str, ob
     folder.mkdir()
     for i, item in enumerate(notes):
         # Zero-padded names: the folder walk is in name order, so the last note is imported last.
-        text = f"---\ntitle: {json.dumps(item['title'], ensure_ascii=False)}\ntags: [{item['tags'][0]}]\n---\n{item['body']}\n"  # type: ignore[index]
+        text = f"---\ntitle: {json.dumps(item['title'], ensure_ascii=False)}\ntags: [{item['tags'][0]}]\n---\n{item['body']}\n"
         (folder / f"{i:06d}.md").write_text(text, encoding="utf-8")
     return jsonl, folder, notes
 

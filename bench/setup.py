@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
 
 
-def _timed(cmd: list[str], **kwargs: object) -> tuple[float, float]:
+def _timed(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (children) of one command that must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, **kwargs)  # type: ignore[call-overload]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
