@@ -81,10 +81,10 @@ def xorg_icon_class(pystray: Any) -> Any:
     import sys
     import threading
 
-    import Xlib.display  # type: ignore[import-untyped,unused-ignore]
-    import Xlib.protocol.event  # type: ignore[import-untyped,unused-ignore]
+    import Xlib.display
+    import Xlib.protocol.event
     from pystray import _xorg
-    from Xlib import X  # type: ignore[import-untyped,unused-ignore]
+    from Xlib import X
 
     _wake_lock = threading.Lock()
     _wake_displays: dict[int, Any] = {}
