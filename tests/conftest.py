@@ -10,7 +10,11 @@ import pytest
 
 from tests.helpers import Cli, in_ci
 
-_WORKER_TMP_ENV = "MEMORIES_TEST_WORKER_TMP"
+# The directory this very process made. Kept here, not in the environment: a pytest started by
+# a test (tests/unit/test_parallel_harness.py) inherits the environment, and its unconfigure
+# then removed the outer worker's directory while that worker still ran (seen in CI as
+# Playwright failing to mkdtemp under a vanished TMPDIR).
+_made_here: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,14 +31,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # nobody must reach their directories under it.
     os.chmod(private, 0o1777)
     os.environ["TMPDIR"] = private
-    os.environ[_WORKER_TMP_ENV] = private
+    _made_here.append(private)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    private = os.environ.pop(_WORKER_TMP_ENV, None)
-    if private:
-        shutil.rmtree(private, ignore_errors=True)
+    while _made_here:
+        shutil.rmtree(_made_here.pop(), ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

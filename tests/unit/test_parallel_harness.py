@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def _pytest(tmp_path: Path, *args: str, ci: bool) -> subprocess.CompletedProcess
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_XDIST_WORKER_COUNT", None)
     env["CI"] = "true" if ci else ""
-    return subprocess.run(
+    ours = Path(tempfile.gettempdir())
+    proc = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -52,6 +54,10 @@ def _pytest(tmp_path: Path, *args: str, ci: bool) -> subprocess.CompletedProcess
         text=True,
         timeout=300,
     )
+    # The nested run inherits this process's environment; it must leave this worker's temp
+    # directory alone (CI once lost it mid-run to a nested run's clean-up).
+    assert ours.is_dir(), f"the nested pytest removed {ours}"
+    return proc
 
 
 def test_each_worker_has_its_own_temp_directory_and_port_slice(tmp_path: Path) -> None:
