@@ -40,6 +40,9 @@ class FtsIndex:
             "title, body, meta, title_bg, body_bg, meta_bg, "
             "tokenize = 'unicode61 remove_diacritics 0')"
         )
+        # Every indexed word once per occurrence, in byte order: a range lookup in it stops at
+        # the first row, so asking for the word after a prefix costs microseconds.
+        self._conn.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks, instance)")
         self._lock = threading.Lock()
         weights = ", ".join(str(w) for w in BM25_WEIGHTS)
         self._query_sql = (
@@ -57,6 +60,17 @@ class FtsIndex:
     def delete(self, rowids: Iterable[int]) -> None:
         with self._lock:
             self._conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in rowids])
+
+    def only_word_with_prefix(self, word: str) -> bool:
+        """Whether ``word`` is an indexed word and no other indexed word begins with it, so that
+        the FTS5 prefix query ``word *`` matches exactly what ``word`` matches."""
+        with self._lock:
+            if self._conn.execute("SELECT 1 FROM temp.words WHERE term = ? LIMIT 1", (word,)).fetchone() is None:
+                return False  # not a word of the index as written (or not one token): keep the prefix
+            # "\x00" sorts before every other character, so this is the first word after ``word``
+            # itself; an ``> word`` bound would step over each of its occurrences instead.
+            after = self._conn.execute("SELECT term FROM temp.words WHERE term >= ? LIMIT 1", (word + "\x00",)).fetchone()
+        return after is None or not str(after[0]).startswith(word)
 
     def query(self, match: str, limit: int) -> list[tuple[int, float]]:
         """Best ``limit`` rows, best first; scores are negated BM25 (higher is better)."""

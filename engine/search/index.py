@@ -225,7 +225,7 @@ class VaultIndex:
         vector: list[tuple[bytes, int, float]] = []
         depth = CANDIDATES if keep is None else FILTERED_CANDIDATES
         if mode in ("lexical", "hybrid") and not query.empty:
-            lexical = self._best_per_asset(self.fts.query(query.match_expression(), depth), kinds, keep)
+            lexical = self._best_per_asset(self.fts.query(self.match_expression(query), depth), kinds, keep)
         if mode in ("vector", "hybrid") and query_vector is not None:
             rows: list[tuple[int, float]] = []
             for key, score in self.vectors.nearest(query_vector, None, depth):
@@ -256,6 +256,12 @@ class VaultIndex:
         ]
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
         return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
+
+    def match_expression(self, query: ParsedQuery) -> str:
+        """The query's FTS5 expression for this index: a lone word typed to its end ("sourdough",
+        which no longer indexed word extends) is not matched a second time as a prefix (SR-7)."""
+        prefix = query.lone_prefix
+        return query.match_expression(prefix_is_word=prefix is not None and self.fts.only_word_with_prefix(prefix))
 
     def _best_per_asset(
         self, rows: list[tuple[int, float]], kinds: frozenset[str] | None, keep: Callable[[bytes], bool] | None = None

@@ -38,10 +38,24 @@ class ParsedQuery:
     def empty(self) -> bool:
         return not self.terms and not self.phrases and not self.cjk_runs
 
-    def match_expression(self) -> str:
+    @property
+    def lone_prefix(self) -> str | None:
+        """The prefix when it is the query's only word (no other term, phrase or CJK run)."""
+        if self.prefix is not None and self.terms == [self.prefix] and not self.phrases and not self.cjk_runs:
+            return self.prefix
+        return None
+
+    def match_expression(self, *, prefix_is_word: bool = False) -> str:
+        """``prefix_is_word``: the index holds the prefix as a word and no longer word that begins
+        with it. A lone prefix then drops its prefix clause: it would match the same rows and the
+        same instances as the word clause, so BM25 of ``w OR w*`` is exactly twice that of ``w``
+        on every row (same order, same normalized scores), and FTS5 skips merging a prefix doclist
+        and scoring a second phrase for every match. With other clauses the sum would not be
+        proportional, so the prefix stays."""
+        keep_prefix = not (prefix_is_word and self.lone_prefix is not None)
         clauses: list[str] = []
         for term in self.terms:
-            clauses.append(_term_clause(term, prefix=term == self.prefix))
+            clauses.append(_term_clause(term, prefix=keep_prefix and term == self.prefix))
         for tokens, phrase in zip(self.phrase_tokens, self.phrases, strict=True):
             if not tokens:
                 continue
