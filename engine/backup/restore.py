@@ -7,9 +7,15 @@ flags against the DAG it rebuilt. With ``build=True`` it also produces the new s
 
 * a new identity (user, device and exchange keys) and, per backed-up vault, a NEW vault ID
   with a genesis policy whose only member is the new user (no old shared membership);
-* each current head (conflict heads included, tombstone heads too) re-encrypted and signed
-  by the new device as a parentless revision of the same asset ID in the new vault, so secret
-  maps, links, card kinds, protected cards, OTP seeds and counters and credentials carry over;
+* each current head (conflict heads included, tombstone heads too) signed by the new device
+  as a parentless revision of the same asset ID in the new vault, so secret maps, links, card
+  kinds, protected cards, OTP seeds and counters and credentials carry over. Its signed body
+  names the original head and carries the item's original creation time and the head's change
+  time (``Restored``), which lists show: the restore happened now, the content is older. A
+  live head keeps its data key (re-wrapped under the new vault's epoch key) and so names the
+  very content rows its archived original names: the store holds each body once, however
+  large, and both signatures verify the same bytes. Heads are signed last, once the whole
+  file verified, oldest change first, so conflict heads keep their original order;
 * the original signed history, read-only: ``archived_vault`` rows (old ID, new ID, policy
   history, epoch keys) and ``archived_revision`` rows (signed bytes, signature, content rows),
   which history and diff read (engine/backup/archive.py);
@@ -31,12 +37,12 @@ import msgspec
 
 from engine.backup.envelope import BackupReader
 from engine.crypto.aead import AeadError
-from engine.crypto.chunks import ChunkError, open_chunk, seal_chunk
+from engine.crypto.chunks import ChunkError, open_chunk
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity
 from engine.errors import MemoriesError
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
-from engine.vault.revision import Revision, build_revision, build_streamed_revision
+from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count
 
 __all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
 
@@ -66,6 +72,17 @@ class _NewVault:
 
 
 @dataclass
+class _Head:
+    """A verified current head, signed anew once the whole file verified."""
+
+    rev: Revision
+    summary: dict[str, Any]
+    dek: bytes
+    content_seqs: list[int]
+    body_len: int
+
+
+@dataclass
 class Restorer:
     reader: BackupReader
     build: bool = False
@@ -79,6 +96,8 @@ class Restorer:
     counts: dict[str, int] = field(default_factory=lambda: {"vaults": 0, "revisions": 0, "heads": 0, "links": 0, "assets": 0})
     _next_seq: int = 1
     _defaults: int = 0
+    _heads: list[_Head] = field(default_factory=list)
+    _first_ms: dict[bytes, int] = field(default_factory=dict)  # asset -> its first revision's time
 
     def records(self) -> Iterable[dict[str, Any]]:
         """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
@@ -135,6 +154,7 @@ class Restorer:
         for item in links:
             self._link(item)
         self.counts["assets"] = len(heads)
+        yield from self._sign_heads()
 
     def _vault(self, item: dict[str, Any]) -> None:
         try:
@@ -208,15 +228,9 @@ class Restorer:
         for parent in rev.parents:
             if known.get(parent) != asset:
                 raise _invalid("a revision's parent is missing")
-        if not rev.parents and asset in heads:
-            raise _invalid("an item has two first revisions")
         if rev.parents and asset not in heads:
             raise _invalid("a revision's parent is missing")
-        resign = self.build and head and not rev.tombstone
-        new_dek = os.urandom(32)
         archived: list[int] = []
-        new_seqs: list[int] = []
-        new_digests: list[bytes] = []
         body_len = 0
         context = asset + b"body"
         for index, chunk in enumerate(chunks):
@@ -231,43 +245,59 @@ class Restorer:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
-            if resign:
-                sealed = seal_chunk(new_dek, plain, context, index, n)
-                new_seqs.append(self._take())
-                new_digests.append(hashlib.sha256(sealed).digest())
-                yield new_seqs[-1], sealed
         if body_len != rev.body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
+        if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
+            raise _invalid("a revision's body is not cut into chunks as a head's must be")
         known[rev.rev_id] = asset
         heads[asset] = (heads.get(asset, set()) - set(rev.parents)) | {rev.rev_id}
+        if not rev.parents:
+            # An item may have several first revisions (a restore or a memories-json import makes
+            # one per conflict head); a restored store's own backup carries the original times.
+            self._first_ms[asset] = min(self._first_ms.get(asset, rev.item_created_ms), rev.item_created_ms)
         self.counts["revisions"] += 1
         if not self.build:
             return
         self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
-        if not head:
-            return
-        new = self.new_vaults[bytes(rev.body["vault"])]
-        common: dict[str, Any] = {
-            "identity": self.identity,
-            "vault_id": new.vault_id,
-            "policy_head": new.policy.head,
-            "epoch": 1,
-            "epoch_key": new.key,
-            "asset_id": asset,
-            "kind": rev.kind,
-            "parents": [],
-            "summary": summary,
-        }
-        if resign:
-            built = build_streamed_revision(
-                **common, dek=new_dek, body_digests=new_digests, body_len=body_len, content_seqs=new_seqs
-            )
-        else:  # a tombstone head: an empty body
-            made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])
-            yield from made.content_rows
-            built = made.revision
-        self.head_records.append(built.to_record())
-        self.counts["heads"] += 1
+        if head:
+            self._heads.append(_Head(rev, summary, dek, archived, body_len))
+
+    def _sign_heads(self) -> Iterator[tuple[int, bytes]]:
+        """Sign the new vaults' heads (after the whole file verified), oldest change first:
+        revisions of one restore tie on their own times, and store order then keeps the
+        original order of conflict heads (the newest one is the one a summary shows)."""
+        for head in sorted(self._heads, key=lambda h: (h.rev.changed_ms, h.rev.created_ms)):
+            rev = head.rev
+            new = self.new_vaults[bytes(rev.body["vault"])]
+            common: dict[str, Any] = {
+                "identity": self.identity,
+                "vault_id": new.vault_id,
+                "policy_head": new.policy.head,
+                "epoch": 1,
+                "epoch_key": new.key,
+                "asset_id": rev.asset_id,
+                "kind": rev.kind,
+                "parents": [],
+                "summary": head.summary,
+                "restored": Restored(rev.rev_id, self._first_ms[rev.asset_id], rev.changed_ms),
+            }
+            if not rev.tombstone:
+                # The original data key and sealed chunks, already verified and stored once as the
+                # archived revision's rows: no second copy of the body, and nothing to re-seal.
+                built = build_streamed_revision(
+                    **common,
+                    dek=head.dek,
+                    body_digests=[bytes(d) for d in rev.body["body"]],
+                    body_len=head.body_len,
+                    content_seqs=head.content_seqs,
+                )
+            else:  # a tombstone head: an empty body
+                made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])
+                yield from made.content_rows
+                built = made.revision
+            self.head_records.append(built.to_record())
+            self.counts["heads"] += 1
+        self._heads.clear()
 
     def _take(self) -> int:
         seq = self._next_seq

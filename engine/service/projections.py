@@ -49,8 +49,9 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
         "tags": list(summary.get("tags", [])),
         "conflict": entry.in_conflict,
         "heads": len(entry.heads),
-        "created_ms": first.created_ms,
-        "updated_ms": newest.created_ms,
+        # A restored item shows its original times (BK-2), not the restore's (Revision.changed_ms).
+        "created_ms": first.item_created_ms,
+        "updated_ms": newest.changed_ms,
         **revision_ref(newest),
     }
 

@@ -206,11 +206,11 @@ class SearchRuntime:
                 index.excluded[entry.asset_id] = reason
             return None
         if cached is not None:
-            return cached.document(entry.asset_id, entry.kind, head.created_ms)
+            return cached.document(entry.asset_id, entry.kind, head.changed_ms)
         # CD-7: a value protected later never reaches the index, even from an old head.
         file = entry.kind == FILE_KIND
         body = self._file_text(state, head, summary) if file else visible_body(self.service, state, head)
-        return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.created_ms)
+        return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.changed_ms)
 
     def _file_text(self, state: Unlocked, head: Revision, summary: dict[str, Any]) -> str:
         """A file is found by its title and tags; a text file also by its first TEXT_SAMPLE_BYTES.
@@ -332,7 +332,7 @@ class SearchRuntime:
                 return
             entries = [e for e in state.index.assets.values() if e.vault_id == job.vault_id]
             # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
-            entries.sort(key=lambda e: _newest_live_head(state, e).created_ms, reverse=True)
+            entries.sort(key=lambda e: _newest_live_head(state, e).changed_ms, reverse=True)
             order = [e.asset_id for e in entries]
             undecoded, self._undecoded = self._undecoded, []
         if undecoded and not self._take_stored_tokens(job, undecoded):

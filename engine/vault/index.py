@@ -143,7 +143,7 @@ class AssetIndex:
             self._listing.unlisted(entry.asset_id)
         else:
             newest = self.newest_head(entry)
-            self._listing.listed(entry.asset_id, entry.vault_id, entry.kind, newest.created_ms, entry.in_conflict)
+            self._listing.listed(entry.asset_id, entry.vault_id, entry.kind, newest.changed_ms, entry.in_conflict)
 
     @property
     def listing(self) -> ListOrder:

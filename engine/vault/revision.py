@@ -19,7 +19,7 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_ca
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, verify
 
-__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent"]
+__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent", "Restored"]
 
 REVISION_TAG = "memories.revision"
 _DEK_AAD = b"memories.dek\x00\x01"
@@ -82,6 +82,27 @@ class Revision:
         return int(self.body["created_ms"])
 
     @property
+    def changed_ms(self) -> int:
+        """When the content this revision holds was last changed: its own time, or for a
+        restore's copy of a head the original head's time (BK-2). What lists sort by."""
+        return self._restored_time("restored_changed_ms")
+
+    @property
+    def item_created_ms(self) -> int:
+        """When the item was created, as its first revision says: its own time, or for a
+        restore's copy the original item's first revision's time (BK-2)."""
+        return self._restored_time("restored_created_ms")
+
+    def _restored_time(self, key: str) -> int:
+        # Signed by the restoring device, but a revision from sync could carry anything: only
+        # a time no later than the revision itself counts, else the revision's own time.
+        value = self.body.get(key)
+        created = self.created_ms
+        if value.__class__ is int and 0 <= value <= created:
+            return int(value)
+        return created
+
+    @property
     def author(self) -> bytes:
         return bytes(self.body["device"])
 
@@ -114,6 +135,19 @@ class Revision:
         return cls(record["signed"], record["sig"], list(record["body_seqs"]), seq=seq)
 
 
+@dataclass(frozen=True)
+class Restored:
+    """What a restore's copy of a head signs about the original (BK-2, docs/formats.md): the
+    original revision's ID, the item's first creation time and the head's change time."""
+
+    rev_id: bytes
+    created_ms: int
+    changed_ms: int
+
+    def fields(self) -> dict[str, Any]:
+        return {"restored_from": self.rev_id, "restored_created_ms": self.created_ms, "restored_changed_ms": self.changed_ms}
+
+
 @dataclass
 class NewContent:
     """A revision ready to commit, with the content rows it needs."""
@@ -136,6 +170,7 @@ def build_revision(
     summary: dict[str, Any],
     body: bytes,
     content_seqs: list[int],
+    restored: Restored | None = None,
 ) -> NewContent:
     """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers."""
     dek = os.urandom(32)
@@ -158,6 +193,7 @@ def build_revision(
         body_digests=[hashlib.sha256(c).digest() for c in body_chunks],
         body_len=len(body),
         content_seqs=seqs,
+        restored=restored,
     )
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
@@ -188,6 +224,7 @@ def build_streamed_revision(
     body_digests: list[bytes],
     body_len: int,
     content_seqs: list[int],
+    restored: Restored | None = None,
 ) -> Revision:
     """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
     written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`."""
@@ -208,6 +245,7 @@ def build_streamed_revision(
         body_digests=body_digests,
         body_len=body_len,
         content_seqs=content_seqs,
+        restored=restored,
     )
 
 
@@ -227,6 +265,7 @@ def _sign_revision(
     body_digests: list[bytes],
     body_len: int,
     content_seqs: list[int],
+    restored: Restored | None = None,
 ) -> Revision:
     """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies."""
     signed: dict[str, Any] = {
@@ -245,6 +284,7 @@ def _sign_revision(
         "device": identity.device_pub,
         "cert": identity.certificate_hash,
         "created_ms": int(time.time() * 1000),
+        **(restored.fields() if restored is not None else {}),
     }
     signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
     signature = sign(identity.device_key, signed_bytes)

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from engine.backup.envelope import BackupReader
-from tests.helpers import Cli
+from tests.helpers import Cli, raw
 
 BACKUP_PW = "backup horse staple 42"
 NEW_PW = "new device password 7"
@@ -154,6 +154,95 @@ def test_original_history_is_archived_read_only(source: Source, target: Cli) -> 
     assert "-first body" in diff and "+second body" in diff
     # An archived revision is no base for an edit: the archive is read-only.
     assert target.err("edit", asset, "--body", "x", "--base", before[1])["code"] in {"not_found", "stale_base"}
+
+
+def _times(cli: Cli) -> dict[str, list[tuple[str, int, int]]]:
+    """(id, created_ms, updated_ms) as every listing shows them, in the order it shows them."""
+    rows = {
+        "list": cli.ok("list")["items"],
+        "files": cli.ok("file", "list")["items"],
+        "dashboard": raw(cli, {"op": "dashboard_list"})["items"],
+    }
+    times = {name: [(i["id"], i["created_ms"], i["updated_ms"]) for i in items] for name, items in rows.items()}
+    times["logins"] = [(i["id"], 0, i["updated_ms"]) for i in cli.ok("login", "list")["items"]]
+    return times
+
+
+def test_restore_keeps_when_items_were_created_and_changed(source: Source, target: Cli) -> None:
+    """BK-2: after a restore, list order, get's created_ms/updated_ms, file and login lists and the
+    dashboard show when each item was created and last changed, not the restore's time; the
+    history still shows the restore revision at its own time, by the new device."""
+    _restored(target, source.backup)
+    src, dst = source.cli, target
+    assert _times(dst) == _times(src)
+    for name in ("plain", "edited", "conflict", "card", "otp", "login", "file"):
+        before, after = src.ok("get", source.ids[name]), dst.ok("get", source.ids[name])
+        assert (after["created_ms"], after["updated_ms"]) == (before["created_ms"], before["updated_ms"]), name
+    history = dst.ok("history", source.ids["edited"])["revisions"]
+    archived, restored = history[:-1], history[-1]
+    assert all(r["archived"] for r in archived) and restored["head"] and not restored.get("archived")
+    assert restored["author"] == dst.ok("whoami")["device_fingerprint"][:16] != archived[-1]["author"]
+    assert restored["created_ms"] > archived[-1]["created_ms"] == dst.ok("get", source.ids["edited"])["updated_ms"]
+    # An edit after the restore is a change of its own: the item moves to the top, created stays.
+    dst.ok("edit", source.ids["edited"], "--body", "third body")
+    edited = dst.ok("get", source.ids["edited"])
+    assert edited["created_ms"] == archived[0]["created_ms"] and edited["updated_ms"] >= restored["created_ms"]
+    assert dst.ok("list")["items"][0]["id"] == source.ids["edited"]
+
+
+def test_a_restored_vault_backs_up_and_restores_again(source: Source, target: Cli, tmp_path: Path) -> None:
+    """BK-2: a restored vault (a conflict item now has two first revisions) backs up and restores
+    again with the same content, conflict heads and original times."""
+    _restored(target, source.backup)
+    target.sudo(NEW_PW)
+    again = tmp_path / "again.backup"
+    target.ok("backup", "create", str(again), "--password-stdin", input=BACKUP_PW + "\n")
+    third = Cli(home=tmp_path / "third")
+    try:
+        _restored(third, again)
+        for name in ("plain", "edited", "conflict", "card", "login"):
+            assert _view(third, source.ids[name]) == _view(source.cli, source.ids[name]), name
+        assert third.ok("get", source.ids["conflict"])["conflict"] is True
+        assert _times(third) == _times(source.cli)
+    finally:
+        third.stop()
+
+
+def test_restore_stores_each_body_once(tmp_path: Path) -> None:
+    """BK-2: a restored head shares its content rows with its archived original, so a large file
+    is stored once (the store is about the backup's size, not twice it); the file, its archived
+    history and the store survive a lock and unlock (which sweeps unreferenced rows)."""
+    mib = 6
+    blob = tmp_path / "big.bin"
+    blob.write_bytes(os.urandom(mib * 1024 * 1024))
+    src = Cli(home=tmp_path / "src")
+    src.init()
+    try:
+        file_id = src.ok("file", "add", str(blob))["id"]
+        note = src.put("small note", "first")
+        src.ok("edit", note["id"], "--body", "second")
+        src.sudo()
+        backup = tmp_path / "big.backup"
+        src.ok("backup", "create", str(backup), "--password-stdin", input=BACKUP_PW + "\n")
+    finally:
+        src.stop()
+    dst = Cli(home=tmp_path / "dst")
+    try:
+        _restored(dst, backup)
+        store = dst.home / "store.db"
+        # Two copies of the file would make the store at least twice the backup's size.
+        assert store.stat().st_size < 1.25 * backup.stat().st_size, (store.stat().st_size, backup.stat().st_size)
+        dst.ok("lock")
+        dst.unlock(NEW_PW)
+        out = tmp_path / "big.out"
+        dst.ok("file", "get", file_id, "--output", str(out))
+        assert out.read_bytes() == blob.read_bytes()
+        revisions = [r["revision"] for r in dst.ok("history", note["id"])["revisions"] if r.get("archived")]
+        diff = dst.ok("diff", note["id"], revisions[0][:12], revisions[1][:12])["diff"]
+        assert "-first" in diff and "+second" in diff
+        assert dst.ok("get", note["id"])["body"] == "second"
+    finally:
+        dst.stop()
 
 
 def _items(backup: Path) -> list[dict[str, Any]]:

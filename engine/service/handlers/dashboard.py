@@ -77,7 +77,7 @@ def dashboard_list(service: Service, request: DashboardList, caller: Caller) -> 
         if request.sort == "title":
             key: Any = (str(summary.get("title", "")).casefold(), entry.asset_id)
         else:
-            key = (newest.created_ms, entry.asset_id)
+            key = (newest.changed_ms, entry.asset_id)
         rows.append((key, entry))
     rows.sort(key=lambda row: row[0], reverse=request.sort == "updated")
     page = [asset_summary(service, state, entry) for _, entry in rows[request.offset : request.offset + request.limit]]

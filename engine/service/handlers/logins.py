@@ -209,7 +209,7 @@ def login_list(service: Service, request: lrq.LoginList, caller: Caller) -> dict
                 "features": list(protected.get("features", [])),
                 "credential": _opaque(state, bytes(protected["credential"])) if protected else None,
                 "conflict": entry.in_conflict,
-                "updated_ms": head.created_ms,
+                "updated_ms": head.changed_ms,
             }
         )
     items.sort(key=lambda i: (str(i["title"]).lower(), i["id"]))
