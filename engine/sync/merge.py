@@ -579,8 +579,9 @@ def merge(
     for rev in ordered:
         if bytes(rev.body["vault"]) != vault.vault_id:
             raise _rejected("A revision in the bundle belongs to another vault")
-        existing = state.index.assets.get(rev.asset_id)
-        if existing is not None and existing.vault_id != vault.vault_id:
+        # Also an item quarantine hides here: its vault is fixed by its first revision (SY-2).
+        existing = state.index.vault_of(rev.asset_id)
+        if existing is not None and existing != vault.vault_id:
             raise _rejected("A revision moves an item into another vault")
         _verify_revision(core, state, candidate, rev, bundle.parts[rev.rev_id])
     audit_rows = _merge_audits(state, head, outcome.history, bundle.audits)

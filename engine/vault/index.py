@@ -165,6 +165,21 @@ class AssetIndex:
         return self._sorted_hex
 
     # -- queries -------------------------------------------------------------------
+    def vault_of(self, asset_id: bytes) -> bytes | None:
+        """The vault of the item with this ID on this device, visible or hidden whole by
+        quarantine (None: no such item).
+
+        ``assets`` alone forgets a hidden item: a write or merge that took "not in assets" for
+        "new" would give it another first revision (in another vault, too). Its vault ID is
+        fixed at the first revision, so the next unlock would show the item again in the
+        quarantined item's place and vault, past the quarantine review (SY-2)."""
+        entry = self.assets.get(asset_id) or self.hidden_assets.get(asset_id)
+        return entry.vault_id if entry is not None else None
+
+    def holds(self, asset_id: bytes) -> bool:
+        """Is an item with this ID on this device, visible or hidden (see :meth:`vault_of`)?"""
+        return self.vault_of(asset_id) is not None
+
     def head_revisions(self, entry: AssetEntry) -> list[Revision]:
         return [self.revisions[h] for h in entry.heads]
 
