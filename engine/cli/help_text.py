@@ -102,6 +102,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "printf '%s' \"$PW\" | memories credential new postgres --name db --host db.lan --password-stdin",
         "memories credential new openpgp --name release-key --key-file release-key.asc   # for `memories job`",
         "memories credential new ssh-key --name deploy --identity-file ~/.ssh/id_ed25519",
+        "memories credential new tls-cert --name android-release --pkcs12-file release.jks   # asks its password",
     ),
     "credential generate": ("memories credential generate ssh --name deploy-key",),
     "credential public": ("memories credential public deploy-key",),

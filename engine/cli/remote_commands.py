@@ -39,6 +39,20 @@ def _read_file(path: str, limit: int = 1024 * 1024) -> str:
     return text
 
 
+def _read_binary(path: str, limit: int) -> str:
+    """A binary file as base64 for the request (the engine decodes and checks it)."""
+    import base64
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.__class__.__name__}") from None
+    if len(data) > limit:
+        raise UsageError(f"{path} is too large")
+    return base64.b64encode(data).decode("ascii")
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     cred = sub.add_parser("credential", parents=[common], help="server logins and keys (SSH, TLS, OpenPGP)")
     csub = cred.add_subparsers(dest="credential_command", metavar="ACTION", parser_class=type(cred))
@@ -70,9 +84,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pem-file", help="tls-ca: the CA certificate (PEM)")
     p.add_argument("--key-file", help="tls-cert: the certificate's private key (PEM); openpgp: an armored OpenPGP key")
     p.add_argument(
+        "--pkcs12-file",
+        help="tls-cert: a PKCS#12 bundle (.p12, .pfx, or a PKCS12 Java/Android keystore) with the key and its certificate chain",
+    )
+    p.add_argument(
         "--key-passphrase-stdin",
         action="store_true",
-        help="read the passphrase of an encrypted --identity-file/--key-file from standard input (else asked at the prompt)",
+        help="read the passphrase of an --identity-file, --key-file or --pkcs12-file from standard input (else prompted)",
     )
     p.set_defaults(func=cmd_new)
 
@@ -174,13 +192,16 @@ def cmd_new(ctx: Context, args: argparse.Namespace) -> int:
         body["known_hosts"] = _read_file(args.known_hosts_file, 64 * 1024)
     if args.pem_file:
         body["pem"] = _read_file(args.pem_file, 64 * 1024)
+    if args.pkcs12_file:
+        body["pkcs12"] = _read_binary(args.pkcs12_file, 256 * 1024)
     try:
         result = ctx.request(body)
     except MemoriesError as exc:
         # An encrypted key file: ask for its passphrase at the terminal, as ssh-add does.
         if exc.code != "key_encrypted" or "key_passphrase" in body or not sys.stdin.isatty():
             raise
-        body["key_passphrase"] = read_password(False, prompt="Passphrase of the private key: ", flag="--key-passphrase-stdin")
+        what = "PKCS#12 file" if args.pkcs12_file else "private key"
+        body["key_passphrase"] = read_password(False, prompt=f"Passphrase of the {what}: ", flag="--key-passphrase-stdin")
         result = ctx.request(body)
     ctx.emit(result, f"{result['short_id']}  {result['type']}  {one_line(result['name'])}")
     return 0

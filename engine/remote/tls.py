@@ -161,6 +161,49 @@ def check_client_pair(cert_pem: str, key_pem: str, passphrase: str | None = None
     return certificate, private
 
 
+def load_pkcs12(data: bytes, passphrase: str | None = None) -> tuple[str, str]:
+    """A PKCS#12 bundle (``.p12``/``.pfx``, or an Android Studio / Java keystore of type PKCS12)
+    as (certificate chain PEM, PKCS#8 key PEM), checked like a PEM pair (:func:`check_client_pair`).
+
+    Bundles are nearly always password-protected, but an empty password is legal: without a
+    passphrase that is tried before ``key_encrypted`` asks for one. A Java
+    keystore of the older JKS type is named as such, with the command that converts it.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    if data[:4] == b"\xfe\xed\xfe\xed":  # JKS magic: not PKCS#12 at all
+        raise MemoriesError(
+            "invalid_input",
+            "That is a Java keystore of the older JKS type; convert it first: keytool -importkeystore "
+            "-srckeystore FILE -destkeystore FILE.p12 -deststoretype pkcs12",
+        )
+    try:
+        # Without a passphrase OpenSSL tries both "no password" and the empty one.
+        loaded = pkcs12.load_key_and_certificates(data, passphrase.encode("utf-8") if passphrase is not None else None)
+    except ValueError:
+        if not _looks_like_pkcs12(data):
+            raise MemoriesError("invalid_input", "The file is not a PKCS#12 bundle (.p12, .pfx or a PKCS12 keystore).") from None
+        raise MemoriesError("key_encrypted" if passphrase is None else "wrong_key_passphrase") from None
+    key, certificate, extra = loaded
+    if key is None or certificate is None:
+        raise MemoriesError("invalid_input", "The PKCS#12 bundle holds no private key with its certificate.")
+    chain = [certificate, *extra]
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode("ascii")
+    return check_client_pair("".join(c.public_bytes(pem).decode("ascii") for c in chain), key_pem)
+
+
+def _looks_like_pkcs12(data: bytes) -> bool:
+    """A DER SEQUENCE whose first element is the version INTEGER 3 (PFX, RFC 7292): the file is
+    PKCS#12 and only the password failed."""
+    if len(data) < 8 or data[0] != 0x30:
+        return False
+    length = data[1]
+    offset = 2 + (length & 0x7F if length & 0x80 else 0)
+    return data[offset : offset + 3] == b"\x02\x01\x03"
+
+
 def tls_error(exc: BaseException, target: Target) -> MemoriesError:
     """Map a TLS failure to a typed error that says *which* certificate was the problem (API-8)."""
     if isinstance(exc, ssl.SSLCertVerificationError | ssl.CertificateError):

@@ -60,6 +60,8 @@ class CredentialNew(Request, tag="credential_new"):
     host_key: Short | None = None
     known_hosts: Pem | None = None
     pem: Pem | None = None
+    # tls_cert: a PKCS#12 bundle (.p12/.pfx, a PKCS12 keystore) holding key and certificate chain
+    pkcs12: Annotated[bytes, msgspec.Meta(max_length=256 * 1024)] | None = None
 
 
 class CredentialGenerate(Request, tag="credential_generate"):
@@ -97,6 +99,8 @@ def _check_pem_cert(pem: str) -> None:
 
 
 def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], dict[str, Any]]:
+    if request.pkcs12 is not None and request.type != "tls_cert":
+        raise MemoriesError("invalid_input", "A PKCS#12 bundle is imported as a tls_cert credential.")
     if request.type == "tls_ca":
         if not request.pem:
             raise MemoriesError("invalid_input", "A tls_ca credential needs a PEM certificate.")
@@ -153,8 +157,13 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
 def _import_tls_cert(service: Service, request: CredentialNew) -> tuple[dict[str, Any], dict[str, Any]]:
     """An mTLS client certificate (chain) with its key: the key from a file, or, for a CA-signed
     certificate of a generated key (`generate tls --csr`), copied from that tls_cert credential (--key)."""
-    from engine.remote.tls import check_client_pair
+    from engine.remote.tls import check_client_pair, load_pkcs12
 
+    if request.pkcs12 is not None:
+        if request.certificate or request.private_key or request.key:
+            raise MemoriesError("invalid_input", "A PKCS#12 bundle holds key and certificate: give it alone.")
+        certificate, private = load_pkcs12(request.pkcs12, request.key_passphrase)
+        return {"certificate": certificate}, {"private_key": private}
     if not request.certificate:
         raise MemoriesError("invalid_input", "A tls_cert credential needs its PEM certificate (--certificate-file).")
     key_pem = request.private_key or ""
