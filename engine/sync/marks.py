@@ -51,7 +51,10 @@ def _same_user(state: Unlocked, vault_id: bytes, peer: bytes) -> bool:
 
 
 def lists(state: Unlocked, vault_id: bytes, peer: bytes) -> Lists:
-    revisions = [rid for rid, rev in state.index.revisions.items() if bytes(rev.body["vault"]) == vault_id]
+    # Without the revisions quarantine hides, like the inventory and bundle (bundle.py): the
+    # peer quarantined them too and does not hold them, so the two sets still agree (SY-2).
+    hidden = state.index.hidden
+    revisions = [rid for rid, rev in state.index.revisions.items() if bytes(rev.body["vault"]) == vault_id and rid not in hidden]
     audits = _same_user(state, vault_id, peer)
     own: list[bytes] = []
     theirs: list[bytes] = []

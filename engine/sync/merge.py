@@ -382,6 +382,11 @@ def _verify_revision(
     except SignatureError as exc:
         raise _rejected(f"A revision fails the policy check ({exc})") from None
     vault = candidate[bytes(rev.body["vault"])]
+    # check_revision asks only that the device was authorized; a Reader's device is, so without
+    # this a demoted device could name the newest policy and skip the quarantine below (SY-2).
+    named = vault.policy_at(bytes(rev.body["policy"]))
+    if named is None or not _lets_write(named, rev.author):
+        raise _rejected("A revision's author was not allowed to write under the policy it names (a Reader)")
     key = vault.epoch_keys.get(int(rev.body["epoch"]))
     if key is None:
         raise _rejected("A revision is sealed under an epoch key this device does not hold")
@@ -446,27 +451,47 @@ def _merge_audits(state: Unlocked, head: Policy, history: list[Policy], audits: 
 # -- quarantine (SY-2) -----------------------------------------------------------------------
 
 
+_WRITER_ROLES = frozenset({"owner", "admin", "editor"})
+REVOKED_REASON = "written under a superseded policy by a device the current policy no longer authorizes"
+READER_REASON = "written under a superseded policy by a device whose user the current policy makes a Reader"
+OWN_REASON = "written on this device under a superseded policy; the newer policy no longer lets this device write here"
+
+
+def _lets_write(policy: Policy, device: bytes) -> bool:
+    """May ``device`` write in the vault under ``policy``: authorized, and its user a writer.
+
+    The same rule :meth:`VaultCore.writable_vault` applies to this device's own writes; an
+    authorized device's user is always a member (``verify_chain`` checks it).
+    """
+    user = policy.device_user(device)
+    return policy.authorizes_device(device) and user is not None and policy.role_of(user) in _WRITER_ROLES
+
+
 def _quarantine_reason(rev: Revision, vault: VaultKeys, adopted: set[bytes]) -> str | None:
     """Why an incoming revision is quarantined instead of applied (None: it is applied).
 
-    A revision written under a superseded policy by a device the merged head no longer
-    authorizes (revoked) may have been written after its revocation: neither this device nor
-    the sender can tell. Unless a device the head authorizes built on it (``adopted``: that
-    device's signature covers its parents), it is held back for review (SY-2).
+    A revision written under a superseded policy by a device the merged head no longer lets
+    write here (revoked, or its user removed or made a Reader) may have been written after
+    that change: neither this device nor the sender can tell. Unless a device the head lets
+    write built on it (``adopted``: that device's signature covers its parents), it is held
+    back for review (SY-2). The author's own device quarantines the same writes when it learns
+    of the policy (:func:`_own_offline`), so both sides of a sync hold back the same set.
     """
     head = vault.policy
     if bytes(rev.body["policy"]) == head.head or rev.rev_id in adopted:
         return None
     if not head.authorizes_device(rev.author):
-        return "written under a superseded policy by a device the current policy no longer authorizes"
+        return REVOKED_REASON
+    if not _lets_write(head, rev.author):
+        return READER_REASON
     return None
 
 
 def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Policy) -> set[bytes]:
-    """Every revision that is an ancestor of a revision by a device the head authorizes."""
+    """Every revision that is an ancestor of a revision by a device the head lets write."""
     by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
     out: set[bytes] = set()
-    stack = [p for rev in by_id.values() if head.authorizes_device(rev.author) for p in rev.parents]
+    stack = [p for rev in by_id.values() if _lets_write(head, rev.author) for p in rev.parents]
     while stack:
         rid = stack.pop()
         if rid in out or rid not in by_id:
@@ -474,14 +499,6 @@ def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Polic
         out.add(rid)
         stack.extend(by_id[rid].parents)
     return out
-
-
-_WRITER_ROLES = frozenset({"owner", "admin", "editor"})
-OWN_REASON = "written on this device under a superseded policy; the newer policy no longer lets this device write here"
-
-
-def _may_write(policy: Policy, state: Unlocked) -> bool:
-    return policy.role_of(state.identity.user_pub) in _WRITER_ROLES and policy.authorizes_device(state.identity.device_pub)
 
 
 def _own_offline(
@@ -494,7 +511,7 @@ def _own_offline(
     Without the peer's inventory (``peer_holds`` None) the writes under the last policy this
     device knew before the merge are taken as the offline ones.
     """
-    if added == 0 or _may_write(head, state):
+    if added == 0 or _lets_write(head, state.identity.device_pub):
         return []
     own = state.identity.device_pub
     held_quarantine = quarantined_ids(state)

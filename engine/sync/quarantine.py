@@ -1,12 +1,13 @@
 """Quarantined revisions (SY-2; design in docs/sync.md).
 
 An incoming revision that verified but must not enter the current view (written under a
-superseded policy by a device the merged policy no longer authorizes) is stored as a sealed
-``sync_quarantine`` record — its exact signed bytes, signature and inner-encrypted content —
-never as a revision: it is in no head, no listing and no search. Only this device's user
-clears it, locally: ``reapply`` writes a fresh revision with the quarantined content under
-the current policy (if this device may write there), ``discard`` records that it was
-dropped. No incoming field can clear a quarantine: the records are local and never synced.
+superseded policy by a device the merged policy no longer lets write: revoked, or its user
+made a Reader) is stored as a sealed ``sync_quarantine`` record — its exact signed bytes,
+signature and inner-encrypted content — never as a revision: it is in no head, no listing
+and no search. Only this device's user clears it, locally: ``reapply`` writes a fresh
+revision with the quarantined content under the current policy (if this device may write
+there), ``discard`` records that it was dropped. No incoming field can clear a quarantine:
+the records are local and never synced.
 """
 
 from __future__ import annotations
