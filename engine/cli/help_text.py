@@ -134,7 +134,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         'printf \'%s\\n%s\\n\' "$PW" "$OTPAUTH_URI" | memories login new --title Bank --password-stdin --otp-stdin',
     ),
     "login show": ("memories login show 3fa9c2d1",),
-    "login list": ("memories login list",),
+    "login list": ("memories login list", "memories login list bank", "memories login list --tag work"),
     "login copy-password": ("memories sudo && memories login copy-password 3fa9c2d1",),
     "login copy-username": ("memories login copy-username 3fa9c2d1",),
     "login copy-otp": ("memories login copy-otp 3fa9c2d1 --clear-after 20",),

@@ -56,7 +56,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the login's ID or a unique prefix (from `memories login list`)")
     p.set_defaults(func=cmd_show)
 
-    p = lsub.add_parser("list", parents=[common], help="list login cards")
+    p = lsub.add_parser("list", parents=[common], help="list login cards, or those matching words")
+    p.add_argument("query", nargs="*", help="words to find in the title, username, URLs or tags (any case)")
+    p.add_argument("--tag", help="only logins with this tag")
     p.set_defaults(func=cmd_list)
 
     for what, text in (("password", "the password"), ("username", "the username"), ("otp", "the current TOTP code")):
@@ -128,14 +130,28 @@ def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
-    result = ctx.request({"op": "login_list"})
+    body: dict[str, Any] = {"op": "login_list"}
+    query = " ".join(args.query).strip()
+    if query:
+        body["query"] = query
+    if args.tag:
+        body["tag"] = args.tag
+    result = ctx.request(body)
     rows = [
         f"{item['short_id']}  {one_line(item['title'])}"
         + (f"  {one_line(item['username'])}" if item.get("username") else "")
         + (f"  {one_line(item['urls'][0])}" if item.get("urls") else "")
+        + ("  (secure note)" if "note" in item.get("features", []) else "")
         for item in result["items"]
     ]
-    ctx.emit(result, "\n".join(rows) if rows else "no logins")
+    if rows:
+        text = "\n".join(rows)
+    elif query or args.tag:
+        asked = ([f"'{one_line(query)}'"] if query else []) + ([f"tag '{one_line(args.tag)}'"] if args.tag else [])
+        text = "no logins match " + " with ".join(asked)
+    else:
+        text = "no logins"
+    ctx.emit(result, text)
     return 0
 
 

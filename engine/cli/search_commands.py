@@ -113,7 +113,7 @@ def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
             lines.append("    " + bold_highlights(one_line(item["snippet"]), color))
     if not result["results"]:
         # Someone moving in from a password manager looks for a login by name first.
-        lines.append("(no matches; logins and protected cards are not searched: `memories login list` lists logins)")
+        lines.append("(no matches; logins and protected cards are not searched: `memories login list WORDS` finds logins)")
     # Every part above is escaped already (and may carry our bold), so emit prints it as is.
     ctx.emit(result, Escaped("\n".join(lines + [block(flag) for flag in _flags(result)])))
     return 0

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from engine.service.requests import AssetRef, Body, Request, Tags, Title
+from engine.service.requests import AssetRef, Body, Request, Tag, Tags, Title
 
 __all__ = ["LoginEntry", "LoginNew", "LoginImportBatch", "LoginSecret", "LoginList"]
 
@@ -58,3 +58,7 @@ class LoginSecret(Request, tag="login_secret"):
 
 class LoginList(Request, tag="login_list"):
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
+    # Words that must each occur (ignoring case) in the title, username, a URL or a tag: how
+    # a password manager's list is searched (`bw list items --search`, keepassxc-cli search).
+    query: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    tag: Tag | None = None

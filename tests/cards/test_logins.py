@@ -175,3 +175,28 @@ def test_password_generate(cli: Cli) -> None:
     assert cli.run("password", "generate", "--words", "2").returncode == 2
     text = cli.run("password", "generate")
     assert text.returncode == 0 and len(text.stdout.strip()) == 24 and "zxcvbn" in text.stderr
+
+
+def test_login_list_finds_logins_by_words_in_title_username_urls_and_tags(vault: Cli) -> None:
+    """CD-10: `login list WORDS` is how a password manager's list is searched: every word (any
+    case, Chinese as text) in the title, username, a URL or a tag; never in the password, which
+    the listing does not hold; --tag narrows to a tag. No match says what was asked."""
+    vault.ok("login", "new", "--title", "Forge", "--username", "dev-ana", "--url", "https://git.example.org",
+             "--tag", "work", "--password-stdin", input="forge-pw-CANARY\n")  # fmt: skip
+    vault.ok("login", "new", "--title", "招商银行", "--username", "ana", "--url", "https://bank.example.cn",
+             "--password-stdin", input="bank-pw-CANARY\n")  # fmt: skip
+    vault.ok("login", "new", "--title", "Mail", "--username", "ana@example.org", "--tag", "Work", "--generate")
+
+    def titles(*words: str) -> list[str]:
+        return sorted(i["title"] for i in vault.ok("login", "list", *words)["items"])
+
+    assert titles("forge") == ["Forge"]
+    assert titles("GIT.EXAMPLE") == ["Forge"]  # a URL, in another case
+    assert titles("银行") == ["招商银行"]
+    assert titles("ana", "bank") == ["招商银行"]  # every word must match
+    assert titles("example.org") == ["Forge", "Mail"]
+    assert titles("--tag", "work") == ["Forge"]  # a tag is exact
+    assert titles("work") == ["Forge", "Mail"]  # a word also matches tags, in any case
+    assert titles("CANARY") == [] and titles("forge-pw") == []  # passwords are not searched
+    empty = vault.run("login", "list", "nothing-here", "--tag", "work")
+    assert empty.returncode == 0 and empty.stdout.strip() == "no logins match 'nothing-here' with tag 'work'"

@@ -46,7 +46,10 @@ def test_a_search_that_misses_a_login_says_where_logins_are_listed(vault: Cli) -
     vault.ok("login", "new", "--title", "Bank", "--username", "ana", "--generate")
     proc = vault.run("search", "bank")
     assert proc.returncode == 0
-    assert "(no matches; logins and protected cards are not searched: `memories login list`" in proc.stdout
+    assert "(no matches; logins and protected cards are not searched: `memories login list WORDS` finds logins)" in proc.stdout
+    # …and the command it names finds the login by the word searched for.
+    found = vault.run("login", "list", "bank")
+    assert found.returncode == 0 and "Bank" in found.stdout and "ana" in found.stdout, found.stdout
 
 
 def test_a_plan_digest_prefix_gets_a_sentence_not_the_request_schema(vault: Cli) -> None:

@@ -212,5 +212,18 @@ def login_list(service: Service, request: lrq.LoginList, caller: Caller) -> dict
                 "updated_ms": head.changed_ms,
             }
         )
+    words = request.query.casefold().split()
+    if words or request.tag is not None:
+        items = [i for i in items if _matches(i, words, request.tag)]
     items.sort(key=lambda i: (str(i["title"]).lower(), i["id"]))
     return {"items": items[: request.limit], "total": len(items)}
+
+
+def _matches(item: dict[str, Any], words: list[str], tag: str | None) -> bool:
+    """Every word is in the title, username, a URL or a tag (any case; Chinese as substrings);
+    never in a secret, which the listing does not hold."""
+    if tag is not None and tag not in item["tags"]:
+        return False
+    fields = [str(item["title"]), str(item["username"] or ""), *item["urls"], *item["tags"]]
+    haystack = "\n".join(fields).casefold()
+    return all(word in haystack for word in words)
