@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -111,9 +112,25 @@ def _argv(step: dict[str, Any], tools: dict[str, str], paths: dict[str, dict[str
     return argv
 
 
-def _environment(home: Path) -> dict[str, str]:
+def _environment(home: Path, gnupg: Path) -> dict[str, str]:
     # A minimal environment: no inherited secrets, no user configuration of the tools.
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LC_ALL": "C", "LANG": "C", "GNUPGHOME": str(home / "gnupg")}
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LC_ALL": "C", "LANG": "C", "GNUPGHOME": str(gnupg)}
+
+
+# The longest socket name gpg-agent makes in its home, and what sun_path holds before its NUL.
+GPG_LONGEST_SOCKET = "S.gpg-agent.browser"
+SOCKET_PATH_MAX = 107
+
+
+def _short_base() -> str:
+    """$XDG_RUNTIME_DIR when it is ours and private (a tmpfs on desktops), else the temp folder."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime) and len(runtime) < 40:
+        with contextlib.suppress(OSError):
+            info = os.stat(runtime)
+            if info.st_uid == os.getuid() and info.st_mode & 0o077 == 0:
+                return runtime
+    return tempfile.gettempdir()
 
 
 def _kill_group(child: subprocess.Popen[bytes]) -> None:
@@ -234,13 +251,27 @@ class Workspace:
         self.path = path
         self.tools = tools
         self.dirs = {name: path / name for name in ("in", "cred", "out", "home")}
-        self.paths: dict[str, dict[str, Path]] = {"in": {}, "cred": {}, "out": {}, "home": {"gnupg": self.dirs["home"] / "gnupg"}}
+        self.gnupg = self.dirs["home"] / "gnupg"
+        self._short_gnupg: Path | None = None  # made when the workspace's own path is too long
+        self.paths: dict[str, dict[str, Path]] = {"in": {}, "cred": {}, "out": {}, "home": {"gnupg": self.gnupg}}
         self.paths["tool"] = {name: Path(tool) for name, tool in tools.items()}  # a pinned file a tool loads (a .jar)
 
     def _materialize(self, credentials: dict[str, dict[str, bytes]]) -> None:
         for path in self.dirs.values():
             path.mkdir(mode=0o700)
-        (self.dirs["home"] / "gnupg").mkdir(mode=0o700)
+        if len(os.fsencode(self.gnupg / GPG_LONGEST_SOCKET)) > SOCKET_PATH_MAX:
+            # gpg-agent puts its sockets in GNUPGHOME when there is no /run/user/UID (servers,
+            # containers), and a Unix socket's path has at most 107 bytes: a data home a few
+            # folders deep would fail every GnuPG step. A private directory under the runtime or
+            # temp folder instead, removed with the workspace.
+            self._short_gnupg = Path(tempfile.mkdtemp(prefix="mg-", dir=_short_base()))
+            # A link from where it would have been, so the start-up sweep of a crashed engine's
+            # workspaces finds it too (it holds the job's secret keys once gpg imported them).
+            os.symlink(self._short_gnupg, self.gnupg)
+            self.gnupg = self._short_gnupg
+            self.paths["home"]["gnupg"] = self.gnupg
+        else:
+            self.gnupg.mkdir(mode=0o700)
         for binding in self.plan["credentials"]:
             slot = str(binding["slot"])
             files = credentials[slot]
@@ -263,7 +294,7 @@ class Workspace:
             target = self.dirs["in"] / str(item["name"])
             _copy_verified(str(item["path"]), target, str(item["sha256"]), cancelled)
             self.paths["in"][str(item["name"])] = target
-        env = _environment(self.dirs["home"])
+        env = _environment(self.dirs["home"], self.gnupg)
         try:
             for number, step in enumerate(self.plan["steps"], 1):
                 if progress is not None:
@@ -293,6 +324,8 @@ class Workspace:
                 _supervise(_argv(step, self.tools, self.paths), self.path, env, never, CLEANUP_TIMEOUT)
 
     def remove(self) -> None:
+        if self._short_gnupg is not None:
+            shutil.rmtree(self._short_gnupg, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -301,7 +334,19 @@ def clear_stale(root: Path) -> None:
     if not root.is_dir():
         return
     for stale in os.listdir(root):
+        _remove_short_gnupg(root / stale / "home" / "gnupg")
         shutil.rmtree(root / stale, ignore_errors=True)
+
+
+def _remove_short_gnupg(link: Path) -> None:
+    """Remove the short GnuPG home a workspace's link names, if it is one this user made."""
+    with contextlib.suppress(OSError):
+        if not link.is_symlink():
+            return
+        target = Path(os.readlink(link))
+        info = os.lstat(target)
+        if target.name.startswith("mg-") and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(target, ignore_errors=True)
 
 
 def prepare(plan: Plan, root: Path, credentials: dict[str, dict[str, bytes]]) -> Workspace:
