@@ -72,11 +72,15 @@ class ParsedQuery:
 
 
 def _term_clause(term: str, *, prefix: bool = False) -> str:
-    word = f"{WORD_COLS} : {_fts_string(term)}"
+    # The bigram columns hold only tokens of CJK characters, so a term without any matches
+    # there neither as a word nor as a prefix: without the column filter FTS5 finds the same
+    # rows and instances (the same BM25) and skips filtering each position list by column.
+    cols = f"{WORD_COLS} : " if CJK_RUN.search(term) is not None else ""
+    word = cols + _fts_string(term)
     if prefix:
         # SR-7: an unfinished word ("cab") also matches the words it begins ("cabin"). A note
         # with the exact word matches both the word and the prefix, so BM25 ranks it first.
-        return f"({word} OR {WORD_COLS} : {_fts_string(term)} *)"
+        return f"({word} OR {cols}{_fts_string(term)} *)"
     if is_cjk_text(term) and len(term) >= 2:
         return f"({word} OR {BIGRAM_COLS} : {_fts_string(' '.join(cjk_bigrams(term)))})"
     return word
