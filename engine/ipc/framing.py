@@ -122,10 +122,17 @@ def encode_frame_parts(
         raise MemoriesError("invalid_input", "A frame must carry a JSON object.")
     try:
         text = json_codec.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        body = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError):
-        # ValueError covers NaN/Infinity, circular references and UnicodeEncodeError.
+        # ValueError covers NaN/Infinity and circular references.
         raise MemoriesError("invalid_input", "The message cannot be encoded as JSON.") from None
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate: on POSIX, bytes of an argument or file name that are not UTF-8.
+        raise MemoriesError(
+            "invalid_input",
+            "The text holds characters that are not valid Unicode (bytes of another encoding?); nothing was sent.",
+        ) from None
     if len(body) > max_bytes:
         raise frame_too_large(len(body), max_bytes)
     if payload is None:

@@ -3,6 +3,10 @@ an error that tells someone who typed a title what an ID is."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 from tests.helpers import Cli
 
 
@@ -66,3 +70,13 @@ def test_a_command_in_an_empty_data_home_says_to_create_a_vault(cli: Cli) -> Non
     error = cli.err("list")
     assert error["code"] == "not_initialized" and "memories init" in error["message"]
     assert not cli.home.exists()
+
+
+def test_an_argument_that_is_not_utf8_gets_a_sentence(vault: Cli) -> None:
+    """API-8: `memories search $'caf\\xe9'` (Latin-1 bytes in a UTF-8 shell) is refused before
+    anything is sent, with a sentence saying what is wrong with the text, not about JSON."""
+    argv = [os.fsencode(word) for word in vault.command()] + [b"search", b"caf\xe9", b"--json"]
+    proc = subprocess.run(argv, env=vault.environ(), capture_output=True, check=False, timeout=60)
+    assert proc.returncode == 1
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_input" and "not valid Unicode" in error["message"], error

@@ -89,6 +89,10 @@ def test_encode_frame_bounds_and_rejects_non_json() -> None:
         with pytest.raises(MemoriesError) as err:
             encode_frame(bad)
         assert err.value.code == "invalid_input"
+    # A lone surrogate is what a non-UTF-8 argument or file name becomes: said in words.
+    with pytest.raises(MemoriesError) as err:
+        encode_frame({"query": "caf\udce9"})
+    assert "not valid Unicode" in err.value.message
 
 
 # ---------------------------------------------------------------- async reader
