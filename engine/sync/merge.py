@@ -400,6 +400,42 @@ def _verify_revision(
         raise _rejected("A revision's ciphertext does not authenticate (tampered ciphertext)") from None
 
 
+# -- one item ID in two vaults --------------------------------------------------------------
+
+
+def _first_ms(revisions: list[Revision]) -> int | None:
+    """When the oldest first revision (no parents) of these was written, by its author's clock."""
+    times = [rev.created_ms for rev in revisions if not rev.parents]
+    return min(times) if times else None
+
+
+def _in_two_vaults(state: Unlocked, asset_id: bytes, here: bytes, incoming: VaultKeys, sent: list[Revision]) -> MemoriesError:
+    """The refusal of a revision whose item this device holds in another vault, in words a
+    person can act on (docs/user-guide.md and docs/sync.md, "One item in two vaults").
+
+    An item's vault is fixed by its first revision, so merge cannot take the revision; the
+    usual cause is a memories-json export imported into another vault on a device that did not
+    yet hold the item. Which copy is the later one (the import) tells which device to set up
+    again; each first revision's time is its author's word, which is enough to advise. Names
+    only what this device shows anyway: the item's ID and vault names, never content.
+    """
+    held = state.index.assets.get(asset_id) or state.index.hidden_assets.get(asset_id)
+    ours = _first_ms([state.index.revisions[r] for r in held.revisions]) if held is not None else None
+    theirs = _first_ms([rev for rev in sent if rev.asset_id == asset_id])
+    local = state.vaults.get(here)
+    where = f"vault '{local.name}'" if local is not None else "another vault"
+    if ours is not None and theirs is not None and ours != theirs:
+        which = "this device" if ours > theirs else "the peer device"
+        act = f"{which} made the later copy: set it up again"
+    else:
+        act = "set up again the device that made the later copy (see `memories history`)"
+    return _rejected(
+        f"Item {asset_id.hex()[:16]} is in {where} here and the peer sends it in another vault, "
+        f"'{incoming.name}' (an import of an export into another vault copies IDs); an item lives in one "
+        f"vault, so sync stops until one copy is gone: {act} (user guide: One item in two vaults)"
+    )
+
+
 # -- audit entries ---------------------------------------------------------------------------
 
 
@@ -599,7 +635,7 @@ def merge(
         # Also an item quarantine hides here: its vault is fixed by its first revision (SY-2).
         existing = state.index.vault_of(rev.asset_id)
         if existing is not None and existing != vault.vault_id:
-            raise _rejected("A revision moves an item into another vault")
+            raise _in_two_vaults(state, rev.asset_id, existing, vault, bundle.revisions)
         _verify_revision(core, state, candidate, rev, bundle.parts[rev.rev_id])
     audit_rows = _merge_audits(state, head, outcome.history, bundle.audits)
 
