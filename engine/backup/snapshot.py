@@ -4,8 +4,9 @@ In: every vault this device shares (policy history, discarded branches, every ep
 recovery material), every revision of those vaults with its sealed content chunks (signed, as
 stored), and the card-link events of those vaults. Out: the device's private keys (a restore
 makes new ones), device-only vaults and everything in them, MCP grants, sync and cloud tokens,
-receipts, watermarks, quarantine and any other device bookkeeping: only the kinds named here
-are ever copied (an allowlist), so a feature added later stays out until it is listed.
+receipts, watermarks, quarantine (and the revisions it hides) and any other device bookkeeping:
+only the kinds named here are ever copied (an allowlist), so a feature added later stays out
+until it is listed.
 """
 
 from __future__ import annotations
@@ -59,7 +60,13 @@ def write_backup(
             links += 1
     heads = {h for entry in state.index.assets.values() if entry.vault_id in ids for h in entry.heads}
     # Insertion order of the index is load/commit order: every parent comes before its children.
-    revisions: list[Revision] = [r for r in state.index.revisions.values() if bytes(r.body["vault"]) in ids]
+    # Revisions quarantine hides (SY-2: own offline writes a newer policy no longer allowed, with
+    # everything built on them) stay out, like the quarantine records that hold them for review:
+    # they are no head, so a restore that rebuilt heads from them refused the whole file.
+    hidden = state.index.hidden
+    revisions: list[Revision] = [
+        r for r in state.index.revisions.values() if bytes(r.body["vault"]) in ids and r.rev_id not in hidden
+    ]
     total = len(revisions)
     for done, rev in enumerate(revisions, 1):
         writer.add(
