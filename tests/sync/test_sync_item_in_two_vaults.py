@@ -108,3 +108,30 @@ def test_the_user_guides_steps_end_the_collision(collision: Collision, tmp_path:
             assert cli.ok("get", c.team_note)["body"] == "zebra team body"
     finally:
         new.stop()
+
+
+def test_a_restored_device_cannot_be_given_back_the_vault_it_was_restored_from(collision: Collision, tmp_path: Path) -> None:
+    """BK-2, as the user guide states it: a restore claims no old membership, and adding the
+    restored device's user as a member does not bring it back (no device of another user can be
+    added to a vault yet): the Owner's device makes it no sync token, so the restored copy and
+    its original never meet in a merge. When that changes, the restored copy must give way to
+    the original instead of being refused as an item in two vaults (docs/sync.md)."""
+    c = collision
+    backup = tmp_path / "a.backup"
+    c.a.sudo()
+    c.a.ok("backup", "create", str(backup), "--password-stdin", input="backup horse staple 42\n")
+    restored = Cli(home=tmp_path / "restored")
+    try:
+        proc = restored.run(
+            "restore", str(backup), "--password-stdin", "--json", input="backup horse staple 42\nnew device password 7\n"
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert _items(restored, "team") == [(c.team_note, "team note")]  # same item ID, new vault ID
+        originals = {v["id"] for v in c.a.ok("vaults")["vaults"]}
+        assert not originals & {v["id"] for v in restored.ok("vaults")["vaults"]}
+        who = restored.ok("whoami")
+        c.a.ok("vault", "member", "add", who["user_id"], "--role", "editor", "--vault", "team")
+        error = c.a.err("sync", "token", "new", "--device", who["device_id"])
+        assert error["code"] == "device_not_found"
+    finally:
+        restored.stop()
