@@ -8,24 +8,15 @@ import re
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import Cli, require
-from tests.sync.support import free_port, make_pair, titles
+from tests.sync.support import free_port, titles
 
 TITLE = "Relay canary title 7f3a91"
 BODY = "relay canary body: the spare key is under the blue pot 55c2"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 def _start_relay(port: int, *extra: str) -> tuple[subprocess.Popen[str], str]:

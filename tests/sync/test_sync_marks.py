@@ -11,22 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.helpers import Cli
 from tests.sync.support import Listener, free_port, make_pair, sync, token_for
 from tests.sync.test_sync_malicious_peer import Liar
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 def _import(cli: Cli, where: Path, prefix: str, count: int) -> None:

@@ -13,25 +13,13 @@ only an explicit `quarantine reapply` on a device that may write brings its cont
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.helpers import Cli
-from tests.sync.support import Listener, free_port, make_pair, sync, token_for
+from tests.sync.support import Listener, free_port, sync, token_for
 
 OTHER = "ab" * 32  # another user's ID: the vault is handed to them
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 @dataclass

@@ -13,25 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import Cli
 from tests.mcp.support import grant, result_of, stdio_client
-from tests.sync.support import B_PASSWORD, Listener, add_device, free_port, make_pair, sync, sync_err, token_for
+from tests.sync.support import B_PASSWORD, Listener, add_device, free_port, sync, sync_err, token_for
 
 OTHER = "ab" * 32  # another user's ID: the vault is handed to them, this user becomes a Reader
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 @dataclass

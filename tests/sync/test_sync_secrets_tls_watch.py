@@ -11,25 +11,14 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.cards.test_otp_parsing import RFC4226_CODES, SEED
 from tests.helpers import Cli, require
-from tests.sync.support import B_PASSWORD, Listener, free_port, make_pair, sync, sync_err, token_for, wait_until
+from tests.sync.support import B_PASSWORD, Listener, free_port, sync, sync_err, token_for, wait_until
 
 TOKEN = "tok-sync-secret-4f1c9e2a7b"
 PRINT_DIGEST = "import hashlib, os; print(hashlib.sha256(os.environ['SECRET'].encode()).hexdigest())"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 def _b32(key: bytes) -> str:

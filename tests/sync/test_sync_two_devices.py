@@ -8,10 +8,7 @@ sync URL` and a token made on A. Nothing here reaches into either engine.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.helpers import Cli
 from tests.sync.support import (
@@ -20,20 +17,11 @@ from tests.sync.support import (
     Listener,
     add_device,
     free_port,
-    make_pair,
     sync,
     sync_err,
     titles,
     token_for,
 )
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Cli, Cli]]:
-    a, b = make_pair(tmp_path)
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 def _history(cli: Cli, asset: str) -> list[tuple[str, tuple[str, ...]]]:
