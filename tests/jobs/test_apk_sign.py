@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from cryptography.hazmat.primitives import hashes
 from engine.errors import MemoriesError
 from engine.jobs.plan import plan_digest
 from tests.helpers import Cli, require
+from tests.jobs.apk_support import sh, tiny_apk
 from tests.mcp.support import grant, ipc
 
 require(
@@ -25,18 +24,6 @@ require(
 )
 
 MIN_SDK = "24"
-# A text manifest: real APKs carry binary XML, from which apksigner reads the minimum SDK itself.
-MANIFEST = (
-    b'<?xml version="1.0" encoding="utf-8"?>\n'
-    b'<manifest xmlns:android="http://schemas.android.com/apk/res/android" package="org.example.tiny">'
-    b"<application/></manifest>\n"
-)
-
-
-def sh(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
 
 
 class Lab:
@@ -45,12 +32,8 @@ class Lab:
         self.root = root
 
     def apk(self, name: str, payload: bytes = b"dex\n035\x00") -> Path:
-        """A tiny APK built here: a zip with a manifest and a stand-in classes.dex."""
-        path = self.root / name
-        with zipfile.ZipFile(path, "w") as archive:
-            archive.writestr("AndroidManifest.xml", MANIFEST)
-            archive.writestr("classes.dex", payload)
-        return path
+        """A tiny APK built here (apk_support.tiny_apk)."""
+        return tiny_apk(self.root / name, payload)
 
     def plan(self, source: Path, output: Path, *extra: str) -> dict[str, Any]:
         return self.cli.ok("job", "plan", "apk-sign", str(source), "--output", str(output), "--key", "android", *extra)

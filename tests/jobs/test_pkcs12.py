@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from tests.helpers import Cli, require
+from tests.jobs.apk_support import sh, tiny_apk
 
 require(
     all(shutil.which(tool) for tool in ("keytool", "apksigner", "java", "openssl")),
@@ -23,17 +22,6 @@ require(
 )
 
 STORE_PASSWORD = "keystore canary 7Qx!"
-MANIFEST = (
-    b'<?xml version="1.0" encoding="utf-8"?>\n'
-    b'<manifest xmlns:android="http://schemas.android.com/apk/res/android" package="org.example.p12">'
-    b"<application/></manifest>\n"
-)
-
-
-def sh(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
 
 
 def keystore(root: Path, name: str, storetype: str) -> Path:
@@ -67,10 +55,7 @@ def test_android_keystore_signs_an_apk(lab: tuple[Cli, Path]) -> None:
                   "-storepass", STORE_PASSWORD, cwd=root).stdout  # fmt: skip
     certificate = x509.load_pem_x509_certificate(exported.encode("ascii"))
 
-    apk = root / "app.apk"
-    with zipfile.ZipFile(apk, "w") as archive:
-        archive.writestr("AndroidManifest.xml", MANIFEST)
-        archive.writestr("classes.dex", b"dex\n035\x00")
+    apk = tiny_apk(root / "app.apk")
     output = root / "app-signed.apk"
     shown = cli.ok("job", "plan", "apk-sign", str(apk), "--output", str(output), "--key", "release", "--min-sdk", "24")
     cli.ok("job", "run", shown["digest"])
