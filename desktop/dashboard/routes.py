@@ -48,6 +48,7 @@ class DashboardContext:
     mode: str  # "tray" or "dashboard"
     backend: str  # the tray backend in use, or "none"
     on_quit: Callable[[], None] | None = None
+    quit_locks: bool = False  # the host locks the vault when it quits (the tray's default)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
     )
@@ -78,7 +79,12 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
             {
                 "probe": probe.to_json(),
                 "tray_state": tray_state(probe).value,
-                "desktop": {"mode": ctx.mode, "backend": ctx.backend, "can_quit": ctx.on_quit is not None},
+                "desktop": {
+                    "mode": ctx.mode,
+                    "backend": ctx.backend,
+                    "can_quit": ctx.on_quit is not None,
+                    "quit_locks": ctx.on_quit is not None and ctx.quit_locks,
+                },
             }
         )
 
@@ -193,7 +199,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
         if ctx.on_quit is None:
             raise MemoriesError("not_found", "This dashboard cannot quit its host.")
         asyncio.get_running_loop().call_later(0.2, ctx.on_quit)  # answer first, then stop
-        return web.json_response({"quitting": True})
+        return web.json_response({"quitting": True, "locks": ctx.quit_locks})
 
     app.router.add_get("/", serve("index.html"))
     app.router.add_get("/static/app.js", serve("app.js"))

@@ -93,7 +93,14 @@ class TrayApp:
 
     def _run_tray(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
-        ctx = DashboardContext(self.prober, self.gateway, mode="tray", backend=self.backend, on_quit=self.quit)
+        ctx = DashboardContext(
+            self.prober,
+            self.gateway,
+            mode="tray",
+            backend=self.backend,
+            on_quit=self.quit,
+            quit_locks=self.options.lock_on_quit,
+        )
         self.server = DashboardServer(ctx, self.options.port)
         self.server.start_in_thread()
         self._say(f"memories tray: backend {self.backend}")

@@ -207,7 +207,7 @@ def test_bundled_tray_docks_under_xvfb_and_quits(frozen: Frozen, tmp_path: Path)
         status = json.loads(conn.getresponse().read())
         assert status["tray_state"] == "unlocked" and status["desktop"]["backend"] == "xorg"
         conn.request("POST", "/api/quit", body=b"{}", headers=headers)
-        assert json.loads(conn.getresponse().read()) == {"quitting": True}
+        assert json.loads(conn.getresponse().read()) == {"quitting": True, "locks": True}
         conn.close()
         assert tray.wait(30) == 0, out.read_text(errors="replace")
         assert frozen.ok("status") == {"state": "locked"}, "quitting the tray locks the vault"

@@ -162,6 +162,11 @@ function renderStatus(data) {
   $("backend").textContent = data.desktop.backend;
   $("mode").textContent = data.desktop.mode;
   $("quit").hidden = !data.desktop.can_quit;
+  quitLocks = Boolean(data.desktop.quit_locks);
+  $("quit").textContent = quitLocks ? "Quit tray and lock" : "Quit tray";
+  $("quit").title = quitLocks
+    ? "Quits the tray and its dashboard, and locks the vault"
+    : "Quits the tray and its dashboard; the vault stays unlocked until its idle timer";
   $("lock").disabled = !OPEN_STATES.has(state);
   renderGate(state, data.probe.state);
 }
@@ -503,6 +508,7 @@ function openItem(item) {
 
 // -- search ------------------------------------------------------------------------------
 let searchTimer = null;
+let quitLocks = true; // from /api/status: whether the tray locks the vault when it quits
 
 function onSearchInput() {
   clearTimeout(searchTimer);
@@ -840,7 +846,15 @@ document.addEventListener("DOMContentLoaded", () => {
   $("lock").addEventListener("click", async () => {
     if (await confirmDiscard()) post("/api/lock", "list-note", "Locked.");
   });
-  $("quit").addEventListener("click", () => post("/api/quit", "action-result", "The tray is quitting."));
+  $("quit").addEventListener("click", () =>
+    post(
+      "/api/quit",
+      "action-result",
+      quitLocks
+        ? "The tray is quitting and locks the vault. Unlock again from a new tray or with `memories unlock`."
+        : "The tray is quitting; the vault stays unlocked until its idle timer or `memories lock`.",
+    ),
+  );
   $("search").addEventListener("input", onSearchInput);
   $("new").addEventListener("click", newCard);
   $("back").addEventListener("click", () => closeEditor(false));
