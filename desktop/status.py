@@ -90,12 +90,16 @@ class Badges:
 
 def sync_problem(sync_status: dict[str, Any]) -> bool:
     """The engine's `sync_status`: True when its most recent sync session ended in an error
-    (ours or the peer's); a later successful session clears it."""
+    (ours or the peer's) or left a vault unmerged; a later successful session clears it."""
     recent = sync_status.get("recent")
     if not isinstance(recent, list) or not recent or not isinstance(recent[-1], dict):
         return False
     last = recent[-1]
-    return bool(last.get("error") or last.get("peer_error"))
+    if last.get("error") or last.get("peer_error"):
+        return True
+    # A session that ran but left a vault unmerged on either side (each vault merges on its own).
+    reports = [*(last.get("vaults") or []), *(last.get("peer_vaults") or [])]
+    return any(isinstance(r, dict) and r.get("error") for r in reports)
 
 
 # What a running background job is called in the tray (the prober passes only these names).

@@ -125,6 +125,10 @@ def _report_text(result: dict[str, Any]) -> str:
     ]
     for report in result.get("vaults") or []:
         vault = str(report.get("vault_id") or report.get("vault") or "?")[:12]
+        error = report.get("error")
+        if isinstance(error, dict):
+            lines.append(f"  vault {vault}: not merged here [{error.get('code')}]: {one_line(str(error.get('message', '')))}")
+            continue
         conflicts = report.get("conflicts") or []
         line = (
             f"  vault {vault}: +{report.get('revisions_added', 0)} revisions, +{report.get('policies_added', 0)} policies, "
@@ -137,7 +141,18 @@ def _report_text(result: dict[str, Any]) -> str:
         lines.append("  nothing new here")
     if result.get("peer_error"):
         lines.append(f"  the peer refused our changes: [{result['peer_error'].get('code')}]")
+    for report in result.get("peer_vaults") or []:
+        error = report.get("error") if isinstance(report, dict) else None
+        if isinstance(error, dict):
+            vault = str(report.get("vault") or "?")[:12]
+            lines.append(f"  vault {vault}: the peer did not merge our changes [{one_line(str(error.get('code')))}]")
     return "\n".join(lines)
+
+
+def _refused(result: dict[str, Any]) -> bool:
+    """A vault one side did not merge: the sync is incomplete, so the command fails (exit 1)."""
+    reports = [*(result.get("vaults") or []), *(result.get("peer_vaults") or [])]
+    return bool(result.get("peer_error")) or any(isinstance(r, dict) and "error" in r for r in reports)
 
 
 def _sync_body(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
@@ -175,7 +190,7 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
     if not args.watch:
         result = ctx.request(body, timeout=_SYNC_IPC_TIMEOUT)
         ctx.emit(result, _report_text(result))
-        return 0
+        return 1 if _refused(result) else 0
     return _watch(ctx, args, body)
 
 

@@ -52,6 +52,10 @@ def test_sync_problem_and_tooltip() -> None:
     assert sync_problem({"recent": [{"error": {"code": "sync_unreachable"}}]}) is True
     assert sync_problem({"recent": [{"error": {"code": "x"}}, {"merged": 3, "peer_error": None}]}) is False
     assert sync_problem({"recent": [{"peer_error": "busy"}]}) is True
+    refused = {"code": "sync_rejected", "message": "…"}
+    assert sync_problem({"recent": [{"vaults": [{"vault": "ab", "revisions_added": 1}, {"vault": "cd", "error": refused}]}]})
+    assert sync_problem({"recent": [{"vaults": [], "peer_vaults": [{"vault": "cd", "error": refused}]}]})
+    assert not sync_problem({"recent": [{"vaults": [{"vault": "ab", "revisions_added": 1}], "peer_vaults": []}]})
     text = tooltip_text(TrayState.ATTENTION, None, Badges(tickets=2, sync_problem=True))
     assert text == "Memories: needs attention; 2 tickets waiting, last sync failed"
 

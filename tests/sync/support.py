@@ -130,8 +130,15 @@ def sync_err(client: Cli, url: str, token: str | None, *extra: str, timeout: flo
         client.env.clear()
         client.env.update(saved)
     assert proc.returncode != 0, f"sync unexpectedly succeeded: {proc.stdout}"
-    error: dict[str, Any] = json.loads(proc.stdout)["error"]
-    return error
+    out = json.loads(proc.stdout)
+    if "error" in out:  # the session failed as a whole
+        error: dict[str, Any] = out["error"]
+        return error
+    # The session ran but a vault was not merged (each vault's merge is all or nothing on its
+    # own): this side's refusal first, else the peer's.
+    refused: list[dict[str, Any]] = [r["error"] for r in [*out.get("vaults", []), *out.get("peer_vaults", [])] if "error" in r]
+    assert refused, f"sync failed without naming a refusal: {proc.stdout}"
+    return refused[0]
 
 
 def titles(cli: Cli) -> set[str]:

@@ -11,6 +11,7 @@ export, set that device up again, sync, import) end it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,3 +136,36 @@ def test_a_restored_device_cannot_be_given_back_the_vault_it_was_restored_from(c
         assert error["code"] == "device_not_found"
     finally:
         restored.stop()
+
+
+def test_the_other_vaults_sync_while_one_is_refused(collision: Collision) -> None:
+    """SY-1: each vault's merge is all or nothing on its own. While B refuses "team" (and A
+    refuses B's default vault, which holds the copy), A's new note in the default vault still
+    reaches B in the same session; the command names the vault not merged on each side and
+    exits 1, and a second sync merges nothing twice. (A refused vault used to end the session:
+    vaults merged before it stayed merged, the ones after it never were.)"""
+    c = collision
+    news = str(c.a.put("default news", "otter news body")["id"])
+    ids = {v["name"]: v["id"] for v in c.a.ok("vaults")["vaults"]}
+
+    def run_sync(*extra: str) -> tuple[int, str]:
+        proc = c.b.run("sync", c.listener.url, "--token-stdin", *extra, input=c.token + "\n", timeout=300)
+        return proc.returncode, proc.stdout
+
+    for attempt in range(2):
+        code, stdout = run_sync("--json")
+        assert code == 1, stdout
+        result = json.loads(stdout)
+        ours = {r["vault"]: r for r in result["vaults"]}
+        assert ours[ids["team"]]["error"]["code"] == "sync_rejected"
+        if attempt == 0:
+            assert "error" not in ours[ids["default"]] and ours[ids["default"]]["revisions_added"] == 1
+        else:
+            assert ours.get(ids["default"], {"revisions_added": 0})["revisions_added"] == 0  # nothing new to send
+        theirs = {r["vault"]: r for r in result["peer_vaults"]}
+        assert theirs[ids["default"]]["error"]["code"] == "sync_rejected"  # B's copy, refused on A
+        assert c.b.ok("get", news)["body"] == "otter news body"
+    code, text = run_sync()
+    assert code == 1
+    assert f"vault {ids['team'][:12]}: not merged here [sync_rejected]" in text
+    assert f"vault {ids['default'][:12]}: the peer did not merge our changes [sync_rejected]" in text

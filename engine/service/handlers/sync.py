@@ -247,16 +247,32 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
 
         def run(current: Unlocked) -> list[dict[str, Any]]:
             reports = []
+            refused: set[bytes] = set()
             before = {v: lists(current, v, peer).position() for v in at_inventory if v in current.vaults}
             for vault_id, chunks in received.items():
-                report = merge(service.vault, current, chunks, peer_device=peer, actor=actor, peer_holds=peer_holds.get(vault_id))
+                try:
+                    report = merge(
+                        service.vault, current, chunks, peer_device=peer, actor=actor, peer_holds=peer_holds.get(vault_id)
+                    )
+                except MemoriesError as exc:
+                    # Each vault's merge is all or nothing on its own (SY-1): one vault that fails
+                    # verification changes nothing of itself and does not hold the others back, in
+                    # whatever order they came. Anything else (a full disk, a lock) ends the sync.
+                    if exc.code not in _VAULT_REFUSALS:
+                        raise
+                    refused.add(vault_id)
+                    reports.append({"vault": vault_id.hex(), "error": {"code": exc.code, "message": exc.message}})
+                    continue
                 reports.append(report.to_wire())
             marks = [
                 mark_record(current, v, peer, at_inventory[v], position)
                 for v, position in before.items()
-                if current.vaults[v].policy.authorizes_device(peer)
+                if v not in refused and current.vaults[v].policy.authorizes_device(peer)
             ]
-            service.vault.commit(current, [], [], [_watermark(current, peer), *marks])
+            # The watermark says the peer holds what we hold: only true when every vault merged.
+            records = marks if refused else [_watermark(current, peer), *marks]
+            if records:
+                service.vault.commit(current, [], [], records)
             return reports
 
         return locked(run)
@@ -302,6 +318,9 @@ def _finish(
     manager_of(service).remember(entry)
     return entry
 
+
+# What one vault's merge refuses without ending the session for the other vaults.
+_VAULT_REFUSALS = frozenset({"sync_rejected", "sync_invalid"})
 
 REMOTE = Caller(namespace="ws:remote", surface="sync")
 RELAY = Caller(namespace="relay:remote", surface="sync")
