@@ -14,10 +14,7 @@ Nothing here knows the service or the vault (LY-1: engine/jobs is a domain packa
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -106,25 +103,18 @@ class BackgroundWork:
         *,
         cancel_on_lock: bool = True,
         delay: float = 0.0,
-        yields: bool = True,
     ) -> JobHandle:
         """Run ``work`` on a daemon thread named ``memories-NAME``, after ``delay`` seconds
-        unless cancelled meanwhile (a deferred flush is a job that waits first).
-
-        ``yields``: work nobody waits for (re-verification, index builds) runs at a lower CPU
-        priority, so a request a person or an agent is waiting for gets the cores first; a job
-        a user started and waits on (an approved job run) passes False."""
+        unless cancelled meanwhile (a deferred flush is a job that waits first)."""
         handle = JobHandle(name, cancel_on_lock=cancel_on_lock)
         with self._guard:
             self._running.append(handle)
-        thread = threading.Thread(target=self._run, args=(handle, work, delay, yields), name=f"memories-{name}", daemon=True)
+        thread = threading.Thread(target=self._run, args=(handle, work, delay), name=f"memories-{name}", daemon=True)
         thread.start()
         return handle
 
-    def _run(self, handle: JobHandle, work: Callable[[JobContext], None], delay: float, yields: bool) -> None:
+    def _run(self, handle: JobHandle, work: Callable[[JobContext], None], delay: float) -> None:
         state: JobState = "cancelled"
-        if yields:
-            _lower_this_threads_priority()
         try:
             if delay > 0 and handle.cancelled.wait(delay):
                 return
@@ -190,19 +180,3 @@ class BackgroundWork:
         with self._guard:
             handles = [*self._ended, *self._running]
         return [handle.snapshot() for handle in handles]
-
-
-# How far a yielding job's thread is niced: CFS then gives a contended core to a request's thread
-# about ten times as often (weights 1024 against 110), and the job still runs on an idle core.
-BACKGROUND_NICE = 10
-
-
-def _lower_this_threads_priority() -> None:
-    """Lower the calling thread's scheduling priority (Linux: a thread has its own nice value;
-    elsewhere nothing). Only ever lowered, so no privilege is needed; a failure changes nothing."""
-    if sys.platform != "linux":
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        tid = threading.get_native_id()
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, max(current, BACKGROUND_NICE)))

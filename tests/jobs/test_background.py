@@ -5,12 +5,8 @@ Real threads, synchronised with events: the tests assert states and counts, neve
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections.abc import Callable
-
-import pytest
 
 from engine.errors import MemoriesError
 from engine.jobs.background import BackgroundWork, JobContext
@@ -146,29 +142,3 @@ def test_run_inline_lists_work_on_the_calling_thread_and_a_lock_marks_it_cancell
         assert exc.code == "cloud_unreachable"
     assert work.snapshot()[-1]["state"] == "failed"
     assert work.running() == []
-
-
-def test_work_nobody_waits_for_yields_the_cpu_and_a_waited_job_does_not() -> None:
-    """Issue 20: a background job's thread runs at a lower priority (Linux: its own nice value),
-    so requests a person waits for get a contended core first; a job started with yields=False
-    (an approved job run the user waits on) and the caller's own thread keep their priority."""
-    if sys.platform != "linux":
-        pytest.skip("per-thread nice values are a Linux feature; elsewhere jobs keep the process priority")
-    work = BackgroundWork()
-    seen: dict[str, int] = {}
-    done = {name: threading.Event() for name in ("index", "job-run")}
-
-    def probe(name: str) -> Callable[[JobContext], None]:
-        def run(_context: JobContext) -> None:
-            seen[name] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-            done[name].set()
-
-        return run
-
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    work.start("index", probe("index"))
-    work.start("job-run", probe("job-run"), yields=False)
-    assert all(event.wait(WAIT) for event in done.values())
-    assert seen["index"] >= max(mine, 10)
-    assert seen["job-run"] == mine
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

@@ -168,7 +168,7 @@ def job_run(service: Service, request: rq.JobRun, caller: Caller) -> dict[str, A
             _execute(service, run, workspace, secrets, outcome, context)
 
         try:
-            run.handle = service.background.start("job-run", work, yields=False)  # the user waits on it
+            run.handle = service.background.start("job-run", work)
         except BaseException:
             workspace.remove()
             raise
