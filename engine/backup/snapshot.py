@@ -63,10 +63,7 @@ def write_backup(
     # Revisions quarantine hides (SY-2: own offline writes a newer policy no longer allowed, with
     # everything built on them) stay out, like the quarantine records that hold them for review:
     # they are no head, so a restore that rebuilt heads from them refused the whole file.
-    hidden = state.index.hidden
-    revisions: list[Revision] = [
-        r for r in state.index.revisions.values() if bytes(r.body["vault"]) in ids and r.rev_id not in hidden
-    ]
+    revisions: list[Revision] = state.index.shown_revisions(ids)
     total = len(revisions)
     for done, rev in enumerate(revisions, 1):
         writer.add(

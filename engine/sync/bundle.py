@@ -148,8 +148,7 @@ def _vault_revisions(state: Unlocked, vault_id: bytes) -> list[Revision]:
     ones quarantine hides (SY-2): those are this device's own writes that a newer policy no
     longer allowed, and a peer that knows that policy quarantines them as well, so they are
     neither offered nor sent (engine/sync/marks.py lists the same set)."""
-    hidden = state.index.hidden
-    return [rev for rid, rev in state.index.revisions.items() if bytes(rev.body["vault"]) == vault_id and rid not in hidden]
+    return state.index.shown_revisions({vault_id})
 
 
 def audit_entries(state: Unlocked) -> list[tuple[bytes, bytes, bytes]]:

@@ -53,8 +53,7 @@ def _same_user(state: Unlocked, vault_id: bytes, peer: bytes) -> bool:
 def lists(state: Unlocked, vault_id: bytes, peer: bytes) -> Lists:
     # Without the revisions quarantine hides, like the inventory and bundle (bundle.py): the
     # peer quarantined them too and does not hold them, so the two sets still agree (SY-2).
-    hidden = state.index.hidden
-    revisions = [rid for rid, rev in state.index.revisions.items() if bytes(rev.body["vault"]) == vault_id and rid not in hidden]
+    revisions = [rev.rev_id for rev in state.index.shown_revisions({vault_id})]
     audits = _same_user(state, vault_id, peer)
     own: list[bytes] = []
     theirs: list[bytes] = []

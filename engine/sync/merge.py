@@ -419,7 +419,7 @@ def _in_two_vaults(state: Unlocked, asset_id: bytes, here: bytes, incoming: Vaul
     again; each first revision's time is its author's word, which is enough to advise. Names
     only what this device shows anyway: the item's ID and vault names, never content.
     """
-    held = state.index.assets.get(asset_id) or state.index.hidden_assets.get(asset_id)
+    held = state.index.entry_of(asset_id)
     ours = _first_ms([state.index.revisions[r] for r in held.revisions]) if held is not None else None
     theirs = _first_ms([rev for rev in sent if rev.asset_id == asset_id])
     local = state.vaults.get(here)

@@ -7,7 +7,7 @@ succeeded, so a failed commit leaves memory exactly as before (ST-5).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from engine.errors import MemoriesError
@@ -173,8 +173,19 @@ class AssetIndex:
         "new" would give it another first revision (in another vault, too). Its vault ID is
         fixed at the first revision, so the next unlock would show the item again in the
         quarantined item's place and vault, past the quarantine review (SY-2)."""
-        entry = self.assets.get(asset_id) or self.hidden_assets.get(asset_id)
+        entry = self.entry_of(asset_id)
         return entry.vault_id if entry is not None else None
+
+    def entry_of(self, asset_id: bytes) -> AssetEntry | None:
+        """The item with this ID, visible or hidden whole by quarantine (see :meth:`vault_of`)."""
+        return self.assets.get(asset_id) or self.hidden_assets.get(asset_id)
+
+    def shown_revisions(self, vault_ids: Container[bytes]) -> list[Revision]:
+        """The revisions of these vaults in the order they were applied here (parents first),
+        without those quarantine hides (SY-2): what sync offers and sends, what its marks count
+        and what a backup carries, so all of them agree on one set."""
+        hidden = self.hidden
+        return [rev for rid, rev in self.revisions.items() if bytes(rev.body["vault"]) in vault_ids and rid not in hidden]
 
     def holds(self, asset_id: bytes) -> bool:
         """Is an item with this ID on this device, visible or hidden (see :meth:`vault_of`)?"""
