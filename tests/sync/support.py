@@ -162,3 +162,17 @@ def env_without_token() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("MEMORIES_SYNC_TOKEN", None)
     return env
+
+
+OTHER_USER = "ab" * 32  # another user's ID: a vault can be handed to them
+
+
+def step_down_to_reader(cli: Cli) -> list[list[str]]:
+    """The commands (under sudo, on the Owner's device) that hand the default vault to another
+    user and make this user a Reader: every device of this user loses the right to write."""
+    me = next(str(m["user"]) for m in cli.ok("vault", "members")["members"] if m["me"])
+    return [
+        ["vault", "member", "add", OTHER_USER, "--role", "editor"],
+        ["vault", "transfer", OTHER_USER],
+        ["vault", "member", "role", me, "--role", "reader"],
+    ]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import Cli
-from tests.sync.support import B_PASSWORD, make_pair
-from tests.sync.test_sync_quarantine_agree import _demote, _offline_writes
+from tests.sync.support import B_PASSWORD, make_pair, step_down_to_reader
+from tests.sync.test_sync_quarantine_agree import _offline_writes
 
 BACKUP_PW = "backup horse staple 42"
 NEW_PW = "new device password 7"
@@ -29,7 +29,7 @@ def test_a_device_with_quarantined_offline_writes_backs_up_and_restores(tmp_path
     a, b = make_pair(tmp_path)
     restored = Cli(home=tmp_path / "restored")
     try:
-        run = _offline_writes(a, b, _demote(a))
+        run = _offline_writes(a, b, step_down_to_reader(a))
         assert len(b.ok("quarantine", "list")["entries"]) == 3
         backup = tmp_path / "b.backup"
         b.sudo(B_PASSWORD)

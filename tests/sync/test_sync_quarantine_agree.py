@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.helpers import Cli
-from tests.sync.support import Listener, free_port, sync, token_for
-
-OTHER = "ab" * 32  # another user's ID: the vault is handed to them
+from tests.sync.support import OTHER_USER, Listener, free_port, step_down_to_reader, sync, token_for
 
 
 @dataclass
@@ -40,10 +38,6 @@ def _items(cli: Cli) -> list[tuple[str, str]]:
 
 def _held_back(cli: Cli) -> list[tuple[str, str, str]]:
     return sorted((str(e["revision"]), str(e["asset"]), str(e["reason"])) for e in cli.ok("quarantine", "list")["entries"])
-
-
-def _me(cli: Cli) -> str:
-    return next(str(m["user"]) for m in cli.ok("vault", "members")["members"] if m["me"])
 
 
 def _offline_writes(a: Cli, b: Cli, change_policy_on_a: list[list[str]], edit_on_a: str | None = None) -> Offline:
@@ -70,14 +64,6 @@ def _offline_writes(a: Cli, b: Cli, change_policy_on_a: list[list[str]], edit_on
     return Offline(shared, offline, first, second)
 
 
-def _demote(a: Cli) -> list[list[str]]:
-    return [
-        ["vault", "member", "add", OTHER, "--role", "editor"],
-        ["vault", "transfer", OTHER],
-        ["vault", "member", "role", _me(a), "--role", "reader"],
-    ]
-
-
 def _counts(report: dict[str, Any]) -> tuple[int, int, int]:
     return (int(report["policies_added"]), int(report["revisions_added"]), int(report["quarantined"]))
 
@@ -90,7 +76,7 @@ def test_offline_writes_of_a_device_demoted_to_reader_are_quarantined_on_both_de
     devices list the same items. A second sync changes nothing on either side and sends no
     revision (B no longer offers what it quarantined)."""
     a, b = pair
-    run = _offline_writes(a, b, _demote(a))
+    run = _offline_writes(a, b, step_down_to_reader(a))
 
     assert _items(a) == _items(b) == [(run.shared, "shared note")]
     assert a.ok("get", run.shared)["body"] == b.ok("get", run.shared)["body"] == "shared zebrafirst body"
@@ -132,7 +118,7 @@ def test_an_authorized_concurrent_offline_write_still_merges_on_both_devices(pai
     run = _offline_writes(
         a,
         b,
-        [["vault", "member", "add", OTHER, "--role", "editor"], ["vault", "rotate"]],
+        [["vault", "member", "add", OTHER_USER, "--role", "editor"], ["vault", "rotate"]],
         edit_on_a="shared zebrasecond body from A",
     )
 

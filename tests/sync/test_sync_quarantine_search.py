@@ -18,9 +18,7 @@ from pathlib import Path
 
 from tests.helpers import Cli
 from tests.mcp.support import grant, result_of, stdio_client
-from tests.sync.support import B_PASSWORD, Listener, add_device, free_port, sync, sync_err, token_for
-
-OTHER = "ab" * 32  # another user's ID: the vault is handed to them, this user becomes a Reader
+from tests.sync.support import B_PASSWORD, Listener, add_device, free_port, step_down_to_reader, sync, sync_err, token_for
 
 
 @dataclass
@@ -63,10 +61,8 @@ def _quarantine_offline_writes(a: Cli, b: Cli, before_sync: list[str] | None = N
             b.ok(*before_sync)
 
         a.sudo()
-        me = next(str(m["user"]) for m in a.ok("vault", "members")["members"] if m["me"])
-        a.ok("vault", "member", "add", OTHER, "--role", "editor")
-        a.ok("vault", "transfer", OTHER)
-        a.ok("vault", "member", "role", me, "--role", "reader")
+        for command in step_down_to_reader(a):
+            a.ok(*command)
 
         report = sync(b, listener.url, token)
     [mine] = report["vaults"]
@@ -154,10 +150,8 @@ def test_a_peer_item_of_another_vault_with_a_quarantined_items_id_is_refused(tmp
             b.ok("export", "--format", "memories-json", str(export))
             assert a.ok("import", str(export / "memories.json"), "--vault", "second")["created"] == 1
             a.sudo()
-            me = next(str(m["user"]) for m in a.ok("vault", "members")["members"] if m["me"])
-            a.ok("vault", "member", "add", OTHER, "--role", "editor")
-            a.ok("vault", "transfer", OTHER)
-            a.ok("vault", "member", "role", me, "--role", "reader")
+            for command in step_down_to_reader(a):
+                a.ok(*command)
 
             error = sync_err(b, listener.url, token)
         assert error["code"] == "sync_rejected" and "another vault" in error["message"]
