@@ -32,7 +32,7 @@ from engine.search.segment import Segmenter
 from engine.service.memory import gc_paused, release_free_memory
 from engine.service.projections import visible_body
 from engine.service.service import EXTENSIONS, Service, Unlocked
-from engine.store.database import decode_record
+from engine.store.database import SealedRows, decode_record
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
 
@@ -120,6 +120,8 @@ class SearchRuntime:
         # them: the unlock leaves them undecoded and the build decodes them off the lock.
         service.vault.deferred_kinds.add(TOKENS_KIND)
         self._undecoded: list[tuple[int, bytes]] = []
+        # Those written as deferred rows are not even opened by the unlock: the build opens them.
+        self._sealed: SealedRows | None = None
         service.before_unlock.append(self._warm_segmenter)
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
@@ -135,6 +137,7 @@ class SearchRuntime:
     # -- hooks (all called under the service lock) --------------------------------------
     def _on_unlock(self, state: Unlocked) -> None:
         self._undecoded = state.deferred.pop(TOKENS_KIND, [])
+        self._sealed, state.sealed = state.sealed, None
         for _, record in state.extra_records.pop(TOKENS_KIND, []):
             prepared = Prepared.from_record(record)
             if prepared is not None:  # another segmenter version: re-segmented lazily
@@ -153,6 +156,7 @@ class SearchRuntime:
             self._flush = None
         self.pending = []
         self._undecoded = []
+        self._sealed = None  # it holds the master key
         self.cache.wipe()
         self.tokens.clear()
 
@@ -335,6 +339,15 @@ class SearchRuntime:
             entries.sort(key=lambda e: _newest_live_head(state, e).changed_ms, reverse=True)
             order = [e.asset_id for e in entries]
             undecoded, self._undecoded = self._undecoded, []
+            sealed, self._sealed = self._sealed, None
+        if sealed is not None:
+            try:
+                undecoded = [*undecoded, *sealed.open()]
+            except MemoriesError:
+                # The chain matched, so only our own writer (or someone holding the master key)
+                # can have made this row: lock like a failed signature check (integrity.py).
+                self.service.deferred_row_failure(job.state)
+                return
         if undecoded and not self._take_stored_tokens(job, undecoded):
             return
         context.progress(0, len(order))

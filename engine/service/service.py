@@ -294,6 +294,14 @@ class Service:
             if self.state is state:
                 self.lock_now("integrity check failed")
 
+    def deferred_row_failure(self, state: Unlocked) -> None:
+        """A deferred row (engine/store/database.py) failed its AEAD when its reader opened it
+        after the unlock: lock now, and from here on open such rows before an unlock answers,
+        so the next one refuses with store_corrupt while the row is still there."""
+        log.error("integrity: a deferred state row failed authentication; locking")
+        self.vault.open_deferred_rows = True
+        self._integrity_failure(state)
+
     # -- what a request committed (honest answers) and feature hooks -----------------------
     def _record_durable(self, revisions: list[Revision], extra_records: list[dict[str, Any]]) -> None:
         """The store transaction is durable: the request's answer must say so, whatever fails next."""

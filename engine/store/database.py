@@ -40,11 +40,17 @@ from engine.crypto.kdf import KdfParams, derive_key
 from engine.crypto.libsodium import RowOpener
 from engine.errors import MemoriesError
 
-__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "is_disk_full"]
+__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "SealedRows", "is_disk_full"]
 
 FORMAT_NAME = "memories-store"
 FORMAT_VERSION = 1
 _ROW_VERSION = b"\x01"
+# A row of a deferred kind (a cache such as SR-6's search token streams), sealed like any
+# other with its version in the AAD. An unlock leaves it sealed: the checkpoint's chain,
+# checked before the unlock answers, covers its bytes like every row's, and its reader opens
+# it later off the unlock's path (``SealedRows``). On a 10k-note vault these rows are 70% of
+# the state's bytes; opening them beside the decoder cost the unlock ~65 ms of GIL contention.
+_DEFERRED_ROW_VERSION = b"\x02"
 _HEADER_AAD = b"memories.header\x00\x01"
 _STATE_AAD = b"memories.state\x00\x01"
 _CHECKPOINT_AAD = b"memories.checkpoint\x00\x01"
@@ -128,9 +134,10 @@ def _open_rows(
                 return
             chunk: list[tuple[int, bytes]] = []
             for seq, blob in rows[start : start + _OPEN_CHUNK]:
-                if blob[:1] != _ROW_VERSION:
+                version = blob[:1]
+                if version != _ROW_VERSION and version != _DEFERRED_ROW_VERSION:
                     raise ValueError("unknown row version")
-                plain = opener.open(blob, 1, _state_aad(seq))
+                plain = opener.open(blob, 1, _row_aad(version, seq))
                 if plain is None:
                     raise AeadError("authentication failed")
                 chunk.append((seq, plain))
@@ -148,6 +155,11 @@ def _state_aad(seq: int) -> bytes:
     return _STATE_AAD + struct.pack(">Q", seq)
 
 
+def _row_aad(version: bytes, seq: int) -> bytes:
+    # Binding the version byte: a row cannot be moved between "opened at unlock" and "left sealed".
+    return _state_aad(seq) if version == _ROW_VERSION else _state_aad(seq) + b"/deferred"
+
+
 def _chain_next(chain: bytes, seq: int, blob: bytes) -> bytes:
     return hashlib.sha256(chain + struct.pack(">Q", seq) + blob).digest()
 
@@ -162,8 +174,38 @@ class Loaded:
     chain: bytes
     last_content_seq: int
     # Records of the kinds ``load`` was asked to defer: authenticated plaintext, not yet
-    # decoded (``decode_record`` turns each into a record when its reader needs it).
+    # decoded (``decode_record`` turns each into a record when its reader needs it). Rows
+    # written before deferred rows were sealed apart (row version 1).
     deferred: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    # Rows of deferred kinds written as such (row version 2), still sealed: chained, not yet opened.
+    sealed: SealedRows | None = None
+
+
+class SealedRows:
+    """Rows of deferred kinds an unlock left sealed, for their reader to open off its path.
+
+    The checkpoint's chain already proved their bytes are the ones this device wrote; ``open``
+    checks each row's own AEAD, the defence in depth the unlock ran for every other row.
+    Holds the master key until dropped: a lock drops it with the reader's state (ST-10).
+    """
+
+    def __init__(self, key: bytes, rows: list[tuple[int, bytes]]) -> None:
+        self._key = key
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def open(self) -> list[tuple[int, bytes]]:
+        """Every row's (seq, plaintext), in order; store_corrupt if one fails to authenticate."""
+        opener = RowOpener(self._key)
+        opened: list[tuple[int, bytes]] = []
+        for seq, blob in self.rows:
+            plain = opener.open(blob, 1, _row_aad(_DEFERRED_ROW_VERSION, seq))
+            if plain is None:
+                raise MemoriesError("store_corrupt", "A state row failed authentication.")
+            opened.append((seq, plain))
+        return opened
 
 
 @dataclass
@@ -189,6 +231,8 @@ class StoreFile:
     _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
     # Rows and their hash chain read while the KDF ran (see ``check_password``); ciphertext only.
     _prefetched: tuple[list[tuple[int, bytes]], bytes] | None = field(default=None, repr=False)
+    # The kinds the last load deferred: commits seal records of these kinds as deferred rows.
+    _deferred_kinds: frozenset[str] = field(default=frozenset(), repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -272,17 +316,22 @@ class StoreFile:
             except (sqlite3.DatabaseError, TypeError, ValueError):
                 self._prefetched = None  # ``load`` reads again and reports the error
 
-    def load(self, deferred_kinds: frozenset[str] = frozenset()) -> Loaded:
+    def load(self, deferred_kinds: frozenset[str] = frozenset(), *, open_deferred: bool = False) -> Loaded:
         """Decrypt every state row, verifying the hash chain against the checkpoint.
 
-        Rows whose record kind is in ``deferred_kinds`` are authenticated (AEAD and chain)
-        but not decoded: ``Loaded.deferred`` holds their plaintext for a background reader.
+        Rows whose record kind is in ``deferred_kinds`` are not decoded: ``Loaded.deferred``
+        holds the plaintext of those written before deferred rows existed, ``Loaded.sealed``
+        the rows written as deferred, chained but not yet opened, for a background reader.
+        Later commits seal records of these kinds as deferred rows. ``open_deferred``: open
+        those rows now too (after a background reader found one that failed its AEAD).
         """
-        loaded, records = self.load_stream(deferred_kinds)
+        loaded, records = self.load_stream(deferred_kinds, open_deferred=open_deferred)
         loaded.records = list(records)
         return loaded
 
-    def load_stream(self, deferred_kinds: frozenset[str] = frozenset()) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
+    def load_stream(
+        self, deferred_kinds: frozenset[str] = frozenset(), *, open_deferred: bool = False
+    ) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
         """Like :meth:`load`, with the records as an iterator that opens rows as it goes.
 
         The chain is checked before this returns; each row's AEAD as the iterator reaches it
@@ -291,7 +340,8 @@ class StoreFile:
         the iterator runs.
         """
         with self._db_lock:
-            return self._load(deferred_kinds)
+            self._deferred_kinds = deferred_kinds
+            return self._load(deferred_kinds, open_deferred or not deferred_kinds)
 
     @staticmethod
     def _matches(checkpoint: dict[str, Any], rows: list[tuple[int, bytes]], chain: bytes) -> bool:
@@ -300,7 +350,7 @@ class StoreFile:
             checkpoint.get("chain") == chain and checkpoint.get("count") == len(rows) and checkpoint.get("last_seq") == last_seq
         )
 
-    def _load(self, deferred_kinds: frozenset[str]) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
+    def _load(self, deferred_kinds: frozenset[str], open_deferred: bool) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
         key = self._key()
         prefixes = [(kind, _kind_prefix(kind)) for kind in deferred_kinds]
         prefetched, self._prefetched = self._prefetched, None
@@ -322,8 +372,13 @@ class StoreFile:
         self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         self._loaded_refs = (frozenset(), 0)  # set once every record has been read
         deferred: dict[str, list[tuple[int, bytes]]] = {}
-        records = self._open_records(key, rows, prefixes, deferred)
-        return Loaded([], last_seq, len(rows), chain, self._cursor.last_content_seq, deferred), records
+        sealed: SealedRows | None = None
+        to_open = rows
+        if not open_deferred and any(blob[:1] == _DEFERRED_ROW_VERSION for _, blob in rows):
+            sealed = SealedRows(key, [row for row in rows if row[1][:1] == _DEFERRED_ROW_VERSION])
+            to_open = [row for row in rows if row[1][:1] != _DEFERRED_ROW_VERSION]
+        records = self._open_records(key, to_open, prefixes, deferred)
+        return Loaded([], last_seq, len(rows), chain, self._cursor.last_content_seq, deferred, sealed), records
 
     def _open_records(
         self,
@@ -492,7 +547,8 @@ class StoreFile:
         rows: list[tuple[int, bytes]] = []
         for record in records:
             seq += 1
-            blob = _ROW_VERSION + seal(key, encode_record(record), _state_aad(seq))
+            version = _DEFERRED_ROW_VERSION if record.get("t") in self._deferred_kinds else _ROW_VERSION
+            blob = version + seal(key, encode_record(record), _row_aad(version, seq))
             chain = _chain_next(chain, seq, blob)
             rows.append((seq, blob))
         last_content = max([cursor.last_content_seq, *(s for s, _ in content)])

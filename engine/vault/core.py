@@ -25,7 +25,7 @@ from engine.crypto.canonical import domain_bytes
 from engine.crypto.chunks import ChunkError
 from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
-from engine.store.database import StoreFile
+from engine.store.database import SealedRows, StoreFile
 from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
 from engine.vault.policy import Change, Policy, propose, verify_chain
 from engine.vault.revision import Revision, build_revision
@@ -114,6 +114,8 @@ class Unlocked:
     # Records of ``VaultCore.deferred_kinds``, authenticated but not decoded: their reader
     # takes them (``store.decode_record``) in the background instead of the unlock paying.
     deferred: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    # Rows of those kinds written as deferred rows, still sealed: their reader opens them.
+    sealed: SealedRows | None = None
 
     @property
     def vault(self) -> VaultKeys:
@@ -149,6 +151,8 @@ class VaultCore:
         # Extra-record kinds an unlock leaves undecoded in ``Unlocked.deferred`` (a feature's
         # cache read in the background, e.g. search token streams): nothing the core reads.
         self.deferred_kinds: set[str] = set()
+        # Open the deferred kinds' sealed rows at unlock as well (after one failed to open in the background).
+        self.open_deferred_rows = False
 
     # -- state ---------------------------------------------------------------------------
     def require_store(self) -> StoreFile:
@@ -177,7 +181,7 @@ class VaultCore:
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
         """
         # Rows are opened on a helper thread while this loop decodes those already opened.
-        loaded, records = store.load_stream(frozenset(self.deferred_kinds))
+        loaded, records = store.load_stream(frozenset(self.deferred_kinds), open_deferred=self.open_deferred_rows)
         identity: DeviceIdentity | None = None
         vaults: dict[bytes, VaultKeys] = {}
         default_vault = b""
@@ -243,7 +247,9 @@ class VaultCore:
         for rev in revisions:
             index.apply(rev)
         index.hide(bytes(r[HIDE_FIELD]) for records in extra.values() for _, r in records if HIDE_FIELD in r)
-        state = Unlocked(identity, vaults, default_vault, index, len(audits), extra, audit_log, deferred=loaded.deferred)
+        state = Unlocked(
+            identity, vaults, default_vault, index, len(audits), extra, audit_log, deferred=loaded.deferred, sealed=loaded.sealed
+        )
         for record in audits:
             digest = hashlib.sha256(bytes(record["signed"])).digest()
             state.audit_sigs[digest] = bytes(record["sig"])

@@ -135,6 +135,110 @@ def test_row_opener_agrees_with_the_single_call() -> None:
     assert opener.open(b"\x01short", 1, b"") is None
 
 
+def _reseal_checkpoint_over(path: Path, master: bytes, rows: list[tuple[int, bytes]]) -> None:
+    """Write ``rows`` as the state and re-seal the checkpoint over their chain: only someone
+    holding the master key could, so each row's own AEAD is all that is left to catch a change."""
+    from engine.crypto.aead import open_sealed, seal
+    from engine.store.database import _CHAIN_START, _CHECKPOINT_AAD, _ROW_VERSION, _chain_next, encode_record
+
+    with sqlite3.connect(path) as conn:
+        conn.executemany("UPDATE state SET blob = ? WHERE seq = ?", [(blob, seq) for seq, blob in rows])
+        chain = _CHAIN_START
+        for row_seq, row_blob in rows:
+            chain = _chain_next(chain, row_seq, row_blob)
+        sealed = conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()[0]
+        checkpoint = decode_record(open_sealed(master, sealed[1:], _CHECKPOINT_AAD))
+        checkpoint["chain"] = chain
+        conn.execute(
+            "UPDATE checkpoints SET blob = ? WHERE id = 1",
+            (_ROW_VERSION + seal(master, encode_record(checkpoint), _CHECKPOINT_AAD),),
+        )
+
+
+def _state_rows(path: Path) -> list[tuple[int, bytes]]:
+    with sqlite3.connect(path) as conn:
+        rows: list[tuple[int, bytes]] = conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()
+    return rows
+
+
+def test_records_of_a_deferred_kind_are_written_as_sealed_rows_the_unlock_does_not_open(tmp_path: Path) -> None:
+    """SR-6, issue 20: after a load that defers a kind, commits seal its records as deferred rows;
+    the next load chains them with every other row but leaves them sealed for their reader,
+    and a load that does not defer the kind (or is told to open them) decodes them as records."""
+    kinds = frozenset({"search_tokens"})
+    store = _store(tmp_path, records=2)
+    _unlock(store)
+    store.load(kinds)
+    token = {"t": "search_tokens", "rev": b"\x02" * 32, "v": "x", "body": "tokens"}
+    store.commit([token, {"t": "note", "n": 2}])
+    assert [blob[:1] for _, blob in _state_rows(tmp_path / "store.db")][-2:] == [b"\x02", b"\x01"]
+
+    loaded = store.load(kinds)
+    assert [r["n"] for _, r in loaded.records] == [0, 1, 2]
+    assert loaded.count == 4 and loaded.deferred == {}
+    assert loaded.sealed is not None and len(loaded.sealed) == 1
+    [(seq, plain)] = loaded.sealed.open()
+    assert decode_record(plain) == token and seq == loaded.last_seq - 1
+    # The cursor counts the sealed row: a commit after this load still matches the checkpoint.
+    store.commit([{"t": "note", "n": 3}])
+    for opened in (store.load(), store.load(kinds, open_deferred=True)):
+        assert opened.sealed is None
+    assert [r.get("t") for _, r in store.load().records] == ["note", "note", "search_tokens", "note", "note"]
+    [(_, again)] = store.load(kinds, open_deferred=True).deferred["search_tokens"]
+    assert decode_record(again) == token
+
+
+def test_a_sealed_deferred_row_that_fails_its_aead_is_refused_by_its_reader(tmp_path: Path) -> None:
+    """ST-1: a deferred row with a chain that agrees (re-sealed checkpoint) but a bad tag: the
+    unlock answers (it does not open the row), its reader's open refuses with store_corrupt,
+    and a load told to open deferred rows refuses at once."""
+    kinds = frozenset({"search_tokens"})
+    path = tmp_path / "store.db"
+    store = _store(tmp_path, records=2)
+    _unlock(store)
+    store.load(kinds)
+    store.commit([{"t": "search_tokens", "body": "x" * 50}])
+    rows = _state_rows(path)
+    seq, blob = rows[-1]
+    rows[-1] = (seq, blob[:-1] + bytes([blob[-1] ^ 1]))
+    _reseal_checkpoint_over(path, store.check_password(PASSWORD), rows)
+    _unlock(store)
+    loaded = store.load(kinds)
+    assert loaded.sealed is not None
+    with pytest.raises(MemoriesError) as caught:
+        loaded.sealed.open()
+    assert caught.value.code == "store_corrupt"
+    for kinds_now, open_now in ((kinds, True), (frozenset[str](), False)):
+        with pytest.raises(MemoriesError) as refused:
+            store.load(kinds_now, open_deferred=open_now)
+        assert refused.value.code == "store_corrupt"
+
+
+def test_a_row_moved_between_opened_and_sealed_does_not_authenticate(tmp_path: Path) -> None:
+    """ST-1: the row version is in the AEAD's associated data: relabelling an ordinary row as
+    deferred (so an unlock would skip it), or back, fails even with a chain that agrees."""
+    kinds = frozenset({"search_tokens"})
+    path = tmp_path / "store.db"
+    store = _store(tmp_path, records=2)
+    _unlock(store)
+    store.load(kinds)
+    store.commit([{"t": "search_tokens", "body": "y"}])
+    master = store.check_password(PASSWORD)
+    original = _state_rows(path)
+    for target, label in ((0, b"\x02"), (len(original) - 1, b"\x01")):
+        rows = list(original)
+        seq, blob = rows[target]
+        rows[target] = (seq, label + blob[1:])
+        _reseal_checkpoint_over(path, master, rows)
+        _unlock(store)
+        with pytest.raises(MemoriesError) as caught:
+            loaded = store.load(kinds)
+            if loaded.sealed is not None:
+                loaded.sealed.open()
+        assert caught.value.code == "store_corrupt"
+        _reseal_checkpoint_over(path, master, original)
+
+
 @pytest.mark.parametrize("deferred", [False, True], ids=["decoded", "deferred"])
 def test_a_row_that_fails_its_aead_is_refused_even_when_the_chain_agrees(tmp_path: Path, deferred: bool) -> None:
     """ST-1: every row is opened (AEAD) before the unlock answers, on the opening thread too.
