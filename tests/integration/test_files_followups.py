@@ -120,6 +120,14 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
                 client.request(
                     {"op": "file_chunk", "upload": begun["upload"], "index": index, "sizes": [CHUNK] * 16, "payload": block}
                 )
+        # An answered chunk is sealed and written by the upload's pipeline, not always in the
+        # file yet: wait until all 32 are, so that the crash leaves a known number behind.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with sqlite3.connect(Paths(cli.home).store) as conn:
+                if int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before >= 32:
+                    break
+            time.sleep(0.05)
         pid = cli.daemon_pid()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)

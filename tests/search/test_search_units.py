@@ -44,17 +44,22 @@ SAFE_DOC = Document(b"a" * 16, b"r" * 32, "memory", "title", "body with words", 
 SAFE_INDEX.upsert(SAFE_DOC, prepare(SAFE_DOC, SEGMENTER))
 FTS_SYNTAX = st.sampled_from(['"', "'", "*", "^", ":", "(", ")", "-", "+", " ", "NEAR", "AND", "OR", "NOT", "{", "}"])
 DOC_WORDS = st.sampled_from(["title", "body", "words", "other", "记忆"])
+# What FTS5's unicode61 tokenizer takes for separators: all but letters, numbers and private use.
+INDEX_SEPARATORS = regex.compile(r"[^\p{L}\p{N}\p{Co}]+")
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.text(max_size=8), FTS_SYNTAX, DOC_WORDS), max_size=12).map("".join))
 def test_any_query_text_is_safe(text: str) -> None:
     """API-8: FTS5 syntax in a query (quotes, NEAR, *, ^, columns) is data, never an error: the
-    document is found exactly when a query term is one of its words, whatever surrounds it."""
+    document is found exactly when a query term is one of its words, whatever surrounds it
+    (found once by Hypothesis: "TITLE%", which Jieba keeps as one term and the index reads as "title")."""
     parsed = parse_query(text, SEGMENTER)
     hits = SAFE_INDEX.search(parsed, mode="lexical")
     assert len(hits) <= 1 and all(h.asset_id == SAFE_DOC.asset_id for h in hits)
-    shares_a_word = any(t in {"title", "body", "with", "words"} for t in parsed.terms)
+    # A term counts by the words the index's tokenizer (FTS5 unicode61) reads in it: Jieba keeps
+    # "title%" or "c++" whole, and both sides of the match read them as "title" and "c".
+    shares_a_word = any(w in {"title", "body", "with", "words"} for t in parsed.terms for w in INDEX_SEPARATORS.split(t))
     assert bool(hits) == shares_a_word, (text, parsed.terms, parsed.phrases)
 
 
