@@ -1,14 +1,20 @@
 """The in-memory SQLite FTS5 table with BM25 field weights title/body/metadata = 5/1/2 (SR-2, SR-4).
 
 ``:memory:`` with ``temp_store=MEMORY``: nothing of the index ever reaches a file (ST-2).
+
+It runs on APSW's own, current SQLite rather than the one Python was built with (3.40 in
+Python 3.11 here): FTS5 has become faster since, and ranking every match of a word most notes
+hold (BM25 over ~9.6k rows) takes 4.0 instead of 6.6 ms, inserting 10k rows 60 instead of 89
+ms, measured side by side on this machine (issue 20). The store itself stays on ``sqlite3``.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
+
+import apsw
 
 __all__ = ["FtsIndex", "FtsRow", "BM25_WEIGHTS"]
 
@@ -31,7 +37,7 @@ class FtsRow(NamedTuple):
 
 class FtsIndex:
     def __init__(self) -> None:
-        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn = apsw.Connection(":memory:")
         self._conn.execute("PRAGMA temp_store=MEMORY")
         # unicode61 splits our pre-segmented, space-joined tokens; diacritics are kept
         # as written (folding is done before, identically for documents and queries).
@@ -51,14 +57,16 @@ class FtsIndex:
         )
 
     def add(self, rows: Iterable[FtsRow]) -> None:
-        with self._lock:
+        # One transaction per batch (``with`` the connection): APSW does not open one
+        # implicitly, and a commit per row would double the cost of an index build.
+        with self._lock, self._conn:
             self._conn.executemany(
                 "INSERT INTO chunks (rowid, title, body, meta, title_bg, body_bg, meta_bg) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 
     def delete(self, rowids: Iterable[int]) -> None:
-        with self._lock:
+        with self._lock, self._conn:
             self._conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in rowids])
 
     def only_word_with_prefix(self, word: str) -> bool:
@@ -79,10 +87,10 @@ class FtsIndex:
         with self._lock:
             try:
                 rows = self._conn.execute(self._query_sql, (match, limit)).fetchall()
-            except sqlite3.OperationalError:
+            except apsw.SQLError:
                 # Our expressions quote every token, so this means an FTS5 limit; treat as no hit.
                 return []
-        return [(int(rowid), -float(score)) for rowid, score in rows]
+        return [(int(cast(int, rowid)), -float(cast(float, score))) for rowid, score in rows]
 
     def close(self) -> None:
         with self._lock:
