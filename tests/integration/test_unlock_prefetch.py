@@ -241,33 +241,23 @@ def test_a_row_moved_between_opened_and_sealed_does_not_authenticate(tmp_path: P
 
 @pytest.mark.parametrize("deferred", [False, True], ids=["decoded", "deferred"])
 def test_a_row_that_fails_its_aead_is_refused_even_when_the_chain_agrees(tmp_path: Path, deferred: bool) -> None:
-    """ST-1: every row is opened (AEAD) before the unlock answers, on the opening thread too.
+    """ST-1: every version-1 row is opened (AEAD) before the unlock answers, on the opening
+    thread too: ordinary kinds, and deferred kinds written before deferred rows existed (the
+    load before this commit deferred nothing, so the token record is a version-1 row).
 
     The checkpoint is re-sealed with the master key over the tampered row, so the chain
-    agrees and only the row's own authentication can catch it (ordinary and deferred kinds).
+    agrees and only the row's own authentication can catch it.
     """
-    from engine.crypto.aead import open_sealed, seal
-    from engine.store.database import _CHAIN_START, _CHECKPOINT_AAD, _ROW_VERSION, _chain_next, encode_record
-
     store = _store(tmp_path, records=3)
     _unlock(store)
     store.load()
     store.commit([{"t": "search_tokens", "body": "x"}, {"t": "note", "n": 3}])
-    master = store.check_password(PASSWORD)
-    with sqlite3.connect(tmp_path / "store.db") as conn:
-        rows = conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()
-        target = len(rows) - (2 if deferred else 1)
-        seq, blob = rows[target]
-        rows[target] = (seq, blob[:-1] + bytes([blob[-1] ^ 1]))  # the row's tag no longer matches
-        conn.execute("UPDATE state SET blob = ? WHERE seq = ?", (rows[target][1], seq))
-        chain = _CHAIN_START
-        for row_seq, row_blob in rows:
-            chain = _chain_next(chain, row_seq, row_blob)
-        sealed = conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()[0]
-        checkpoint = decode_record(open_sealed(master, sealed[1:], _CHECKPOINT_AAD))
-        checkpoint["chain"] = chain
-        resealed = _ROW_VERSION + seal(master, encode_record(checkpoint), _CHECKPOINT_AAD)
-        conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (resealed,))
+    rows = _state_rows(tmp_path / "store.db")
+    assert {blob[:1] for _, blob in rows} == {b"\x01"}
+    target = len(rows) - (2 if deferred else 1)
+    seq, blob = rows[target]
+    rows[target] = (seq, blob[:-1] + bytes([blob[-1] ^ 1]))  # the row's tag no longer matches
+    _reseal_checkpoint_over(tmp_path / "store.db", store.check_password(PASSWORD), rows)
     for kinds in (frozenset(), frozenset({"search_tokens"})):
         _unlock(store)
         with pytest.raises(MemoriesError) as caught:
