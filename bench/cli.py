@@ -65,6 +65,7 @@ RARE_EVERY = 1000
 def _env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("MEMORIES_HOME", None)
+    env.pop("PYTHONUNBUFFERED", None)  # as a user's shell runs it (some CI machines set it)
     env["MEMORIES_KDF_TARGET_MS"] = "10"  # the unlock is not what is measured here
     env["PYTHONPATH"] = str(root)
     return env

@@ -1,5 +1,3 @@
-import sys
+from engine.cli.main import exit_after, main
 
-from engine.cli.main import main
-
-sys.exit(main())
+exit_after(main())

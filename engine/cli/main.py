@@ -24,9 +24,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "exit_after"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -149,6 +149,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `… | head` in other tools
 
 
+# Set when the command just run was an everyday read on the fast path (get, list, search,
+# status): such a run starts no thread, registers no atexit work and holds no temp file, so
+# its process may end without the interpreter's teardown (see ``exit_after``).
+_ran_fast: list[bool] = []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a reader that goes away (``memories list | head``) ends it quietly."""
     try:
@@ -180,7 +186,9 @@ def _run(argv: Sequence[str] | None) -> int:
     ctx: Context | None = None
     try:
         args: Any = parse_fast(args_list)
-        if args is None:
+        if args is not None:
+            _ran_fast.append(True)
+        else:
             parser = build_parser(args_list)
             args = parser.parse_args(args_list)
             if not getattr(args, "func", None):
@@ -223,5 +231,19 @@ def _report(code: str, message: str, json_output: bool, details: dict[str, Any] 
             print(f"  … and {more} more", file=sys.stderr)
 
 
+def exit_after(code: int) -> NoReturn:
+    """End the process with ``code``. After a fast-path read, skip the interpreter's teardown:
+    finalizing every imported module cost 2.4–3 ms per call, a sixth of a whole `memories get`
+    (bench/cli.py, issue 20). Output is flushed first; nothing else is left to run."""
+    if _ran_fast:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader gone after main() already said so
+                code = code or EXIT_BROKEN_PIPE
+        os._exit(code)
+    sys.exit(code)
+
+
 def console_main() -> None:
-    sys.exit(main())
+    exit_after(main())
