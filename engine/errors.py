@@ -36,6 +36,7 @@ CODES: dict[str, str] = {
     "stale_base": "The base revision is not a current head of this item.",
     "store_in_use": "Another engine already holds this data directory.",
     "store_corrupt": "The store failed verification; it was not modified.",
+    "store_version": "The store holds records written by a newer Memories; update Memories to open it. Nothing was changed.",
     "daemon_unavailable": "The engine is not running and could not be reached.",
     "timeout": "The engine did not answer in time.",
     "backup_invalid": "The backup file is damaged, truncated or not a Memories backup; nothing was written.",

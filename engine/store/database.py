@@ -117,6 +117,10 @@ def _deferred_kind(plain: bytes, prefixes: list[tuple[str, bytes]]) -> str | Non
     return None
 
 
+class _NewerRowVersion(Exception):
+    """A state row of a version this Memories does not know: written by a newer one."""
+
+
 _OPEN_CHUNK = 1024  # rows per hand-over from the opening thread to the decoder
 
 
@@ -136,14 +140,14 @@ def _open_rows(
             for seq, blob in rows[start : start + _OPEN_CHUNK]:
                 version = blob[:1]
                 if version != _ROW_VERSION and version != _DEFERRED_ROW_VERSION:
-                    raise ValueError("unknown row version")
+                    raise _NewerRowVersion
                 plain = opener.open(blob, 1, _row_aad(version, seq))
                 if plain is None:
                     raise AeadError("authentication failed")
                 chunk.append((seq, plain))
             opened.put(chunk)
         opened.put(None)
-    except (AeadError, ValueError, TypeError) as exc:
+    except (AeadError, ValueError, TypeError, _NewerRowVersion) as exc:
         opened.put(exc)
 
 
@@ -400,6 +404,9 @@ class StoreFile:
         named: set[int] = set()
         try:
             while (chunk := opened.get()) is not None:
+                if isinstance(chunk, _NewerRowVersion):
+                    # The chain matched the sealed checkpoint, so this row is ours, from a later format.
+                    raise MemoriesError("store_version") from None
                 if isinstance(chunk, BaseException):
                     raise MemoriesError("store_corrupt", "A state row failed authentication.") from chunk
                 for seq, plain in chunk:

@@ -263,3 +263,26 @@ def test_a_row_that_fails_its_aead_is_refused_even_when_the_chain_agrees(tmp_pat
         with pytest.raises(MemoriesError) as caught:
             store.load(kinds)
         assert caught.value.code == "store_corrupt"
+
+
+def test_a_row_of_a_newer_version_is_refused_as_newer_not_as_corrupt(tmp_path: Path) -> None:
+    """API-8: a state row of a version this Memories does not know (a later format, chained and
+    checkpointed like every row) refuses the unlock with store_version, saying to update,
+    instead of calling the store corrupt; nothing is written."""
+    path = tmp_path / "store.db"
+    store = _store(tmp_path, records=2)
+    _unlock(store)
+    store.load()
+    store.commit([{"t": "note", "n": 2}])
+    rows = _state_rows(path)
+    seq, blob = rows[-1]
+    rows[-1] = (seq, b"\x03" + blob[1:])
+    _reseal_checkpoint_over(path, store.check_password(PASSWORD), rows)
+    before = path.read_bytes()
+    for kinds in (frozenset[str](), frozenset({"search_tokens"})):
+        _unlock(store)
+        with pytest.raises(MemoriesError) as caught:
+            store.load(kinds)
+        assert caught.value.code == "store_version"
+        assert "newer Memories" in caught.value.message and "update" in caught.value.message
+    assert path.read_bytes() == before
