@@ -231,6 +231,10 @@ class StoreFile:
     _cursor: _Cursor = field(default_factory=_Cursor)
     # One SQLite connection shared by worker threads: serialize every use of it.
     _db_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # Guards the content cursor alone, so that claiming numbers for the next batch of an upload
+    # does not wait behind the previous batch's write (which holds ``_db_lock`` for its whole
+    # transaction). Taken after ``_db_lock`` where both are held.
+    _content_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Content rows named by the records of the last load, and the content cursor then.
     _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
     # Rows and their hash chain read while the KDF ran (see ``check_password``); ciphertext only.
@@ -373,7 +377,8 @@ class StoreFile:
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
         last_seq = rows[-1][0] if rows else 0
-        self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+        with self._content_lock:
+            self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         self._loaded_refs = (frozenset(), 0)  # set once every record has been read
         deferred: dict[str, list[tuple[int, bytes]]] = {}
         sealed: SealedRows | None = None
@@ -456,7 +461,7 @@ class StoreFile:
         upload that runs before these rows land takes numbers above them. Numbers never
         written are only a gap (an aborted upload's :meth:`discard_content` may name them).
         """
-        with self._db_lock:
+        with self._content_lock:
             start = self._cursor.last_content_seq + 1
             self._cursor.last_content_seq += count
             return list(range(start, start + count))
@@ -487,8 +492,9 @@ class StoreFile:
                     raise MemoriesError("disk_full") from exc
                 raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
             top = max((s for s, _ in content), default=0)
-            if top > self._cursor.last_content_seq:
-                self._cursor.last_content_seq = top
+            with self._content_lock:
+                if top > self._cursor.last_content_seq:
+                    self._cursor.last_content_seq = top
 
     def orphan_content(self, limit: int) -> list[int]:
         """Up to ``limit`` content rows that no record read by the last :meth:`load` names
@@ -580,7 +586,8 @@ class StoreFile:
             if is_disk_full(exc, self.path):
                 raise MemoriesError("disk_full") from exc
             raise
-        self._cursor = _Cursor(seq, cursor.count + len(rows), chain, last_content)
+        with self._content_lock:  # numbers an upload claimed meanwhile stay claimed
+            self._cursor = _Cursor(seq, cursor.count + len(rows), chain, max(last_content, self._cursor.last_content_seq))
         return [s for s, _ in rows]
 
     @contextlib.contextmanager

@@ -137,3 +137,37 @@ def test_a_download_read_ahead_stops_cleanly_at_a_lock_and_at_close(vault: Cli, 
     assert error.code == "not_found"
     vault.ok("file", "get", added["id"], "-o", str(out))
     assert out.read_bytes() == source.read_bytes()
+
+
+def test_writes_during_an_upload_get_their_own_content_rows(vault: Cli, tmp_path: Path) -> None:
+    """FI-1, ST-5: an upload claims content row numbers for each batch without waiting for the
+    previous batch's write; notes committed meanwhile (their bodies are content rows too) get
+    other numbers: every body and the file read back exactly, and the row count adds up."""
+    source = tmp_path / "during.bin"
+    pseudo_random(source, 64 * MIB, b"during")
+    rows_before = content_rows(vault)
+    upload = subprocess.Popen(
+        vault.command("file", "add", str(source), "--json"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=vault.environ(),
+    )
+    bodies: dict[str, str] = {}
+    while_streaming = 0
+    with IpcClient(Paths(vault.home).socket) as client:
+        while upload.poll() is None or len(bodies) < 5:
+            while_streaming += upload.poll() is None
+            body = f"note {len(bodies)} written while the file streams in " * 20
+            put = client.request({"op": "put", "title": f"during {len(bodies)}", "body": body})
+            bodies[str(put["id"])] = body
+    out, err = upload.communicate(timeout=120)
+    assert while_streaming >= 3, while_streaming
+    assert upload.returncode == 0, err
+    added = json.loads(out)
+    for asset_id, body in bodies.items():
+        assert vault.ok("get", asset_id)["body"] == body
+    copy = tmp_path / "during.out"
+    vault.ok("file", "get", added["id"], "-o", str(copy))
+    assert copy.read_bytes() == source.read_bytes()
+    assert content_rows(vault) == rows_before + 64 * 4 + len(bodies)
