@@ -74,34 +74,37 @@ class AssetIndex:
 
     def apply(self, rev: Revision) -> None:
         """Add a verified revision: heads become (heads − parents) ∪ {rev}."""
-        if rev.rev_id in self.revisions:
+        # An unlock applies every stored revision: each property below decodes from the body,
+        # so it is read once here.
+        rev_id, asset_id, parents = rev.rev_id, rev.asset_id, rev.parents
+        if rev_id in self.revisions:
             return
-        self.check_parents(rev.asset_id, rev.parents)
-        gone = self.hidden_assets.get(rev.asset_id)
+        self.check_parents(asset_id, parents)
+        gone = self.hidden_assets.get(asset_id)
         if gone is not None:  # every revision of this item is hidden, so its parents are
-            self.revisions[rev.rev_id] = rev
-            gone.revisions.append(rev.rev_id)
-            self.hidden.add(rev.rev_id)
+            self.revisions[rev_id] = rev
+            gone.revisions.append(rev_id)
+            self.hidden.add(rev_id)
             return
-        entry = self.assets.get(rev.asset_id)
+        entry = self.assets.get(asset_id)
         if entry is not None:
             self._count(entry, -1)
         if entry is None:
-            if rev.parents:
+            if parents:
                 raise MemoriesError("store_corrupt", "A first revision has parents.")
-            entry = AssetEntry(rev.asset_id, bytes(rev.body["vault"]), rev.kind)
-            self.assets[rev.asset_id] = entry
+            entry = AssetEntry(asset_id, bytes(rev.body["vault"]), rev.kind)
+            self.assets[asset_id] = entry
             if self._hex_unsorted:
-                self._sorted_hex.append(rev.asset_id.hex())
+                self._sorted_hex.append(asset_id.hex())
             else:
-                bisect.insort(self._sorted_hex, rev.asset_id.hex())
-        self.revisions[rev.rev_id] = rev
-        entry.revisions.append(rev.rev_id)
-        consumed = set(rev.parents)
+                bisect.insort(self._sorted_hex, asset_id.hex())
+        self.revisions[rev_id] = rev
+        entry.revisions.append(rev_id)
+        consumed = set(parents)
         if consumed & self.hidden:  # built on a hidden revision: hidden with it
-            self.hidden.add(rev.rev_id)
+            self.hidden.add(rev_id)
         else:
-            entry.heads = [h for h in entry.heads if h not in consumed] + [rev.rev_id]
+            entry.heads = [h for h in entry.heads if h not in consumed] + [rev_id]
         entry.kind = rev.kind
         self._count(entry, +1)
         self._relist(entry)
@@ -203,7 +206,10 @@ class AssetIndex:
 
     def is_deleted(self, entry: AssetEntry) -> bool:
         """Deleted when every head is a tombstone (a tombstone removes it from the view)."""
-        return all(self.revisions[h].tombstone for h in entry.heads)
+        heads = entry.heads
+        if len(heads) == 1:  # no conflict, nearly always: no generator per call
+            return self.revisions[heads[0]].tombstone
+        return all(self.revisions[h].tombstone for h in heads)
 
     def visible(self) -> Iterator[AssetEntry]:
         for entry in self.assets.values():
