@@ -204,7 +204,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sync": (
         "memories sudo && memories sync token new --device laptop",
         "MEMORIES_SYNC_TOKEN=msync1.… memories sync http://127.0.0.1:7700 --watch",
-        'memories sync --relay https://relay.example:7701 --room "$ROOM"',
+        'memories sync --relay https://relay.example:7701 --room="$ROOM"',
         "memories sync status",
     ),
     "relay": ("memories relay serve --listen 127.0.0.1:7701",),

@@ -47,7 +47,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("words", nargs="*", metavar="PEER_URL|token|status", help="the peer's URL, or token/status and their words")
     p.add_argument("--relay", metavar="URL", help="sync through this relay (with --room)")
-    p.add_argument("--room", metavar="ID", help="the relay room both devices join (22+ base64url characters)")
+    p.add_argument(
+        "--room",
+        metavar="ID",
+        help="the relay room both devices join (22+ base64url characters; --room=ID if it begins with '-')",
+    )
     p.add_argument("--token-stdin", action="store_true", help=f"read the sync token from stdin (else ${TOKEN_ENV})")
     p.add_argument("--ca", metavar="FILE", help="trust this CA certificate for an https:// peer or relay")
     p.add_argument("--watch", action="store_true", help="sync again after each local change, or every --interval seconds")
