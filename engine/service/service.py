@@ -261,11 +261,12 @@ class Service:
             return self._load_state(store)
 
     def _load_state(self, store: StoreFile) -> Unlocked:
-        decoded = self.vault.decode(store)
+        # After an integrity failure in this process (a bad signature, or a deferred row that
+        # failed its AEAD), every row is opened and every signature checked before answering,
+        # until such a full check passes again (see engine/service/integrity.py).
+        decoded = self.vault.decode(store, open_deferred=self.verifier.failed)
         state = decoded.state
         if self.verifier.failed:
-            # An earlier background check in this process found a bad signature: no
-            # unlock until a full check passes again (see engine/service/integrity.py).
             try:
                 verify_all(state.identity, decoded.revisions, decoded.audits)
             except (SignatureError, KeyError, TypeError, ValueError) as exc:
@@ -296,10 +297,10 @@ class Service:
 
     def deferred_row_failure(self, state: Unlocked) -> None:
         """A deferred row (engine/store/database.py) failed its AEAD when its reader opened it
-        after the unlock: lock now, and from here on open such rows before an unlock answers,
-        so the next one refuses with store_corrupt while the row is still there."""
+        after the unlock: like a failed signature check, lock now and check everything at the
+        next unlock, which refuses with store_corrupt while the row is still there."""
         log.error("integrity: a deferred state row failed authentication; locking")
-        self.vault.open_deferred_rows = True
+        self.verifier.failed = True
         self._integrity_failure(state)
 
     # -- what a request committed (honest answers) and feature hooks -----------------------

@@ -151,8 +151,6 @@ class VaultCore:
         # Extra-record kinds an unlock leaves undecoded in ``Unlocked.deferred`` (a feature's
         # cache read in the background, e.g. search token streams): nothing the core reads.
         self.deferred_kinds: set[str] = set()
-        # Open the deferred kinds' sealed rows at unlock as well (after one failed to open in the background).
-        self.open_deferred_rows = False
 
     # -- state ---------------------------------------------------------------------------
     def require_store(self) -> StoreFile:
@@ -174,14 +172,14 @@ class VaultCore:
         self.state = None
 
     # -- loading -------------------------------------------------------------------------
-    def decode(self, store: StoreFile) -> DecodedState:
+    def decode(self, store: StoreFile, *, open_deferred: bool = False) -> DecodedState:
         """Open and authenticate every row; check policy, device and certificate of each revision.
 
         Ed25519 signatures are verified in bulk by the caller (in the background, or at once
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
         """
         # Rows are opened on a helper thread while this loop decodes those already opened.
-        loaded, records = store.load_stream(frozenset(self.deferred_kinds), open_deferred=self.open_deferred_rows)
+        loaded, records = store.load_stream(frozenset(self.deferred_kinds), open_deferred=open_deferred)
         identity: DeviceIdentity | None = None
         vaults: dict[bytes, VaultKeys] = {}
         default_vault = b""
