@@ -92,12 +92,13 @@ class VaultIndex:
         """Replace the asset's rows; evict the least recently changed assets if over the bounds."""
         self.upsert_many([(doc, prepared)])
 
-    def upsert_many(self, items: list[tuple[Document, Prepared]]) -> None:
-        """Like upsert for several documents, with one FTS5 insert call (index builds)."""
+    def upsert_many(self, items: list[tuple[Document, Prepared]], *, defer_postings: bool = False) -> None:
+        """Like upsert for several documents, with one FTS5 insert call (index builds, which
+        defer the word postings to ``fts.catch_up_postings``)."""
         rows: list[FtsRow] = []
         for doc, prepared in items:
             rows.extend(self._stage(doc, prepared))
-        self.fts.add(rows)
+        self.fts.add(rows, defer_postings=defer_postings)
         self._enforce_bounds()
 
     def _stage(self, doc: Document, prepared: Prepared) -> list[FtsRow]:
@@ -225,7 +226,7 @@ class VaultIndex:
         vector: list[tuple[bytes, int, float]] = []
         depth = CANDIDATES if keep is None else FILTERED_CANDIDATES
         if mode in ("lexical", "hybrid") and not query.empty:
-            lexical = self._best_per_asset(self.fts.query(self.match_expression(query), depth), kinds, keep)
+            lexical = self._best_per_asset(self._lexical_rows(query, depth), kinds, keep)
         if mode in ("vector", "hybrid") and query_vector is not None:
             rows: list[tuple[int, float]] = []
             for key, score in self.vectors.nearest(query_vector, None, depth):
@@ -256,6 +257,16 @@ class VaultIndex:
         ]
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
         return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
+
+    def _lexical_rows(self, query: ParsedQuery, depth: int) -> list[tuple[int, float]]:
+        """The best ``depth`` chunk rows by BM25: from the word postings for a query of bare words
+        (the common case, and the costly one when a word is in most notes), else from FTS5."""
+        words = query.bare_words()
+        if words is not None:
+            rows = self.fts.query_words(words, depth, lone=query.lone_prefix is not None)
+            if rows is not None:
+                return rows
+        return self.fts.query(self.match_expression(query), depth)
 
     def match_expression(self, query: ParsedQuery) -> str:
         """The query's FTS5 expression for this index: a lone word typed to its end ("sourdough",

@@ -45,6 +45,17 @@ class ParsedQuery:
             return self.prefix
         return None
 
+    def bare_words(self) -> list[tuple[str, bool]] | None:
+        """The query as OR-ed bare words, each with whether its SR-7 prefix clause is kept, when
+        that is all its match expression holds (no phrase, no CJK run, no word with CJK
+        characters, which get column filters and bigram alternatives): what the word postings
+        rank without FTS5 (``FtsIndex.query_words``). None otherwise."""
+        if self.phrases or self.cjk_runs:
+            return None
+        if any(CJK_RUN.search(term) is not None or is_cjk_text(term) for term in self.terms):
+            return None
+        return [(term, term == self.prefix) for term in self.terms]
+
     def match_expression(self, *, prefix_is_word: bool = False) -> str:
         """``prefix_is_word``: the index holds the prefix as a word and no longer word that begins
         with it. A lone prefix then drops its prefix clause: it would match the same rows and the

@@ -328,6 +328,9 @@ class SearchRuntime:
         finally:
             self.service.unlock_work.end()
             job.done.set()
+        # The index is complete and answers (FTS5 ranks meanwhile); the word postings follow,
+        # without the service lock and after searches stop waiting for the build (wait_ready).
+        job.index.fts.catch_up_postings()
 
     def _build(self, job: BuildJob, context: JobContext) -> None:
         index, state = job.index, job.state
@@ -428,7 +431,7 @@ class SearchRuntime:
                             job.index.revisions_seen = len(job.state.index.revisions)
                         self.stats.segmented += job.segmented
                         self.stats.reused_tokens += job.reused
-                        return
+                        break
                     batch = list(itertools.islice(job.backlog, BUILD_BATCH))
                     for asset_id in batch:
                         del job.backlog[asset_id]
@@ -438,6 +441,7 @@ class SearchRuntime:
                         return
         finally:
             job.done.set()
+        job.index.fts.catch_up_postings()  # drained: as after a build
 
     def _build_batch(self, job: BuildJob, batch: list[bytes], *, fresh_index: bool = True) -> bool:
         """Index one batch of assets; False when the job went stale (lock, newer build).
@@ -489,7 +493,7 @@ class SearchRuntime:
                 current.append((doc, prepared))
                 # The stream now lives in the FTS table; keeping a second copy would double memory.
                 self.tokens.pop(doc.rev_id, None)
-            index.upsert_many(current)
+            index.upsert_many(current, defer_postings=True)
             if fresh_index:
                 self._persist_tokens(state, fresh)
             else:
