@@ -20,6 +20,7 @@ the better container where it exists.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -31,7 +32,14 @@ from collections.abc import Iterator
 from engine.errors import MemoriesError
 from engine.remote.targets import Target
 
-__all__ = ["client_context", "load_client_cert", "check_client_pair", "tls_error", "CLIENT_CERT_ALERTS"]
+__all__ = [
+    "client_context",
+    "load_client_cert",
+    "check_client_pair",
+    "tls_error",
+    "refusal_after_handshake",
+    "CLIENT_CERT_ALERTS",
+]
 
 # TLS alerts a server sends when it refuses (or misses) the client certificate. OpenSSL
 # reports them as the SSLError ``reason``; in TLS 1.3 they arrive on the first read
@@ -233,3 +241,34 @@ def tls_error(exc: BaseException, target: Target) -> MemoriesError:
             "The TLS handshake failed: no common protocol or cipher, or the server wants a client certificate.",
         )
     return MemoriesError("remote_tls_failed", "The TLS handshake with the remote server failed.")
+
+
+async def refusal_after_handshake(host: str, port: int, target: Target, timeout: float = 2.0) -> MemoriesError | None:
+    """Why a direct-TLS server closed a new connection during the client's first exchange, when
+    it refused the client certificate: None when it did not (or this cannot tell).
+
+    In TLS 1.3 the server checks the client certificate after the client's side of the handshake
+    has finished, so the client may already have written its first command. The server then sends
+    its alert and closes with that command unread, and the reset that follows can discard the
+    alert before it is read: the client sees only a closed connection. This second connection
+    completes the handshake and writes nothing, so the alert arrives intact. It runs only after
+    such a failure, so a successful connect costs nothing."""
+    context = client_context(target)
+    if context is None:
+        return None
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
+            await reader.read(1)  # the server speaks second: only an alert (or a close) comes
+    except ssl.SSLError as exc:
+        if getattr(exc, "reason", None) in CLIENT_CERT_ALERTS:
+            return tls_error(exc, target)
+    except (OSError, TimeoutError):
+        pass
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+    return None

@@ -9,6 +9,7 @@ and the user gets a typed error that says so (API-8).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import ssl
@@ -21,6 +22,7 @@ import pytest
 
 from engine.errors import MemoriesError
 from engine.remote import tls as remote_tls
+from engine.remote.targets import Target
 from tests.helpers import Cli, require
 from tests.remote import servers
 from tests.remote.clients import run_mariadb, run_psql, run_redis_cli
@@ -316,6 +318,33 @@ def test_redis_tls_auth_clients(rvault: Cli, redis_mtls: Redis, scratch: Path) -
     out = run_redis_cli(proxy["port"], "ping")
     assert "remote_auth_failed" in out.stdout + out.stderr and "--tls-cert" in out.stdout + out.stderr
     rvault.ok("proxy", "stop", proxy["proxy"])
+
+
+def test_a_refused_certificate_is_named_even_when_its_alert_was_lost(redis_mtls: Redis, scratch: Path, foreign: Issued) -> None:
+    """RM-4: a TLS 1.3 server checks the client certificate after the client has written its first
+    command, and the reset of that unread command can discard the alert (CI once saw
+    `protocol_error` here). The session then asks again with a handshake that writes nothing:
+    no certificate names --tls-cert, a foreign one says it was rejected, an accepted one is no
+    refusal (None, after the probe's short wait)."""
+
+    def probe(cert: Issued | None, timeout: float = 2.0) -> MemoriesError | None:
+        target = Target(
+            b"t" * 16,
+            "probe",
+            "redis",
+            "127.0.0.1",
+            redis_mtls.port,
+            tls_ca_pem=redis_mtls.tls.ca.read_text(),
+            tls_client_cert=cert.cert.read_text() if cert else "",
+            tls_client_key=cert.key.read_text() if cert else "",
+        )
+        return asyncio.run(remote_tls.refusal_after_handshake("127.0.0.1", redis_mtls.port, target, timeout))
+
+    missing = probe(None)
+    assert missing is not None and missing.code == "remote_auth_failed" and "--tls-cert" in missing.message
+    rejected = probe(foreign)
+    assert rejected is not None and rejected.code == "remote_auth_failed" and "rejected" in rejected.message
+    assert probe(issue_cert(redis_mtls.tls, "probe", scratch), timeout=0.5) is None
 
 
 def test_client_keys_never_reach_a_file(rvault: Cli, scratch: Path) -> None:

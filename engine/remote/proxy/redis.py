@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from engine.errors import MemoriesError
 from engine.remote.proxy.listener import MAX_PACKET, ProxyListener, Streams
-from engine.remote.tls import client_context, tls_error
+from engine.remote.tls import client_context, refusal_after_handshake, tls_error
 
 __all__ = ["RedisProxy", "RequestFilter", "resp_command", "split_inline", "strip_hello_auth", "REFUSED"]
 
@@ -564,6 +564,12 @@ class RedisProxy(ProxyListener):
             except ssl.SSLError as exc:
                 # TLS 1.3: a refused client certificate arrives as an alert on the first read.
                 raise tls_error(exc, self.target) from exc
+            except (asyncio.IncompleteReadError, ConnectionError) as exc:
+                # Closed during the first exchange: maybe that alert was lost with our unread command.
+                refusal = await refusal_after_handshake(self.host, self.target.port, self.target) if context else None
+                if refusal is not None:
+                    raise refusal from exc
+                raise
             client_transport = cast(asyncio.Transport, client[1].transport)
             filtered = _FilteringTransport(writer, RequestFilter(self.rewrite), client_transport)
             protocol = writer.transport.get_protocol()

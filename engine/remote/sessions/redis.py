@@ -22,7 +22,7 @@ from engine.remote.sessions.base import (
     connect_error,
     server_message,
 )
-from engine.remote.tls import client_context, tls_error
+from engine.remote.tls import client_context, refusal_after_handshake, tls_error
 
 __all__ = ["RedisSession"]
 
@@ -80,6 +80,12 @@ class RedisSession(RemoteSession):
             if isinstance(exc, rexc.ConnectionError) and isinstance(cause, ssl.SSLError | ssl.CertificateError):
                 # Also a client certificate the server refused (TLS 1.3 reports it on the first read).
                 raise tls_error(cause, self.target) from exc
+            if context is not None and isinstance(exc, rexc.ConnectionError):
+                # The connection closed during the first exchange: maybe a refused client
+                # certificate whose alert was lost (see refusal_after_handshake).
+                refusal = await refusal_after_handshake(self.host, self.target.port, self.target)
+                if refusal is not None:
+                    raise refusal from exc
             if isinstance(exc, rexc.ConnectionError) and cause is not None:
                 raise connect_error(cause) from exc
             raise connect_error(exc) from exc
