@@ -39,11 +39,14 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import KdfParams, derive_key
 from engine.crypto.libsodium import RowOpener
 from engine.errors import MemoriesError
+from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
 
 __all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "SealedRows", "is_disk_full"]
 
 FORMAT_NAME = "memories-store"
 FORMAT_VERSION = 1
+# A content row at most (a sealed 256 KiB file chunk): about what deleting one rewrites.
+_CONTENT_ROW_BYTES = 256 * 1024 + 64
 _ROW_VERSION = b"\x01"
 # A row of a deferred kind (a cache such as SR-6's search token streams), sealed like any
 # other with its version in the AAD. An unlock leaves it sealed: the checkpoint's chain,
@@ -241,6 +244,8 @@ class StoreFile:
     _prefetched: tuple[list[tuple[int, bytes]], bytes] | None = field(default=None, repr=False)
     # The kinds the last load deferred: commits seal records of these kinds as deferred rows.
     _deferred_kinds: frozenset[str] = field(default=frozenset(), repr=False)
+    # Copies the write-ahead log into the file on its own thread (set by ``open``).
+    _checkpointer: WalCheckpointer | None = field(default=None, repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -254,6 +259,9 @@ class StoreFile:
             if row is None or row[0] != FORMAT_NAME or row[1] != FORMAT_VERSION:
                 raise MemoriesError("store_corrupt", "The store header is missing or of an unknown format.")
             kdf = KdfParams.from_dict(decode_canonical(row[2]))
+            # Checkpoints run on the checkpointer's thread; this connection's own are a backstop.
+            conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
             conn.close()
             if is_disk_full(exc, path):
@@ -262,10 +270,12 @@ class StoreFile:
         except MemoriesError:
             conn.close()
             raise
-        return cls(path=path, conn=conn, kdf=kdf)
+        return cls(path=path, conn=conn, kdf=kdf, _checkpointer=WalCheckpointer(path))
 
     def close(self) -> None:
         self.wipe()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.conn.close()
 
     @property
@@ -484,7 +494,7 @@ class StoreFile:
             try:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 try:
-                    with self._transaction():
+                    with self._transaction(sum(len(blob) for _, blob in content)):
                         self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
                 finally:
                     self.conn.execute("PRAGMA synchronous=FULL")
@@ -524,7 +534,7 @@ class StoreFile:
         """
         with self._db_lock:
             try:
-                with self._transaction():
+                with self._transaction(len(seqs) * _CONTENT_ROW_BYTES):  # secure_delete rewrites their pages
                     self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
             except sqlite3.Error as exc:
                 if is_disk_full(exc, self.path):
@@ -539,7 +549,7 @@ class StoreFile:
         """
         with self._db_lock:
             try:
-                with self._transaction():
+                with self._transaction(len(seqs) * _CONTENT_ROW_BYTES):
                     self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
             except sqlite3.Error:
                 return False
@@ -575,7 +585,8 @@ class StoreFile:
         }
         cp_blob = _ROW_VERSION + seal(key, encode_record(checkpoint), _CHECKPOINT_AAD)
         try:
-            with self._transaction():
+            written = sum(len(b) for _, b in content) + sum(len(b) for _, b in rows) + len(cp_blob)
+            with self._transaction(written):
                 self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
                 self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
                 self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
@@ -592,11 +603,15 @@ class StoreFile:
         return [s for s, _ in rows]
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, written: int = 0) -> Iterator[None]:
+        """``written``: about how many bytes the transaction appends to the log, for the
+        background checkpoints (engine/store/checkpointer.py)."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
             self.conn.execute("COMMIT")
+            if self._checkpointer is not None:
+                self._checkpointer.wrote(written)
         except BaseException:
             # SQLITE_FULL may already have rolled back (then ROLLBACK itself fails and would hide
             # the cause), or may leave the transaction open (a failed COMMIT): end it either way.
