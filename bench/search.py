@@ -133,10 +133,11 @@ def pct(values: list[float], q: float) -> float:
 
 def settle(runtime: SearchRuntime) -> None:
     """Wait for the background work a build leaves after it is complete (the word postings'
-    catch-up), so that it does not run under the next measurement."""
+    catch-up, a second after it), so that it does not run under the next measurement."""
     job = runtime.job
     if job is not None and job.handle is not None:
         job.handle.wait(600)
+    runtime.wait_postings(600)
 
 
 def main() -> None:

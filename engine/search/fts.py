@@ -99,6 +99,12 @@ class FtsIndex:
             else:  # a build's rows still waiting stay for its catch-up
                 self._postings.add([row[:4] for row in batch], self._row_lengths([row.rowid for row in batch]))
 
+    @property
+    def postings_waiting(self) -> int:
+        """Rows waiting for ``catch_up_postings`` (a build's, deferred): bare-word queries are
+        ranked by FTS5 while more than ABSORB_AT_QUERY wait."""
+        return 0 if self._closed else len(self._pending)
+
     def catch_up_postings(self) -> None:
         """Bring the word postings up to date with FTS5, a batch per hold of the index's lock."""
         while True:

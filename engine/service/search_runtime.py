@@ -47,6 +47,10 @@ TOKEN_FLUSH_NOW = 32
 # background catch-up job instead of inside the commit: the write answers as soon as its
 # sealed content is durable, and searches say "partial" until the job has caught up (issue 20).
 CATCH_UP_MIN = 64
+# Seconds after a build or catch-up has completed its index before its rows join the word
+# postings (engine/search/postings.py; FTS5 ranks meanwhile): that work then stays out of the
+# way of a bulk import's next batches and of the first requests after an unlock.
+POSTINGS_DELAY = 1.0
 
 # One runtime per Service, held weakly so the registry never keeps a Service alive.
 _RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
@@ -116,6 +120,8 @@ class SearchRuntime:
         # Token streams segmented but not yet committed (see _persist_tokens); wiped on lock.
         self.pending: list[Prepared] = []
         self._flush: JobHandle | None = None  # the deferred token commit (a delayed background job)
+        self._postings: JobHandle | None = None  # the delayed catch-up of the word postings
+        self._postings_guard = threading.Lock()
         # Stored token streams (SR-6) are most of an unlock's bytes and only the build reads
         # them: the unlock leaves them undecoded and the build decodes them off the lock.
         service.vault.deferred_kinds.add(TOKENS_KIND)
@@ -154,6 +160,8 @@ class SearchRuntime:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
+        with self._postings_guard:  # cancelled with the lock, maybe before it began
+            self._postings = None
         self.pending = []
         self._undecoded = []
         self._sealed = None  # it holds the master key
@@ -328,9 +336,7 @@ class SearchRuntime:
         finally:
             self.service.unlock_work.end()
             job.done.set()
-        # The index is complete and answers (FTS5 ranks meanwhile); the word postings follow,
-        # without the service lock and after searches stop waiting for the build (wait_ready).
-        job.index.fts.catch_up_postings()
+        self._schedule_postings()
 
     def _build(self, job: BuildJob, context: JobContext) -> None:
         index, state = job.index, job.state
@@ -441,7 +447,7 @@ class SearchRuntime:
                         return
         finally:
             job.done.set()
-        job.index.fts.catch_up_postings()  # drained: as after a build
+        self._schedule_postings()
 
     def _build_batch(self, job: BuildJob, batch: list[bytes], *, fresh_index: bool = True) -> bool:
         """Index one batch of assets; False when the job went stale (lock, newer build).
@@ -505,6 +511,32 @@ class SearchRuntime:
         return True
 
     # -- queries -------------------------------------------------------------------------
+    def _schedule_postings(self) -> None:
+        """Bring the word postings of every index up to date, POSTINGS_DELAY from now, on one
+        job at a time and without the service lock (each index batch under its own lock)."""
+        with self._postings_guard:
+            if self._postings is None:
+                self._postings = self.service.background.start("search-postings", self._run_postings, delay=POSTINGS_DELAY)
+
+    def _run_postings(self, context: JobContext) -> None:
+        try:
+            while True:
+                for index in self.cache.indexes():  # a copy; a lock closes them, which ends their catch-up
+                    index.fts.catch_up_postings()
+                with self._postings_guard:  # rows added after their index was passed: once more
+                    if not any(index.fts.postings_waiting for index in self.cache.indexes()):
+                        self._postings = None
+                        return
+        except BaseException:
+            with self._postings_guard:
+                self._postings = None
+            raise
+
+    def wait_postings(self, timeout_seconds: float) -> bool:
+        """Wait for the word postings' catch-up, if one is scheduled (benchmarks, tests)."""
+        handle = self._postings
+        return handle is None or handle.wait(timeout_seconds)
+
     def wait_ready(self, timeout_seconds: float) -> bool:
         """Wait (at most the timeout in all) for the index build and any catch-up to end."""
         deadline = time.monotonic() + timeout_seconds

@@ -9,6 +9,7 @@ token streams the job wrote spare the next unlock any segmentation.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,24 @@ def test_a_bulk_import_becomes_searchable_and_its_tokens_are_kept(engine: Engine
     assert rebuilt["build"]["reused_tokens"] - status["build"]["reused_tokens"] >= COUNT
     assert rebuilt["build"]["segmented"] == status["build"]["segmented"]  # nothing segmented again
     assert _found(engine, _word(COUNT - 1)) == [f"Bulk {COUNT - 1}"]
+
+
+def test_bare_words_are_ranked_from_the_postings_once_they_catch_up(engine: Engine) -> None:
+    """Issue 20: the rows a catch-up indexed join the word postings a moment after it (status
+    counts those waiting, FTS5 ranks meanwhile); then bare-word searches, now answered from the
+    postings, find what they found before, an unfinished word (SR-7 prefix) included."""
+    engine("import_batch", items=_items(COUNT))
+    engine.wait_ready()
+    before = [_found(engine, _word(i)) for i in (0, COUNT - 1)]
+    deadline = time.monotonic() + 60
+    while engine("rag_status")["index"]["postings_waiting"]:
+        assert time.monotonic() < deadline, "the word postings did not catch up within 60 s"
+        time.sleep(0.1)
+    assert [_found(engine, _word(i)) for i in (0, COUNT - 1)] == before == [["Bulk 0"], [f"Bulk {COUNT - 1}"]]
+    # A prefix of ten words (markaaaa … markaaaj) from the postings; one of 199 (more than
+    # MAX_PREFIX_WORDS) from FTS5.
+    assert sorted(engine.search_titles("markaaa", mode="lexical", limit=20)) == sorted(f"Bulk {i}" for i in range(10))
+    assert len(engine.search_titles("marka", mode="lexical", limit=50)) == 50
 
 
 def test_changes_made_while_the_catch_up_runs_win(engine: Engine) -> None:

@@ -463,6 +463,8 @@ def rag_status(service: Service, request: RagStatus, caller: Caller) -> dict[str
             "vector_model": index.vectors.model or None,
             "truncated": len(index.truncated),
             "excluded": _count_reasons(index.excluded),
+            # Chunk rows not yet in the word postings: bare-word queries are ranked by FTS5 meanwhile.
+            "postings_waiting": index.fts.postings_waiting,
             "limits": {
                 "max_chunks": index.limits.max_chunks,
                 "max_text_bytes": index.limits.max_text_bytes,
