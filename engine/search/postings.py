@@ -5,7 +5,8 @@ position-list decode per row, ~0.4 µs each) and then sorting. A word most notes
 4 ms of a search's 5 ms (issue 20): the cost of a whole-process ``search`` beyond a bare
 interpreter. These postings hold, for every word of the title, body and metadata columns, the
 rows it occurs in and its field-weighted frequency there (title 5, body 1, metadata 2 per
-occurrence, BM25_WEIGHTS), and every row's token count over all six columns. That is all
+occurrence, BM25_WEIGHTS), and every row's token count over all six columns as FTS5 recorded
+it (its docsize record, read by ``FtsIndex``). That is all
 FTS5's bm25 reads for a query of OR-ed single words and prefixes, so :meth:`WordPostings.rank`
 computes the same scores (the same floating-point operations in the same order, see
 ``_phrase_scores``) for all matching rows at once in numpy and sorts only the best ``limit``.
