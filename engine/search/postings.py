@@ -70,7 +70,7 @@ class WordPostings:
         """``rows``: row ID, title, body and metadata text as inserted into FTS5, each row ID
         once (FTS5 refuses a second insert first), in any order; ``lengths``: each row's token count over
         all columns as FTS5 recorded it (bm25's D)."""
-        if not rows:
+        if not rows or not self.usable:
             return
         self._reserve(max(row[0] for row in rows))
         w_title, w_body, w_meta = self._weights

@@ -521,8 +521,13 @@ class SearchRuntime:
     def _run_postings(self, context: JobContext) -> None:
         try:
             while True:
-                for index in self.cache.indexes():  # a copy; a lock closes them, which ends their catch-up
+                indexes = self.cache.indexes()  # a copy; a lock closes them, which ends their catch-up
+                total, done = sum(index.fts.postings_waiting for index in indexes), 0
+                context.progress(0, total)
+                for index in indexes:
+                    done += index.fts.postings_waiting
                     index.fts.catch_up_postings()
+                    context.progress(done, total)
                 with self._postings_guard:  # rows added after their index was passed: once more
                     if not any(index.fts.postings_waiting for index in self.cache.indexes()):
                         self._postings = None
