@@ -66,11 +66,13 @@ class DeviceIdentity:
     certificate: dict[str, Any]
     certificate_sig: bytes
 
-    @property
+    # Cached: an unlock compares every revision's author with this device (check_revision),
+    # and the keys of an identity never change (a new identity is a new object).
+    @functools.cached_property
     def device_pub(self) -> bytes:
         return bytes(self.device_key.verify_key)
 
-    @property
+    @functools.cached_property
     def user_pub(self) -> bytes:
         return bytes(self.user_key.verify_key)
 

@@ -137,9 +137,14 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
         with sqlite3.connect(Paths(cli.home).store) as conn:
             orphaned = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before
         assert orphaned == 32  # the crash left the upload's chunks behind
-        cli.unlock()  # starts a new engine; the unlock sweeps
-        with sqlite3.connect(Paths(cli.home).store) as conn:
-            after = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
+        cli.unlock()  # starts a new engine; the unlock starts the sweep in the background
+        deadline = time.monotonic() + 20
+        while True:
+            with sqlite3.connect(Paths(cli.home).store) as conn:
+                after = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
+            if after == before or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert after == before
         out = tmp_path / "kept.out"
         cli.ok("file", "get", kept_id, "-o", str(out))

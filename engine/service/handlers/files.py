@@ -165,6 +165,9 @@ def transfers_of(service: Service) -> Transfers:
     return found
 
 
+SWEEP_DELAY_SECONDS = 3.0
+
+
 def _sweep(service: Service) -> None:
     """Remove chunks of uploads a crash cut short (referenced by no revision), bounded."""
     store = service.vault.require_store()
@@ -180,7 +183,13 @@ def _sweep(service: Service) -> None:
 def _setup(service: Service) -> None:
     transfers = transfers_of(service)
     service.on_lock.append(transfers.drop_all)
-    service.on_unlock.append(lambda _state: _sweep(service))
+
+    # In the background, a few seconds after the unlock: listing every content row takes ~10 ms
+    # at 10k items under the store's lock, which the first requests after an unlock need.
+    def sweep_later(_state: Unlocked) -> None:
+        service.background.start("file-sweep", lambda _: _sweep(service), delay=SWEEP_DELAY_SECONDS)
+
+    service.on_unlock.append(sweep_later)
 
 
 EXTENSIONS.append(_setup)
