@@ -81,8 +81,8 @@ class FtsIndex:
         )
 
     def add(self, rows: Iterable[FtsRow], *, defer_postings: bool = False) -> None:
-        """``defer_postings``: an index build's batch, whose rows join the word postings when the
-        build calls ``catch_up_postings`` (outside the service lock), not now under it."""
+        """``defer_postings``: an index build's batch, whose rows join the word postings at
+        ``catch_up_postings`` (the search runtime's job, outside the service lock), not now under it."""
         # One transaction per batch (``with`` the connection): APSW does not open one
         # implicitly, and a commit per row would double the cost of an index build.
         batch = list(rows)
@@ -142,12 +142,18 @@ class FtsIndex:
         """Whether ``word`` is an indexed word and no other indexed word begins with it, so that
         the FTS5 prefix query ``word *`` matches exactly what ``word`` matches."""
         with self._lock:
-            if self._conn.execute("SELECT 1 FROM temp.words WHERE term = ? LIMIT 1", (word,)).fetchone() is None:
+            if self._next_word(word) != word:
                 return False  # not a word of the index as written (or not one token): keep the prefix
-            # "\x00" sorts before every other character, so this is the first word after ``word``
-            # itself; an ``> word`` bound would step over each of its occurrences instead.
-            after = self._conn.execute("SELECT term FROM temp.words WHERE term >= ? LIMIT 1", (word + "\x00",)).fetchone()
-        return after is None or not str(after[0]).startswith(word)
+            after = self._next_word(word + "\x00")
+        return after is None or not after.startswith(word)
+
+    def _next_word(self, bound: str) -> str | None:
+        """The first indexed word at or after ``bound`` in byte order. A range lookup in the
+        instance table stops at its first row, so this costs microseconds; ``word + "\x00"``
+        (which sorts before every longer word) asks for the word after ``word``, where an
+        ``> word`` bound would step over each of its occurrences instead."""
+        row = self._conn.execute("SELECT term FROM temp.words WHERE term >= ? LIMIT 1", (bound,)).fetchone()
+        return None if row is None else str(row[0])
 
     def query_words(self, clauses: list[tuple[str, bool]], limit: int, *, lone: bool) -> list[tuple[int, float]] | None:
         """What ``query`` answers for the OR of ``clauses`` (a word, and whether its SR-7 prefix
@@ -178,15 +184,13 @@ class FtsIndex:
     def _words_with_prefix(self, prefix: str) -> list[str] | None:
         """The indexed words that begin with ``prefix`` (FTS5's prefix query), in byte order."""
         words: list[str] = []
-        bound = prefix
-        while True:
-            row = self._conn.execute("SELECT term FROM temp.words WHERE term >= ? LIMIT 1", (bound,)).fetchone()
-            if row is None or not str(row[0]).startswith(prefix):
-                return words
+        word = self._next_word(prefix)
+        while word is not None and word.startswith(prefix):
             if len(words) == MAX_PREFIX_WORDS:
                 return None
-            words.append(str(row[0]))
-            bound = words[-1] + "\x00"  # the first word after this one (see only_word_with_prefix)
+            words.append(word)
+            word = self._next_word(word + "\x00")
+        return words
 
     def query(self, match: str, limit: int) -> list[tuple[int, float]]:
         """Best ``limit`` rows, best first; scores are negated BM25 (higher is better)."""

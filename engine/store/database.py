@@ -610,8 +610,6 @@ class StoreFile:
         try:
             yield
             self.conn.execute("COMMIT")
-            if self._checkpointer is not None:
-                self._checkpointer.wrote(written)
         except BaseException:
             # SQLITE_FULL may already have rolled back (then ROLLBACK itself fails and would hide
             # the cause), or may leave the transaction open (a failed COMMIT): end it either way.
@@ -619,6 +617,8 @@ class StoreFile:
                 with contextlib.suppress(sqlite3.Error):
                     self.conn.execute("ROLLBACK")
             raise
+        if self._checkpointer is not None:
+            self._checkpointer.wrote(written)
 
 
 def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:
