@@ -17,6 +17,7 @@ from pathlib import Path
 
 from desktop.packaging_files import read_template
 from engine.errors import MemoriesError
+from engine.launch import python_command
 
 __all__ = [
     "KINDS",
@@ -56,13 +57,15 @@ def platform_kinds() -> tuple[str, ...]:
 
 
 def tray_command(home: Path | None) -> list[str]:
-    """This install's tray: ``python -m desktop.tray.launcher``, or in the app bundle the
+    """This install's tray: ``python -P -m desktop.tray.launcher``, or in the app bundle the
     ``memories-tray`` executable beside whichever of the two is running (the CLI writes entries too)."""
     if getattr(sys, "frozen", False):
         name = "memories-tray.exe" if sys.platform == "win32" else "memories-tray"
         base = [str(Path(sys.executable).resolve().with_name(name))]
     else:
-        base = [sys.executable, "-m", "desktop.tray.launcher"]
+        # -P: the entry starts with the session's working directory (usually $HOME);
+        # nothing from it may be imported (SPEC ST-11, engine/launch.py).
+        base = python_command("desktop.tray.launcher")
     return base + (["--home", str(home)] if home is not None else [])
 
 

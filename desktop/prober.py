@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from desktop.sibling import cli_command
+from desktop.sibling import cli_command, cli_options
 
 __all__ = [
     "Probe",
@@ -157,7 +157,7 @@ def probe_once(home: Path, deadline: float = DEFAULT_DEADLINE, env: dict[str, st
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
+            **cli_options(home, env),
             # Own process group: the kill below must also take anything the CLI spawned.
             start_new_session=True,
             close_fds=True,

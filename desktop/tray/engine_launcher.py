@@ -13,7 +13,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from desktop.sibling import cli_command
+from desktop.sibling import cli_command, cli_options
 
 __all__ = ["start_engine", "START_DEADLINE"]
 
@@ -27,7 +27,7 @@ def start_engine(home: Path, deadline: float = START_DEADLINE, env: dict[str, st
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=env,
+        **cli_options(home, env),
         start_new_session=True,
         close_fds=True,
     )

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import MemoriesError
+from engine.launch import ISOLATION_FLAGS
 
 __all__ = [
     "CLIENTS",
@@ -76,7 +77,14 @@ def agent_command(home: Path, name: str) -> list[str]:
     if not exe.is_file():
         found = shutil.which("memories")
         exe = Path(found) if found else Path()
-    prefix = [str(exe.resolve())] if str(exe) not in ("", ".") else [str(Path(sys.executable).resolve()), "-m", "engine.cli"]
+    # The client starts this in the project's folder: the interpreter fallback runs with -P
+    # so nothing from that folder is imported (SPEC ST-11, engine/launch.py).
+    if str(exe) not in ("", "."):
+        prefix = [str(exe.resolve())]
+    else:
+        # absolute(), not resolve(): a venv's python is a symlink to the base interpreter,
+        # and only the unresolved path finds the venv (and so the engine) again.
+        prefix = [str(Path(sys.executable).absolute()), *ISOLATION_FLAGS, "-m", "engine.cli"]
     return [*prefix, "--home", str(home.resolve()), "mcp", "--agent", name]
 
 

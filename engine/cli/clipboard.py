@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from engine.errors import MemoriesError
+from engine.launch import child_env, python_command, working_directory
 
 __all__ = ["Backend", "detect", "write", "read", "copy_with_clear", "DEFAULT_CLEAR_SECONDS"]
 
@@ -114,8 +115,11 @@ def copy_with_clear(value: str, clear_after: int) -> Backend:
         if time.monotonic() > deadline:
             raise MemoriesError("clipboard_unavailable", "The clipboard did not take the value.")
         time.sleep(0.05)
+    # Isolated from the caller's directory (SPEC ST-11, engine/launch.py).
     child = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.clipboard", "--clear-after", str(clear_after), "--backend", backend.name],
+        python_command("engine.cli.clipboard", "--clear-after", str(clear_after), "--backend", backend.name),
+        cwd=working_directory(),
+        env=child_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

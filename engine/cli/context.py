@@ -88,13 +88,19 @@ class Context:
             return False
         import subprocess
 
+        from engine.launch import child_env, python_command
+
         self.paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.paths.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         stderr_path = self.paths.log_dir / "daemon-stderr.log"
         with open(stderr_path, "ab") as stderr:
             os.chmod(stderr_path, 0o600)
+            # Isolated from the caller's directory (SPEC ST-11, engine/launch.py): this process
+            # receives the vault password, so no code from the folder the command ran in.
             process = subprocess.Popen(
-                [sys.executable, "-m", "engine.cli", "--home", str(self.paths.home), "daemon", "run"],
+                python_command("engine.cli", "--home", str(self.paths.home), "daemon", "run"),
+                cwd=self.paths.home,
+                env=child_env(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
