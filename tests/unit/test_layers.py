@@ -11,7 +11,7 @@ Layers, top to bottom (an import may only point down, or stay inside its own pac
 - ``engine.store``, ``engine.crypto``.
 
 Kernel modules (KERNEL: ``engine`` itself for ``__version__``, ``engine.errors``,
-``engine.config``, ``engine.home``, ``engine.terminal_text``, ``engine.ipc``) may be imported from every
+``engine.config``, ``engine.home``, ``engine.launch``, ``engine.terminal_text``, ``engine.ipc``) may be imported from every
 layer and import only the standard library, third-party packages and each other.
 
 Two narrower rules: the desktop uses only the IPC client and the kernel (it imports nothing
@@ -59,7 +59,7 @@ DOMAIN = (
 )
 BOTTOM = ("engine.store", "engine.crypto")
 # Standard library (plus platformdirs, lazily) only; importable from everywhere.
-KERNEL = ("engine.errors", "engine.config", "engine.home", "engine.terminal_text", "engine.ipc")
+KERNEL = ("engine.errors", "engine.config", "engine.home", "engine.launch", "engine.terminal_text", "engine.ipc")
 RANK = {"bottom": 0, "domain": 1, "service": 2, "daemon": 3, "surface": 4}
 
 # The `memories` command starts the other processes in-process: these exact modules are
