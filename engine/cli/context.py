@@ -7,7 +7,7 @@ import sys
 import time
 
 from engine.errors import MemoriesError
-from engine.home import data_home, engine_socket
+from engine.home import data_home, engine_socket, prepare_runtime_dir
 from engine.ipc import json_codec
 from engine.ipc.client import IpcClient
 from engine.terminal_text import block, use_color
@@ -90,6 +90,9 @@ class Context:
 
         from engine.launch import child_env, python_command
 
+        # A /tmp fallback folder another user created first: refuse here, with the folder
+        # named, rather than as the engine's exit (engine/home.py).
+        prepare_runtime_dir(engine_socket(self.home))
         self.paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.paths.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         stderr_path = self.paths.log_dir / "daemon-stderr.log"

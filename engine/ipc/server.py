@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import MemoriesError
+from engine.home import prepare_runtime_dir
 from engine.ipc.framing import (
     MAX_FRAME_BYTES,
     PAYLOAD_KEY,
@@ -125,6 +126,7 @@ def prepare_socket_dir(directory: Path) -> None:
     else, or a symlink, is refused with ``permission_denied``. Checks and the chmod go
     through one ``O_NOFOLLOW`` descriptor, so the path cannot be swapped in between.
     """
+    prepare_runtime_dir(os.fspath(directory / "engine.sock"))  # the shared-/tmp fallback's parent
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
