@@ -7,7 +7,6 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
 from typing import Any
 
 from engine.cli.context import Context, UsageError
@@ -66,6 +65,7 @@ def _read_template(path: str) -> str:
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
     from engine.cli.run_child import Masker, run_child
+    from engine.cli.scratch import new_scratch_dir
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -86,7 +86,9 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
     try:
         argv = command
         if template is not None:
-            workspace = tempfile.mkdtemp(prefix="memories-run-")  # 0700
+            # In the data home, not the shared temp folder: a killed CLI leaves it where the
+            # next call sweeps it (engine/cli/scratch.py, SECURITY.md).
+            workspace = str(new_scratch_dir(ctx.paths.home, "run"))  # 0700
             path = os.path.join(workspace, os.path.basename(args.template) or "template")
             text = TEMPLATE_REF.sub(lambda m: rendered[m.group(1)], template)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

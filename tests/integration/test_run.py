@@ -142,6 +142,44 @@ def test_template_rendered_to_a_private_file_removed_afterwards(run_vault: tuple
     assert not Path(lines[0]).exists() and not Path(lines[0]).parent.exists()
 
 
+def test_template_values_printed_by_the_child_are_masked(run_vault: tuple[Cli, str], tmp_path: Path) -> None:
+    """RN-1: a value that reaches the child only through the template (no --env) is masked too
+    when the child prints the rendered file, on stdout and stderr."""
+    cli, _ = run_vault
+    template = tmp_path / "only-template.env"
+    template.write_text("API={{secret:api_token}}\n")
+    code = "import sys; text = open(sys.argv[1]).read(); sys.stdout.write(text); sys.stderr.write(text)"
+    proc = cli.run("run", "--template", str(template), "--", sys.executable, "-c", code, "{template}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == proc.stderr == f"API={MASKED}\n"
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def test_template_of_a_killed_cli_stays_in_the_data_home_and_is_swept(run_vault: tuple[Cli, str], tmp_path: Path) -> None:
+    """Issue 27: the CLI killed while its child runs leaves the rendered file only in the data
+    home's private scratch folder (0700), never the shared temp folder; the next run sweeps it."""
+    cli, _ = run_vault
+    template = tmp_path / "killed.env"
+    template.write_text("DB={{secret:db_password}}\n")
+    report = tmp_path / "where"
+    # The child reports where its file is, then SIGKILLs its parent: the CLI (no shell between).
+    code = "import os,signal,sys; open(sys.argv[2],'w').write(sys.argv[1]); os.kill(os.getppid(), signal.SIGKILL)"
+    proc = cli.run("run", "--template", str(template), "--", sys.executable, "-c", code, "{template}", str(report))
+    assert proc.returncode == -signal.SIGKILL
+    left = Path(report.read_text())
+    scratch = (cli.home / "scratch").resolve()
+    assert left.read_text() == f"DB={SECRET}\n" and left.parent.parent.resolve() == scratch
+    assert (left.stat().st_mode & 0o777, left.parent.stat().st_mode & 0o777, scratch.stat().st_mode & 0o777) == (
+        0o600,
+        0o700,
+        0o700,
+    )
+    again = cli.run("run", "--template", str(template), "--", sys.executable, "-c", "pass")
+    assert again.returncode == 0, again.stderr
+    assert not left.exists() and not left.parent.exists()
+    assert os.listdir(scratch) == []
+
+
 def test_needs_elevation_and_known_labels(run_vault: tuple[Cli, str], tmp_path: Path) -> None:
     """RN-1, API-8: without sudo (another shell session) or with an unknown label the child never starts."""
     cli, _ = run_vault
