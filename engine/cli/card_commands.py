@@ -1,8 +1,9 @@
 """card new/show/edit/link/unlink/connections/recall, graph, protected new, otp, secret protect, copy.
 
-Secrets are read from stdin only (``--token-stdin``, ``--otp-stdin``, ``--value-stdin``)
-or, for an otpauth URI, from ``--totp``/``--hotp`` as the issue's examples show; the
-copy command is the only path on which a secret crosses IPC, and it goes straight to
+Secrets are read from stdin only (``--token-stdin``, ``--otp-stdin``, ``--value-stdin``;
+from a terminal, a prompt that does not echo). ``--totp URI``/``--hotp URI`` are refused
+with a sentence that names ``--otp-stdin``: an argument is visible in ``ps`` and kept in
+shell history (issue 27). The copy command is the only path on which a secret crosses IPC, and it goes straight to
 the clipboard, never to stdout.
 """
 
@@ -20,8 +21,13 @@ from engine.terminal_text import one_line
 CARD_TYPES = ("knowledge", "brain", "persona")
 
 
-def _stdin_value() -> str:
-    data = sys.stdin.read()
+def _stdin_value(prompt: str = "Value (not shown): ") -> str:
+    if sys.stdin.isatty():  # typed, not piped: ask without echo instead of waiting for Ctrl-D
+        import getpass
+
+        data = getpass.getpass(prompt)
+    else:
+        data = sys.stdin.read()
     value = data[:-1] if data.endswith("\n") else data
     value = value[:-1] if value.endswith("\r") else value
     if not value:
@@ -90,9 +96,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--env", help="environment variable name the token is used as")
     p.add_argument("--url", help="the service's address")
     p.add_argument("--token-stdin", action="store_true", help="read the token from standard input")
-    p.add_argument("--totp", metavar="URI", help="otpauth://totp/... (prefer --otp-stdin: argv is visible)")
-    p.add_argument("--hotp", metavar="URI", help="otpauth://hotp/...?counter=N")
-    p.add_argument("--otp-stdin", action="store_true", help="read an otpauth:// URI from standard input")
+    # The old forms, kept only to answer with what to use instead (the seed would sit in argv).
+    p.add_argument("--totp", metavar="URI", help=argparse.SUPPRESS)
+    p.add_argument("--hotp", metavar="URI", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--otp-stdin",
+        action="store_true",
+        help="read an otpauth://totp/ or otpauth://hotp/ URI from standard input (a hidden prompt in a terminal)",
+    )
     p.add_argument("--body", help="non-secret notes")
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     p.set_defaults(func=cmd_protected_new)
@@ -234,16 +245,23 @@ def cmd_graph(ctx: Context, args: argparse.Namespace) -> int:
 
 # -- protected cards, otp, secrets, copy --------------------------------------------------
 def cmd_protected_new(ctx: Context, args: argparse.Namespace) -> int:
+    if args.totp is not None or args.hotp is not None:
+        flag = "--totp" if args.totp is not None else "--hotp"
+        raise UsageError(
+            f"{flag} would put the one-time-password seed on the command line, where other programs (ps) and "
+            "shell history can read it; nothing was saved. Give the otpauth:// URI on standard input instead: "
+            "memories protected new --title TITLE --otp-stdin < uri.txt (or type it at the hidden prompt)"
+        )
     if args.token_stdin and args.otp_stdin:
         raise UsageError("only one of --token-stdin and --otp-stdin can read standard input")
     body: dict[str, Any] = {"op": "protected_card", "title": args.title, "tags": args.tags or []}
-    for key in ("account", "env", "url", "totp", "hotp", "body"):
+    for key in ("account", "env", "url", "body"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     if args.token_stdin:
-        body["token"] = _stdin_value()
+        body["token"] = _stdin_value("Token (not shown): ")
     if args.otp_stdin:
-        uri = _stdin_value().strip()
+        uri = _stdin_value("otpauth:// URI (not shown): ").strip()
         body["hotp" if uri.lower().startswith("otpauth://hotp") else "totp"] = uri
     result = ctx.request(body)
     ctx.emit(result, f"{result['short_id']}  protected ({', '.join(result['features'])})")

@@ -28,8 +28,8 @@ def test_no_secret_reaches_any_output_or_plaintext_on_disk(vault: Cli, tmp_path:
         TITLE,
         "--account",
         "ana@example.com",
-        "--totp",
-        f"otpauth://totp/GH:ana?secret={OTP_B32}&issuer=GH",
+        "--otp-stdin",
+        input=f"otpauth://totp/GH:ana?secret={OTP_B32}&issuer=GH\n",
     )
     hotp = vault.ok(
         "protected", "new", "--title", "Bank", "--otp-stdin", input=f"otpauth://hotp/Bank:me?secret={HOTP_B32}&counter=3\n"

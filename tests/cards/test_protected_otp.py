@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ from engine.ipc.framing import encode_frame, make_request
 from tests.cards.conftest import state_rows, wait_for
 from tests.cards.test_otp_parsing import RFC4226_CODES, RFC6238, SEED
 from tests.helpers import Cli, raw, raw_error
+from tests.terminal import run_in_terminal
 
 
 def b32(key: bytes) -> str:
@@ -41,7 +43,7 @@ def test_rfc4226_vectors_through_the_otp_command_and_consecutive_counters(shared
 def test_rfc6238_vectors_through_the_otp_command(shared_vault: Cli, algorithm: str) -> None:
     """CD-5: RFC 6238 Appendix B (8 digits, 30 s) for SHA-1/256/512 via `memories otp --at`."""
     uri = f"otpauth://totp/RFC:{algorithm}?secret={b32(SEED[algorithm])}&algorithm={algorithm}&digits=8&period=30"
-    card = shared_vault.ok("protected", "new", "--title", f"RFC {algorithm}", "--totp", uri)
+    card = shared_vault.ok("protected", "new", "--title", f"RFC {algorithm}", "--otp-stdin", input=uri + "\n")
     column = {"SHA1": 1, "SHA256": 2, "SHA512": 3}[algorithm]
     first = shared_vault.ok("otp", card["short_id"], "--at", str(RFC6238[0][0]))
     assert first["code"] == RFC6238[0][column]
@@ -54,7 +56,7 @@ def test_rfc6238_vectors_through_the_otp_command(shared_vault: Cli, algorithm: s
 def test_hotp_counter_is_never_reused_when_delivery_fails(shared_vault: Cli) -> None:
     """CD-5, ST-5: the counter advance commits with the intent before delivery; a lost answer burns it."""
     card = shared_vault.ok(
-        "protected", "new", "--title", "Bank", "--hotp", f"otpauth://hotp/B:me?secret={b32(SEED['SHA1'])}&counter=4"
+        "protected", "new", "--title", "Bank", "--otp-stdin", input=f"otpauth://hotp/B:me?secret={b32(SEED['SHA1'])}&counter=4\n"
     )
     cred = raw(shared_vault, {"op": "card_read", "id": card["id"]})["protected"]["credential"].removeprefix("cred:")
     # A caller that sends the request and vanishes before the answer (a crash after the intent).
@@ -123,7 +125,7 @@ MALFORMED = [
 def test_malformed_otpauth_uris_are_typed_errors_that_create_nothing(shared_vault: Cli) -> None:
     """CD-4: bad base32, unknown algorithm, digits 5/9, negative period, missing secret, wrong scheme."""
     before = state_rows(shared_vault)
-    first = shared_vault.err("protected", "new", "--title", "x", "--totp", MALFORMED[0])
+    first = shared_vault.err("protected", "new", "--title", "x", "--otp-stdin", input=MALFORMED[0] + "\n")
     assert first["code"] == "invalid_otpauth" and "NOT-BASE32" not in first["message"]
     for uri in MALFORMED[1:]:
         assert raw_error(shared_vault, {"op": "protected_card", "title": "x", "totp": uri}).code == "invalid_otpauth", uri
@@ -137,3 +139,34 @@ def test_otp_of_a_card_without_otp_and_unknown_refs(shared_vault: Cli) -> None:
     card = shared_vault.ok("protected", "new", "--title", "T", "--account", "me@example.com")
     assert shared_vault.err("otp", card["id"])["code"] == "nothing_to_copy"
     assert shared_vault.err("otp", "no-such-card")["code"] == "not_found"
+
+
+def test_an_otp_seed_on_the_command_line_is_refused_and_nothing_is_saved(shared_vault: Cli) -> None:
+    """Issue 27: `--totp URI`/`--hotp URI` would leave the seed in ps and shell history: refused
+    with a sentence naming --otp-stdin, nothing created, the seed not repeated; help lists neither."""
+    before = state_rows(shared_vault)
+    seed = b32(SEED["SHA1"])
+    for flag, uri in (
+        ("--totp", f"otpauth://totp/A:me?secret={seed}"),
+        ("--hotp", f"otpauth://hotp/A:me?secret={seed}&counter=1"),
+    ):
+        proc = shared_vault.run("protected", "new", "--title", "x", flag, uri, "--json")
+        assert proc.returncode == 2, proc.stdout
+        error = json.loads(proc.stdout)["error"]
+        assert error["code"] == "usage" and "--otp-stdin" in error["message"] and flag in error["message"]
+        assert seed not in proc.stdout + proc.stderr
+    assert state_rows(shared_vault) == before
+    usage = shared_vault.run("protected", "new", "--help").stdout
+    assert "--otp-stdin" in usage and "--totp" not in usage and "--hotp" not in usage
+
+
+def test_otp_stdin_from_a_terminal_asks_without_echo(shared_vault: Cli) -> None:
+    """Issue 27: typed at a terminal, --otp-stdin prompts (no echo) instead of waiting for Ctrl-D."""
+    uri = f"otpauth://totp/Term:me?secret={b32(SEED['SHA1'])}"
+    code, screen = run_in_terminal(
+        shared_vault.command("protected", "new", "--title", "Typed", "--otp-stdin"),
+        [("otpauth:// URI (not shown): ", uri)],
+        shared_vault.environ(),
+    )
+    assert code == 0, screen
+    assert "protected (account, totp)" in screen and b32(SEED["SHA1"]) not in screen
