@@ -59,17 +59,34 @@ def parse_keepass_xml(data: bytes) -> Loaded:
     """A KeePass 2 XML export (values in clear: such a file must be handled as the secret it is)."""
     if len(data) > MAX_FILE_BYTES:
         raise fail("the file", "is larger than 256 MiB.")
-    head = data[:4096].lower()
-    if b"<!doctype" in head or b"<!entity" in data.lower():
-        raise fail("the file", "has a DOCTYPE or entity declaration; a KeePass XML export has none.")
     return _from_xml(data)
 
 
+class _DoctypeRefused(Exception):
+    """Raised by the parser at the start of a DOCTYPE, before its internal subset is read."""
+
+
 def _from_xml(data: bytes) -> Loaded:
+    """Parse with the document type refused by the parser itself.
+
+    Entity declarations (a billion-laughs bomb, an external entity) can only stand inside a
+    DOCTYPE, and a KeePass export has none. Earlier a search of the raw bytes refused them,
+    which a UTF-16 file or a DOCTYPE after the first 4 KiB slipped past (issue 27); the
+    parser sees the declaration whatever the encoding or offset, and this target's
+    ``doctype`` hook stops the parse as it starts, so nothing in it is expanded.
+    """
     import xml.etree.ElementTree as ET
 
+    class _NoDoctype(ET.TreeBuilder):
+        def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
+            raise _DoctypeRefused
+
+    parser = ET.XMLParser(target=_NoDoctype())  # noqa: S314 -- the DOCTYPE is refused by the target above
     try:
-        root = ET.fromstring(data)  # noqa: S314 -- DOCTYPE/ENTITY refused before (what defusedxml blocks)
+        parser.feed(data)
+        root = parser.close()
+    except _DoctypeRefused:
+        raise fail("the file", "has a DOCTYPE (document type or entity declarations); a KeePass XML export has none.") from None
     except (ET.ParseError, ValueError):
         raise fail("the file", "is not well-formed XML; it may be truncated.") from None
     top = root.find("Root")

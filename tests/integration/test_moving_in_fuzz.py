@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,44 @@ def test_1pux_and_csv_and_xml_random_bytes(data: bytes) -> None:
     """IM-1: arbitrary bytes as 1PUX, 1Password CSV or KeePass XML: a typed error or entries."""
     for parse in (parse_1pux, parse_1password_csv, parse_keepass_xml):
         _parse_and_check(parse, data)
+
+
+_BOMB_DTD = '<!DOCTYPE k [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+_EXPORT = (
+    "<KeePassFile><Root><Group><Name>Root</Name><Entry><String><Key>Title</Key><Value>&b;</Value></String>"
+    "<String><Key>UserName</Key><Value>ana</Value></String></Entry></Group></Root></KeePassFile>"
+)
+
+
+def _xml(encoding: str, prolog_padding: str = "", dtd: str = _BOMB_DTD, body: str = _EXPORT) -> bytes:
+    text = f'<?xml version="1.0" encoding="{encoding}"?>{prolog_padding}{dtd}{body}'
+    return text.encode(encoding if encoding != "UTF-16" else "utf-16")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _xml("UTF-16"),  # with a BOM: the old byte search saw "<\0!\0D\0..."
+        _xml("UTF-16BE"),
+        _xml("UTF-8", prolog_padding="<!--" + "x" * 8000 + "-->"),  # DOCTYPE after the first 4 KiB
+        _xml("UTF-8", prolog_padding="\n" * 5000),
+        _xml("UTF-16", prolog_padding=" " * 5000, dtd='<!DOCTYPE KeePassFile SYSTEM "file:///etc/passwd">'),
+        _xml("UTF-8", dtd="<!DOCTYPE KeePassFile>", body=_EXPORT.replace("&b;", "plain")),
+    ],
+    ids=["utf16-bom", "utf16be", "after-4k-comment", "after-4k-blank", "utf16-external", "bare-doctype"],
+)
+def test_a_doctype_is_refused_whatever_the_encoding_or_offset(data: bytes) -> None:
+    """IM-1, issue 27: the parser itself refuses any DOCTYPE (so no entity is ever declared or
+    expanded), also in UTF-16 or after a long prolog, where a search of the raw bytes missed it."""
+    with pytest.raises(MemoriesError) as caught:
+        parse_keepass_xml(data)
+    assert caught.value.code == "invalid_input" and "DOCTYPE" in caught.value.message
+
+
+def test_an_honest_utf16_export_still_imports() -> None:
+    """The refusal is about the DOCTYPE, not the encoding: the same export without one parses."""
+    loaded = parse_keepass_xml(_xml("UTF-16", dtd="", body=_EXPORT.replace("&b;", "Mail")))
+    assert [(e.title, e.username) for e in loaded.entries] == [("Mail", "ana")]
 
 
 def test_entity_declarations_are_refused() -> None:
