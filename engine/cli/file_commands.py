@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -248,20 +249,34 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()
         return 0
     target = Path(args.output)
+    if target.is_dir():
+        raise MemoriesError("invalid_input", f"The output path {target} is a folder; name a file inside it.")
     if target.exists() and not args.force:
         raise MemoriesError("invalid_input", "The output file exists; add --force to replace it.")
     directory = target.parent if str(target.parent) else Path(".")
+    # Checked before the engine is asked (and audits a read): a typo in the folder is a
+    # typed error, not a traceback that also breaks --json (issue 27).
+    if not directory.is_dir():
+        raise MemoriesError(
+            "invalid_input", f"The folder {directory} does not exist; create it first or choose another --output path."
+        )
     with _opened(ctx, args.id, args.rev) as opened:
-        fd, temp = tempfile.mkstemp(prefix=".memories-", dir=directory)  # 0600
+        try:
+            fd, temp = tempfile.mkstemp(prefix=".memories-", dir=directory)  # 0600
+        except OSError as exc:
+            raise MemoriesError("io_error", f"No file can be written in {directory} ({exc.strerror}).") from None
         try:
             with os.fdopen(fd, "wb") as sink:
                 digest = download(ctx, opened, sink)
                 sink.flush()
                 os.fsync(sink.fileno())
             os.replace(temp, target)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+            if isinstance(exc, OSError):
+                code = "disk_full" if exc.errno == errno.ENOSPC else "io_error"
+                raise MemoriesError(code, f"The output file {target} could not be written ({exc.strerror}).") from None
             raise
     result = {
         "id": opened["id"],
