@@ -8,7 +8,6 @@ onto the gateway's fixed engine requests, run in a bounded executor with timeout
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from desktop.dashboard import activity, cards, history, links, protected, tickets
+from desktop.dashboard.security import json_body
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
 from desktop.status import tray_state
@@ -134,10 +134,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
         return web.json_response({"query": query, "mode": raw.get("mode"), "partial": bool(raw.get("partial")), "results": hits})
 
     async def _json_body(request: web.Request) -> Any:
-        try:
-            return json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError):
-            raise MemoriesError("invalid_input", "The request is not valid JSON.") from None
+        return json_body(await request.read())
 
     async def create_card(request: web.Request) -> web.Response:
         kind, fields = cards.parse_create(await _json_body(request))
@@ -173,10 +170,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
 
     async def save_card(request: web.Request) -> web.Response:
         asset_id = cards.check_asset_id(request.match_info["id"])
-        try:
-            payload = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError):
-            raise MemoriesError("invalid_input", "The save is not valid JSON.") from None
+        payload = json_body(await request.read(), "The save")
         # The kind comes from the engine, not from the page: the allowlist is enforced here.
         current = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
         base, fields = cards.parse_save(str(current.get("kind")), payload)

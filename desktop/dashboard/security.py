@@ -13,14 +13,19 @@
 from __future__ import annotations
 
 import hmac
+import json
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
 from engine.errors import MemoriesError
 
-__all__ = ["Guard", "CSP", "new_token", "error_response"]
+__all__ = ["Guard", "CSP", "new_token", "error_response", "json_body"]
+
+log = logging.getLogger(__name__)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -48,6 +53,17 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def json_body(raw: bytes, what: str = "The request") -> Any:
+    """A POST body as JSON; anything else (invalid, not UTF-8, or nested so deeply that the
+    decoder runs out of stack, issue 27) is a typed ``invalid_input`` that names no value."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise MemoriesError("invalid_input", f"{what} is nested too deeply.") from None
+    except (ValueError, UnicodeDecodeError):
+        raise MemoriesError("invalid_input", f"{what} is not valid JSON.") from None
 
 
 def error_response(exc: MemoriesError) -> web.Response:
@@ -99,6 +115,11 @@ class Guard:
             # aiohttp's own 404/405: answer in the same typed shape, with our headers.
             code = "not_found" if exc.status == 404 else "invalid_request"
             response = web.json_response({"error": {"code": code, "message": exc.reason}}, status=exc.status)
+        except Exception:
+            # A bug must not become aiohttp's bare 500 without the headers below (issue 27):
+            # the typed `internal` answer, the details only in the log (never a value).
+            log.exception("dashboard: %s %s failed", request.method, request.path)
+            response = error_response(MemoriesError("internal"))
         _harden(response)
         return response
 

@@ -7,13 +7,13 @@ fields; the password goes to the engine for this one ticket and nothing is eleva
 
 from __future__ import annotations
 
-import json
 import re
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
+from desktop.dashboard.security import json_body
 from desktop.gateway import CLIENT_LABEL
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
@@ -85,10 +85,7 @@ def register(app: web.Application, ctx: Any) -> None:
 
     async def approve(request: web.Request) -> web.Response:
         ticket = _ticket_id(request)
-        try:
-            payload = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError):
-            raise MemoriesError("invalid_input", "The approval is not valid JSON.") from None
+        payload = json_body(await request.read(), "The approval")
         if not isinstance(payload, dict) or set(payload) != {"fingerprint", "password"}:
             raise MemoriesError("invalid_input", "An approval carries exactly the fingerprint and the password.")
         fingerprint, password = payload["fingerprint"], payload["password"]

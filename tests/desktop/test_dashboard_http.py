@@ -239,3 +239,24 @@ def test_protected_cards_and_secrets_never_shown(dashboard: Dashboard, module_va
     assert "{{secret:apikey}}" in text
     assert token not in text and moved not in text
     assert module_vault.ok("get", prot["id"])["title"] == "Prot card"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/cards", "/api/cards/{id}", "/api/cards/{id}/resolve", "/api/tickets/{ticket}/approve"],
+)
+@pytest.mark.parametrize("nested", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000])
+def test_deeply_nested_json_is_a_typed_400_with_the_security_headers(
+    dashboard: Dashboard, module_vault: Cli, path: str, nested: bytes
+) -> None:
+    """DT-5, API-8, issue 27: a body nested beyond the JSON decoder's depth on any POST route
+    that reads one answers 400 invalid_input with the usual headers (it was a bare 500)."""
+    card = _card(module_vault, "nested")
+    before = module_vault.ok("status")["assets"]
+    target = path.format(id=card["id"], ticket="a" * 16)  # well-formed; no such ticket is needed
+    code, headers, body = dashboard.request("POST", target, nested)
+    assert code == 400, body
+    assert body["error"]["code"] == "invalid_input" and "nested too deeply" in body["error"]["message"]
+    assert "default-src 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff" and headers["cache-control"] == "no-store"
+    assert module_vault.ok("status")["assets"] == before
