@@ -78,6 +78,10 @@ class EngineGateway:
     def get_asset(self, asset_id: str) -> dict[str, Any]:
         return self._call({"op": "get", "id": asset_id})
 
+    def read_card(self, asset_id: str) -> dict[str, Any]:
+        """A card with its protected features (names of the secrets it holds, never a value)."""
+        return self._call({"op": "card_read", "id": asset_id})
+
     def get_revision(self, asset_id: str, revision: str) -> dict[str, Any]:
         """One revision (any, not only a head), its body redacted by the engine (CD-7); audited as a get."""
         return self._call({"op": "get", "id": asset_id, "rev": revision})

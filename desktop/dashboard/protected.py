@@ -18,6 +18,7 @@ leave this module, and nothing here can copy, reveal or elevate.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from aiohttp import web
@@ -35,19 +36,29 @@ MAX_QUERY_CHARS = 200
 _SUMMARY_KEYS = ("id", "short_id", "kind", "title", "conflict", "updated_ms", "revision", "short_revision")
 
 
-def copy_commands(kind: str, short_id: str) -> list[dict[str, str]]:
-    """What to run in a terminal to use this item's secret; the page never holds it."""
+def copy_commands(kind: str, short_id: str, features: Collection[str] = (), username: bool = False) -> list[dict[str, str]]:
+    """What to run in a terminal to use this item's secret; the page never holds it.
+
+    Only what the item has (its ``features`` from the engine's ``card_read``: a login
+    without a TOTP offers no one-time code), and every command whose op needs elevation
+    starts with ``memories sudo &&`` (issue 27, item 6).
+    """
     if kind == "login":
-        return [
-            {"label": "Copy the password", "command": f"memories sudo && memories login copy-password {short_id}"},
-            {"label": "Copy the username", "command": f"memories login copy-username {short_id}"},
-            {"label": "Copy the one-time code", "command": f"memories login copy-otp {short_id}"},
-        ]
+        rows = []
+        if "password" in features:
+            rows.append({"label": "Copy the password", "command": f"memories sudo && memories login copy-password {short_id}"})
+        if username:
+            rows.append({"label": "Copy the username", "command": f"memories login copy-username {short_id}"})
+        if "totp" in features:
+            rows.append({"label": "Copy the one-time code", "command": f"memories sudo && memories login copy-otp {short_id}"})
+        return rows or [{"label": "Show its public fields", "command": f"memories login show {short_id}"}]
     if kind == "protected":
-        return [
-            {"label": "Copy the token (or the current one-time code)", "command": f"memories sudo && memories copy {short_id}"},
-            {"label": "Show the one-time code", "command": f"memories otp {short_id}"},
-        ]
+        otp = "totp" in features or "hotp" in features
+        label = "Copy the token" if "token" in features or not otp else "Copy the current one-time code"
+        rows = [{"label": label, "command": f"memories sudo && memories copy {short_id}"}]
+        if otp:
+            rows.append({"label": "Show the one-time code", "command": f"memories otp {short_id}"})
+        return rows
     return [
         {"label": "Copy the password or token", "command": f"memories sudo && memories copy {short_id}"},
         {"label": "Show its public fields", "command": f"memories credential show {short_id}"},
@@ -120,7 +131,16 @@ def register(app: web.Application, ctx: Any) -> None:
         asset_id = cards.check_asset_id(request.match_info["id"])
         item = project_item(await ctx.engine(lambda: gateway.get_asset(asset_id)))
         item["label"] = cards.PROTECTED_KINDS[item["kind"]]
-        item["commands"] = copy_commands(item["kind"], str(item.get("short_id", asset_id)))
+        features: list[str] = []
+        username = False
+        if item["kind"] in ("login", "protected"):
+            # Which secrets it holds (names only) and whether it has a username: read here,
+            # never sent to the page, only the commands built from them.
+            card = await ctx.engine(lambda: gateway.read_card(asset_id))
+            found = (card.get("protected") or {}).get("features", [])
+            features = [f for f in found if isinstance(f, str)]
+            username = bool((card.get("meta") or {}).get("username"))
+        item["commands"] = copy_commands(item["kind"], str(item.get("short_id", asset_id)), features, username)
         return web.json_response(item)
 
     app.router.add_get("/api/protected", list_protected)

@@ -54,6 +54,11 @@ function onTabKey(event) {
 async function openLocked(id) {
   setResult("save-result", "");
   $("confirm-delete").hidden = true;
+  // The previous item's protected-values block (its `memories copy ID:LABEL` lines) must not
+  // stay on screen under this item (issue 27, item 6): cleared before anything is awaited.
+  $("item-secrets").hidden = true;
+  $("item-secret-list").replaceChildren();
+  $("locked-commands").replaceChildren();
   try {
     const seq = ++view.openSeq;
     if (!view.kinds.length) await loadKinds();
