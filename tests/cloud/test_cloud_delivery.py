@@ -255,3 +255,64 @@ def test_cl5_marks_the_attacker_writes_are_a_typed_refusal_never_a_crash(s3: S3S
     sync(a)
     clean = sync(b)
     assert clean["marks_refused"] == [] and titles(b) == {"From A", "From B"}
+
+
+def test_cl5_marks_parser_refuses_every_damaged_or_misplaced_marks_with_a_typed_error() -> None:
+    """CL-5: what the bucket holds is untrusted. Genuine marks read back exactly; every byte
+    flipped, every truncation, marks for another path, a forged signature, and fields of the
+    wrong type or range are `sync_rejected` (a MemoriesError), never another exception."""
+    from nacl.signing import SigningKey
+
+    from engine.cloud import objects as ob
+    from engine.crypto.canonical import canonical_bytes, domain_bytes
+    from engine.crypto.keys import sign
+    from engine.errors import MemoriesError
+
+    sender, receiver, other = SigningKey.generate(), SigningKey.generate(), SigningKey.generate()
+    to = bytes(receiver.verify_key)
+    me = bytes(sender.verify_key)
+    stuck = ob.Stuck(4, "refused", "sync_rejected", b"\x07" * 32, 1_700_000_000_000)
+    marks = ob.Marks(me, to, 1_700_000_000_123, 3, 9, stuck)
+    data = ob.make_marks(sender, marks)
+    assert ob.parse_marks(data, sender=me, to=to) == marks
+
+    def refused(blob: bytes, *, sender_pub: bytes = me, to_pub: bytes = to) -> None:
+        with pytest.raises(MemoriesError) as info:
+            ob.parse_marks(blob, sender=sender_pub, to=to_pub)
+        assert info.value.code == "sync_rejected"
+
+    for i in range(len(data)):
+        refused(data[:i] + bytes([data[i] ^ 0x41]) + data[i + 1 :])
+    for n in range(len(data)):
+        refused(data[:n])
+    refused(data + b"\x00" * (ob.MAX_MARKS_BYTES + 1))
+    refused(data, sender_pub=bytes(other.verify_key))  # another device's path
+    refused(data, to_pub=bytes(other.verify_key))  # marks for another receiver
+    refused(ob.make_marks(other, ob.Marks(bytes(other.verify_key), to, 1, 3, 9, stuck)))  # signed by another
+
+    import msgspec
+
+    def signed(body: dict[str, Any]) -> bytes:
+        raw = canonical_bytes(body)
+        return b"MEMCLDM\x01" + msgspec.msgpack.encode(
+            {"body": raw, "sig": sign(sender, domain_bytes("memories.cloud-marks", 1, raw))}
+        )
+
+    good = {"v": 1, "from": me, "to": to, "at": 5, "taken": 3, "sent": 9, "stuck": stuck.to_wire()}
+    assert ob.parse_marks(signed(good), sender=me, to=to).taken == 3
+    for change in (
+        {"v": 2},
+        {"taken": -1},
+        {"taken": True},
+        {"sent": "9"},
+        {"at": -5},
+        {"extra": 1},
+        {"stuck": {**stuck.to_wire(), "seq": 7}},  # stuck is always just after what was taken
+        {"stuck": {**stuck.to_wire(), "why": "bored"}},
+        {"stuck": {**stuck.to_wire(), "code": "Not A Code\n"}},
+        {"stuck": {**stuck.to_wire(), "hash": b"short"}},
+        {"stuck": {**stuck.to_wire(), "since": "yesterday"}},
+        {"stuck": [1, 2]},
+    ):
+        refused(signed({**good, **change}))
+    assert ob.parse_marks(signed({**good, "stuck": None}), sender=me, to=to).stuck is None
