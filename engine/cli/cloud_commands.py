@@ -76,6 +76,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="send your changes to the storage and merge what other devices put there "
         "(exit 1 when a device's writes are not arriving, or ours were not taken)",
+        description="Send this device's changes to the storage and merge what the other devices put there. "
+        "Exits 1 (and says which device, since when, and what to do) when a device's writes are not "
+        "arriving here, when another device reports it has not taken ours (they are uploaded again), "
+        "or when something in the storage was refused: see docs/cloud.md, 'When delivery stops'.",
     )
     p.add_argument("name", nargs="?", metavar="NAME", help="the account (optional when there is only one)")
     p.add_argument("--watch", action="store_true", help="keep syncing every --interval seconds until Ctrl-C")
@@ -135,7 +139,8 @@ def cmd_accounts(ctx: Context, args: argparse.Namespace) -> int:
             line += f"  NOT ARRIVING from {row['not_arriving']} device(s) (see `memories cloud sync`)"
         last = row.get("last")
         if last:
-            line += f"  last sync: {'error [' + last['error'] + ']' if last.get('error') else 'ok'}"
+            delivery = "delivery stopped (see `memories cloud sync`)" if last.get("gaps") or last.get("not_taken") else "ok"
+            line += f"  last sync: {'error [' + last['error'] + ']' if last.get('error') else delivery}"
         lines.append(line)
     ctx.emit(result, "\n".join(lines) or "no cloud accounts (add one: memories cloud add s3 …)")
     return 0
@@ -198,7 +203,8 @@ def _report(result: dict[str, Any]) -> str:
     for row in result.get("not_taken", []):
         why = _TAKEN_WHY.get(row["why"], "it has not taken our bundle #{seq}").format(seq=row["seq"])
         action = (
-            "uploaded it again"
+            "uploaded it again: that device takes it on its next `memories cloud sync`; if this keeps coming back, "
+            "someone else can write to this storage"
             if row["uploaded_again"]
             else "uploading it again cannot help: sync with that device directly (`memories sync`)"
         )
