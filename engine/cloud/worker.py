@@ -104,6 +104,7 @@ class Slot:
     error: MemoriesError | None = None
     attempts: int = 0
     tried: bool = False  # an attempt was made now (counted in attempts, back-off restarts)
+    missing_ids: list[bytes] = field(default_factory=list)  # objects not found (looked for on every sync)
     unchanged: bool = False  # the same refused bytes as last time: nothing new to record
 
 
@@ -304,7 +305,10 @@ def _not_taken(plan: Plan, out: Transferred) -> list[Upload]:
         repair = record is not None and not (ours and stuck.why == "refused")
         if repair:
             assert record is not None
-            again.append(_upload(plan.prefix, plan.me, record, None))
+            upload = _upload(plan.prefix, plan.me, record, None)
+            if stuck.why == "refused":
+                upload.objects = []  # it never got past the descriptor: only that is replaced
+            again.append(upload)
         out.not_taken.append(NotTaken(peer, stuck.seq, stuck.why, stuck.code, stuck.since_ms, ours, repair))
     return again
 
@@ -340,6 +344,31 @@ async def _receive(store: ObjectStore, plan: Plan, sender: bytes, now: int, out:
         seq += 1
 
 
+def _listed(descriptor: ob.Descriptor) -> list[tuple[bytes, int]]:
+    return list(zip(descriptor.object_ids, descriptor.sizes, strict=True))
+
+
+async def _known(data: bytes) -> bytes | None:
+    return data
+
+
+async def _object(
+    store: ObjectStore, plan: Plan, object_id: bytes, size: int, out: Transferred, limit: asyncio.Semaphore
+) -> bytes | None:
+    """The object named ``object_id``, or None when it is not there or is not those bytes."""
+    async with limit:
+        try:
+            data = await store.get(ob.object_key(plan.prefix, object_id), size)
+        except MemoriesError as exc:
+            if exc.code != "sync_invalid":
+                raise
+            data = b""  # larger than its descriptor says: not the object
+    if data is not None and hashlib.sha256(data).digest() != object_id:
+        out.corrupt += 1
+        return None  # not the object: whatever is there is ignored, the real one may come
+    return data
+
+
 def _refused(slot: Slot, stage: str, error: MemoriesError) -> None:
     slot.state, slot.stage, slot.error = "refused", stage, error
     slot.chunks = []
@@ -350,12 +379,26 @@ async def _take(
 ) -> None:
     record = slot.record
     kept = bytes(record.get("descriptor") or b"") if record is not None else b""
+    fetched: dict[bytes, bytes] = {}  # objects already read this sync, by ID
     if kept:
         # Its sender signed it (checked when it was kept): only the objects, or the merge, failed.
         slot.descriptor, slot.digest = kept, hashlib.sha256(kept).digest()
         if record is not None and int(record["next_ms"]) > now:
-            slot.state = "waiting"
-            return
+            # Not due yet: still look for the objects that were missing, by content address (a
+            # not-found is one cheap request); when all are there, take the bundle now.
+            missing = [bytes(i) for i in record.get("missing_ids") or []]
+            try:
+                sizes = dict(_listed(ob.parse_descriptor(kept, sender=slot.sender, to=plan.me, seq=slot.seq)))
+            except MemoriesError:
+                sizes = {}
+            if not missing or record.get("why") != "missing" or not set(missing) <= set(sizes):
+                slot.state = "waiting"
+                return
+            found = await asyncio.gather(*(_object(store, plan, i, sizes[i], out, limit) for i in missing))
+            if any(data is None for data in found):
+                slot.state = "waiting"
+                return
+            fetched.update((i, data) for i, data in zip(missing, found, strict=True) if data is not None)
     else:
         try:
             data = await store.get(ob.descriptor_key(plan.prefix, plan.me, slot.sender, slot.seq), ob.MAX_DESCRIPTOR_BYTES)
@@ -385,22 +428,13 @@ async def _take(
     slot.tried = True
     slot.attempts += 1
 
-    async def one(object_id: bytes, size: int) -> bytes | None:
-        async with limit:
-            try:
-                data = await store.get(ob.object_key(plan.prefix, object_id), size)
-            except MemoriesError as exc:
-                if exc.code != "sync_invalid":
-                    raise
-                data = b""  # larger than its descriptor says: not the object
-        if data is not None and hashlib.sha256(data).digest() != object_id:
-            out.corrupt += 1
-            return None  # not the object: whatever is there is ignored, the real one may come
-        return data
-
-    got = await asyncio.gather(*(one(oid, size) for oid, size in zip(descriptor.object_ids, descriptor.sizes, strict=True)))
+    ids = _listed(descriptor)
+    got = await asyncio.gather(
+        *(_known(fetched[oid]) if oid in fetched else _object(store, plan, oid, size, out, limit) for oid, size in ids)
+    )
     if any(data is None for data in got):
         slot.state = "missing"
+        slot.missing_ids = [oid for (oid, _), data in zip(ids, got, strict=True) if data is None]
         slot.error = MemoriesError("cloud_object_missing")
         return
     try:
@@ -466,6 +500,7 @@ def _gap_record(plan: Plan, slot: Slot, now: int) -> dict[str, Any] | None:
         "code": error.code,
         "message": error.message,
         "attempts": slot.attempts,
+        "missing_ids": slot.missing_ids,
         # A signed descriptor whose objects or merge failed is retried with back-off (CL-3);
         # what is at a slot (or nothing) is looked at again on every sync.
         "next_ms": now + cs.backoff_ms(slot.attempts) if slot.tried else now,

@@ -226,6 +226,36 @@ def test_cl5_a_deleted_object_is_reported_and_the_sender_uploads_it_again(s3: S3
     assert sync(b)["not_taken"] == []
 
 
+def test_cl5_a_missing_object_is_looked_for_by_its_address_on_every_sync_even_under_back_off(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """CL-5 with CL-3's back-off at an hour: the object the attacker deleted is looked for under its
+    content address on the very next sync (one not-found request), and when it is back the bundle
+    is taken at once, not an hour later; the full retry still waits for its back-off."""
+    a, b = make_pair(tmp_path, {"MEMORIES_CLOUD_BACKOFF_MS": str(3600 * 1000)})
+    try:
+        a, b, bucket = _setup(s3, (a, b))
+        before = set(bucket_objects(s3, bucket))
+        b.put("From B", "body-b")
+        sync(b)
+        stored = bucket_objects(s3, bucket)
+        [key] = [k for k in set(stored) - before if k.startswith("o/")]
+        attacker = s3.client()
+        attacker.delete_object(Bucket=bucket, Key=key)
+        first = sync(a, expect=1)
+        [gap] = first["gaps"]
+        assert (gap["why"], gap["attempts"]) == ("missing", 1) and gap["next_ms"] - gap["since_ms"] >= 3_000_000
+        still = sync(a, expect=1)  # not due: only the missing object was asked for, not there
+        # Two reads: B's marks and the one missing object (the kept descriptor is not read again).
+        assert still["gaps"][0]["attempts"] == 1 and still["requests"]["gets"] == 2
+        attacker.put_object(Bucket=bucket, Key=key, Body=stored[key])
+        taken = sync(a)
+        assert taken["gaps"] == [] and titles(a) == {"From B"}
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_cl5_marks_the_attacker_writes_are_a_typed_refusal_never_a_crash(s3: S3Server, pair: tuple[Cli, Cli]) -> None:
     """CL-5: marks are signed by their device and name their path's devices. Junk, an oversized
     object, or another device's genuine marks moved under A's path are refused with a typed
