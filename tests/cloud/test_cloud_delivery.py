@@ -113,6 +113,28 @@ def assert_attention(cli: Cli, not_arriving: int, not_taken: int) -> None:
         assert "cloud:" not in tooltip_text(tray_state(probe), probe)
 
 
+def dashboard_shows_it(cli: Cli, tmp_path: Path) -> None:
+    """The dashboard (a real `memories dashboard` process, real chromium) shows the attention
+    state and the cloud delivery line of the status page."""
+    from tests.desktop import browser
+    from tests.desktop.support import start_dashboard, stop_process
+
+    dash = start_dashboard(cli, tmp_path / "dashboard.log")
+    try:
+        assert dash.wait_state("attention")["probe"]["status"]["cloud_delivery"]["not_arriving"] == 1
+
+        async def scenario(page: Any) -> None:
+            await page.wait_for_selector("#status-line[data-state='attention']")
+            await page.click("#nav-status")
+            line = page.locator("#status-cloud_delivery[data-state='attention']")
+            await line.wait_for()
+            assert "1 device's writes not arriving" in (await line.text_content() or "")
+
+        browser.run_in_browser(dash.url, scenario, height=720, console="csp")
+    finally:
+        stop_process(dash.proc)
+
+
 def test_cl5_an_old_descriptor_copied_over_the_next_slot_is_reported_on_both_sides_and_repaired(
     s3: S3Server, pair: tuple[Cli, Cli]
 ) -> None:
@@ -161,11 +183,14 @@ def test_cl5_an_old_descriptor_copied_over_the_next_slot_is_reported_on_both_sid
     assert_attention(b, 0, 0)
 
 
-def test_cl5_a_rolled_back_or_deleted_newest_descriptor_is_taken_once_it_is_put_back(s3: S3Server, pair: tuple[Cli, Cli]) -> None:
+def test_cl5_a_rolled_back_or_deleted_newest_descriptor_is_taken_once_it_is_put_back(
+    s3: S3Server, pair: tuple[Cli, Cli], tmp_path: Path
+) -> None:
     """CL-5: the attacker rolls B's newest descriptor back to the previous one: A reports the
     gap; when the real one is put back, A takes it (it is looked at again, not given up). Then
     the attacker deletes B's newest descriptor before A lists it: A still notices from B's
-    signed marks (B says it sent it), reports the gap, and takes it once it is back."""
+    signed marks (B says it sent it), reports the gap (the dashboard, in a real browser, shows
+    the attention item), and takes it once it is back."""
     a, b, bucket = _setup(s3, pair)
     two_bundles(a, b)
     written = slots(s3, bucket, a, b)
@@ -186,6 +211,7 @@ def test_cl5_a_rolled_back_or_deleted_newest_descriptor_is_taken_once_it_is_put_
     assert_not_arriving(gone, b, newest, "absent", "cloud_bundle_missing")
     assert titles(a) == {"First from B", "Second from B"}
     assert_attention(a, 1, 0)
+    dashboard_shows_it(a, tmp_path)
     attacker.put_object(Bucket=bucket, Key=slot_key(a, b, newest), Body=written[newest])
     assert sync(a)["gaps"] == []
     assert titles(a) == {"First from B", "Second from B", "Fourth from B"}
