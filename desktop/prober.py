@@ -49,6 +49,7 @@ STATUS_KEYS = frozenset(
         "connections",
         "providers",
         "sync_queue",
+        "cloud_delivery",  # CL-5: devices whose cloud writes are not arriving / not taken (counts)
         "busy",
         "attention",
     }

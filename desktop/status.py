@@ -20,6 +20,7 @@ __all__ = [
     "TOOLTIP_CHARS",
     "Badges",
     "sync_problem",
+    "delivery_text",
 ]
 
 # Windows cuts notification-area tooltips at 127 characters; stay inside everywhere.
@@ -135,6 +136,25 @@ def activity_text(probe: Probe) -> str:
     return f"{label}…"
 
 
+def delivery_text(probe: Probe) -> str:
+    """The cloud delivery attention item (CL-5) as a person reads it, from the two counts of the
+    status projection: "cloud: 1 device's writes not arriving"; empty when there is none."""
+    delivery = probe.status.get("cloud_delivery") if probe.state == "unlocked" else None
+    if not isinstance(delivery, dict):
+        return ""
+    parts = []
+    arriving, taken = delivery.get("not_arriving"), delivery.get("not_taken")
+    if _positive(arriving):
+        parts.append("1 device's writes not arriving" if arriving == 1 else f"{arriving} devices' writes not arriving")
+    if _positive(taken):
+        parts.append("1 device has not taken ours" if taken == 1 else f"{taken} devices have not taken ours")
+    return "cloud: " + ", ".join(parts) if parts else ""
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | None = None) -> str:
     """The icon's tooltip: the state's title, plus the error code when a probe failed.
 
@@ -147,6 +167,8 @@ def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | 
         text += f" ({probe.error})"
     if probe is not None and activity_text(probe):
         text += f"; {activity_text(probe)}"
+    if probe is not None and delivery_text(probe):
+        text += f"; {delivery_text(probe)}"
     if badges is not None and badges.describe():
         text += f"; {badges.describe()}"
     text = one_line(text)

@@ -118,6 +118,14 @@ CODES: dict[str, str] = {
     "cloud_unreachable": "The storage could not be reached or kept failing; what was sent stays queued for the next sync.",
     "cloud_login_required": "The sign-in for this cloud account expired or was revoked; run `memories cloud login` again.",
     "cloud_login_refused": "The browser sign-in was refused, expired or did not match this login; nothing was stored.",
+    # -- cloud delivery that cannot be silently blocked (SPEC CL-5) --
+    "cloud_object_missing": (
+        "An object a cloud bundle lists is not in the storage, or not its bytes; it is looked for again on every sync."
+    ),
+    "cloud_bundle_missing": (
+        "A bundle is missing from the storage though a later one, or its sender, says it was sent; "
+        "it is looked for again on every sync."
+    ),
     # -- crypto jobs (SPEC JB-1 … JB-3) --
     "job_input_changed": "An input file changed since the plan was made (its SHA-256 differs); nothing was run or published.",
     "job_tool_changed": "A tool of the plan changed or moved since the plan was made; nothing was run. Make a new plan.",

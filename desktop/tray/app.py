@@ -22,7 +22,7 @@ from desktop.dashboard.routes import DashboardContext
 from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
-from desktop.status import Badges, TrayState, activity_text, tooltip_text, tray_state
+from desktop.status import Badges, TrayState, activity_text, delivery_text, tooltip_text, tray_state
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
 from desktop.tray.engine_launcher import start_engine
@@ -57,7 +57,9 @@ class TrayApp:
         self.options = options
         self.out = out
         self.state = TrayState.NOT_RUNNING
-        self.activity = ""  # the running background job as text, "" when idle (issue 17)
+        # The menu's greyed first line: the running background job as text (issue 17), else
+        # the cloud delivery attention item (CL-5); "" when there is neither.
+        self.activity = ""
         self.backend = "none"
         self.icon: Any = None
         self.prober = ProbeWorker(options.home, interval=options.probe_interval, deadline=options.probe_deadline)
@@ -220,7 +222,7 @@ class TrayApp:
         self._show(self.state, self._last_probe, force=True)
 
     def _show(self, new: TrayState, probe: Probe | None, force: bool = False) -> None:
-        activity = activity_text(probe) if probe is not None else ""
+        activity = (activity_text(probe) or delivery_text(probe)) if probe is not None else ""
         with self._state_lock:
             if new is self.state and activity == self.activity and not force:
                 return

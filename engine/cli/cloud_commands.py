@@ -71,7 +71,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME", help="the account's name")
     p.set_defaults(func=cmd_remove)
 
-    p = csub.add_parser("sync", parents=[common], help="send your changes to the storage and merge what other devices put there")
+    p = csub.add_parser(
+        "sync",
+        parents=[common],
+        help="send your changes to the storage and merge what other devices put there "
+        "(exit 1 when a device's writes are not arriving, or ours were not taken)",
+        description="Send this device's changes to the storage and merge what the other devices put there. "
+        "Exits 1 (and says which device, since when, and what to do) when a device's writes are not "
+        "arriving here, when another device reports it has not taken ours (they are uploaded again), "
+        "or when something in the storage was refused: see docs/cloud.md, 'When delivery stops'.",
+    )
     p.add_argument("name", nargs="?", metavar="NAME", help="the account (optional when there is only one)")
     p.add_argument("--watch", action="store_true", help="keep syncing every --interval seconds until Ctrl-C")
     p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="--watch: how often (default 60)")
@@ -126,9 +135,12 @@ def cmd_accounts(ctx: Context, args: argparse.Namespace) -> int:
         where = f"{row['bucket']}/{row['prefix']}" if row["prefix"] else row["bucket"]
         line = f"{one_line(row['name']):<16} {row['kind']:<6} {one_line(row['endpoint'])}  {where}"
         line += f"  outbox {row['outbox']}  inbox {row['inbox']}"
+        if row.get("not_arriving"):
+            line += f"  NOT ARRIVING from {row['not_arriving']} device(s) (see `memories cloud sync`)"
         last = row.get("last")
         if last:
-            line += f"  last sync: {'error [' + last['error'] + ']' if last.get('error') else 'ok'}"
+            delivery = "delivery stopped (see `memories cloud sync`)" if last.get("gaps") or last.get("not_taken") else "ok"
+            line += f"  last sync: {'error [' + last['error'] + ']' if last.get('error') else delivery}"
         lines.append(line)
     ctx.emit(result, "\n".join(lines) or "no cloud accounts (add one: memories cloud add s3 …)")
     return 0
@@ -138,6 +150,28 @@ def cmd_remove(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "cloud_remove", "name": args.name})
     ctx.emit(result, f"cloud account {one_line(result['removed'])} removed (its bucket was not touched)")
     return 0
+
+
+def _who(row: dict[str, Any]) -> str:
+    """A device as `name (ID prefix…)`, the ID being what `memories devices` shows in full."""
+    name = one_line(str(row["name"])) if row.get("name") else "(unnamed device)"
+    return f"{name} ({str(row['device_id'])[:16]}…)"
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000)) if ms else "an unknown time"
+
+
+_GAP_WHY = {
+    "missing": "objects of bundle #{seq} are not in the storage (or not their bytes)",
+    "refused": "bundle #{seq} was refused",
+    "absent": "bundle #{seq} is not in the storage though its sender or a later bundle says it was sent",
+}
+_TAKEN_WHY = {
+    "missing": "it could not find all objects of our bundle #{seq}",
+    "refused": "it refused what it found as our bundle #{seq}",
+    "absent": "it found nothing where our bundle #{seq} should be",
+}
 
 
 def _report(result: dict[str, Any]) -> str:
@@ -155,7 +189,38 @@ def _report(result: dict[str, Any]) -> str:
         lines.append(
             f"  ignored {result['ignored']} foreign key(s) and {result['corrupt']} object(s) whose bytes do not match their ID"
         )
+    # CL-5: delivery that stopped, on the receiving side and (from the peers' marks) ours.
+    for gap in result.get("gaps", []):
+        why = _GAP_WHY.get(gap["why"], "bundle #{seq} was not taken").format(seq=gap["seq"])
+        lines.append(
+            f"NOT ARRIVING: the writes of device {_who(gap)} stop after #{gap['taken']} since {_when(gap['since_ms'])}: "
+            f"{why} [{gap['code']}]."
+        )
+        lines.append(
+            "  Run `memories cloud sync` on that device (it uploads again what was not taken), or sync with it directly "
+            "(`memories sync`). If this keeps coming back, someone else can write to this storage: check who holds its keys."
+        )
+    for row in result.get("not_taken", []):
+        why = _TAKEN_WHY.get(row["why"], "it has not taken our bundle #{seq}").format(seq=row["seq"])
+        action = (
+            "uploaded it again: that device takes it on its next `memories cloud sync`; if this keeps coming back, "
+            "someone else can write to this storage"
+            if row["uploaded_again"]
+            else "uploading it again cannot help: sync with that device directly (`memories sync`)"
+        )
+        lines.append(
+            f"NOT TAKEN: device {_who(row)} has not taken our writes since {_when(row['since_ms'])}: {why} "
+            f"[{row['code']}]; {action}."
+        )
+    for row in result.get("marks_refused", []):
+        lines.append(f"  the delivery marks of device {_who(row)} were refused: [{row['code']}] {one_line(row['message'])}")
     return "\n".join(lines)
+
+
+def _delivery_failed(result: dict[str, Any]) -> bool:
+    """CL-5: a sync that left a device's writes not arriving here, found ours not taken, or
+    refused what the storage held, is not a success (exit 1), as `memories sync` does."""
+    return bool(result.get("gaps") or result.get("not_taken") or result.get("marks_refused") or result.get("rejected"))
 
 
 class _Stop(Exception):
@@ -176,7 +241,7 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
             print("syncing with the storage…", file=sys.stderr, flush=True)
         result = ctx.request(body, timeout=_IPC_TIMEOUT)
         ctx.emit(result, _report(result))
-        return 0
+        return 1 if _delivery_failed(result) else 0
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
     previous = signal.signal(signal.SIGTERM, _raise_stop)

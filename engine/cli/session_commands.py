@@ -99,6 +99,12 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         text = f"unlocked: {result['assets']} items in {result['vaults']} vault(s)"
         if result.get("conflicts"):
             text += f", {result['conflicts']} in conflict"
+        delivery = result.get("cloud_delivery") or {}
+        if delivery.get("not_arriving") or delivery.get("not_taken"):  # CL-5
+            text += (
+                f"\ncloud: {delivery.get('not_arriving', 0)} device(s) whose writes are not arriving here, "
+                f"{delivery.get('not_taken', 0)} that have not taken ours (see `memories cloud sync`)"
+            )
         for job in result.get("jobs", []):
             if job["state"] == "running":
                 text += "\n" + _job_line(job)

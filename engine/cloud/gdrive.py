@@ -7,7 +7,9 @@ Each key is one file in ``appDataFolder`` named by the whole key, with the app p
 objects are one multipart upload, larger ones a resumable upload in chunks; reads are
 ``files.get?alt=media``. Every key this engine writes always carries the same bytes (objects
 are named by their hash, descriptors are fixed before any I/O), so a key that exists is not
-written again.
+written again, except with ``replace`` (the delivery marks, and an upload again of a bundle a
+receiver could not take, CL-5): a media update (``PATCH``) of the file, or for a large object a
+delete and a new upload.
 """
 
 from __future__ import annotations
@@ -59,9 +61,27 @@ class DriveTransport:
         files = (await self._query(q, None, 10, "files(id,name,size)")).get("files", [])
         return files[0] if files and isinstance(files[0], dict) else None
 
-    async def put(self, key: str, data: bytes) -> None:
-        if await self._find(key) is not None:
+    async def put(self, key: str, data: bytes, replace: bool = False) -> None:
+        found = await self._find(key)
+        if found is not None and not replace:
             return  # same key, same bytes (see the module docstring)
+        if found is not None and isinstance(found.get("id"), str):
+            # The delivery marks, or an upload again over bytes a receiver refused (CL-5).
+            if len(data) <= simple_max():
+                answer = await self.client.authed(
+                    "PATCH",
+                    f"{self._upload}/{found['id']}?uploadType=media&fields=id",
+                    headers={"Content-Type": "application/octet-stream"},
+                    data=data,
+                )
+                self.counters.puts += 1
+                if answer.status != 200:
+                    raise _failed(answer.status)
+                self.counters.sent_bytes += len(data)
+                return
+            answer = await self.client.authed("DELETE", f"{self._files}/{found['id']}")
+            if answer.status not in (200, 204, 404):
+                raise _failed(answer.status)
         folder = key.rsplit("/", 1)[0] if "/" in key else ""
         meta = json.dumps({"name": key, "parents": ["appDataFolder"], "appProperties": {"dir": folder}}).encode()
         if len(data) <= simple_max():

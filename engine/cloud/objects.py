@@ -10,6 +10,11 @@ Layout under an account's prefix ``P``:
   device, naming the receiver, the sender's sequence number and the object IDs and sizes.
   ``H(device)`` is a keyed-by-nothing hash of the device key (32 hex digits), so paths do
   not print device keys.
+* ``P/m/<H(to)>/<H(from)>`` — the delivery marks (CL-5) that device ``from`` publishes for
+  device ``to``, in the descriptor's signed format: up to which sequence number it has taken
+  ``to``'s bundles, where it is stuck and why (with the content address of what it found),
+  and the highest sequence number it has itself uploaded for ``to``. The one key is
+  rewritten on every sync.
 
 The sealed payload of each object names its vault, sequence number and index, so an object
 cannot be moved under another descriptor; the first one also says which policy heads,
@@ -46,6 +51,13 @@ __all__ = [
     "make_descriptor",
     "parse_descriptor",
     "open_object",
+    "MARKS_WHY",
+    "MAX_MARKS_BYTES",
+    "Stuck",
+    "Marks",
+    "marks_key",
+    "make_marks",
+    "parse_marks",
 ]
 
 OBJECT_PURPOSE = "cloud-object"
@@ -216,3 +228,111 @@ def open_object(exchange_key: Any, data: bytes, *, descriptor: Descriptor, index
     if (index == 0) != (covers is not None):
         raise MemoriesError("sync_rejected", "A cloud object's list of contents is misplaced; nothing was merged.")
     return payload.vault, payload.chunk, covers
+
+
+# -- delivery marks (CL-5) ----------------------------------------------------------------------
+
+MARKS_MAGIC = b"MEMCLDM\x01"
+MARKS_TAG = "memories.cloud-marks"
+MAX_MARKS_BYTES = 16 * 1024
+MARKS_WHY = ("missing", "refused", "absent")  # objects missing; bytes refused; nothing at the slot
+_MAX_SEQ = 10**12 - 1  # what 12 digits hold
+_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def marks_key(prefix: str, to: bytes, sender: bytes) -> str:
+    return _join(prefix, f"m/{device_dir(to)}/{device_dir(sender)}")
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """Where a receiver stopped taking a sender's bundles: the first sequence number it has
+    not taken, why, the error code, the SHA-256 of the bytes it found at that slot (empty when
+    there were none) and since when (the receiver's clock)."""
+
+    seq: int
+    why: str
+    code: str
+    digest: bytes
+    since_ms: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"seq": self.seq, "why": self.why, "code": self.code, "hash": self.digest, "since": self.since_ms}
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What ``sender`` publishes for ``to``: every bundle of ``to`` up to ``taken`` is merged,
+    ``stuck`` says why the next one is not, and ``sent`` is the highest sequence number
+    ``sender`` has uploaded for ``to`` (so ``to`` notices a deleted newest descriptor)."""
+
+    sender: bytes
+    to: bytes
+    at_ms: int
+    taken: int
+    sent: int
+    stuck: Stuck | None
+
+
+def make_marks(device_key: Any, marks: Marks) -> bytes:
+    body = {
+        "v": 1,
+        "from": bytes(device_key.verify_key),
+        "to": bytes(marks.to),
+        "at": marks.at_ms,
+        "taken": marks.taken,
+        "sent": marks.sent,
+        "stuck": None if marks.stuck is None else marks.stuck.to_wire(),
+    }
+    signed = canonical_bytes(body)
+    sig = sign(device_key, domain_bytes(MARKS_TAG, 1, signed))
+    return MARKS_MAGIC + msgspec.msgpack.encode({"body": signed, "sig": sig})
+
+
+def _bad_marks(what: str) -> MemoriesError:
+    return MemoriesError("sync_rejected", f"A device's cloud delivery marks {what}; they were not used.")
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_SEQ
+
+
+def parse_marks(data: bytes, *, sender: bytes, to: bytes) -> Marks:
+    """Check marks found at the path of (``to``, ``sender``): format, size, the sending device's
+    signature, that they name exactly that path's devices, and every field's type and range.
+    Anything else is a typed refusal (``sync_rejected``), never an exception of another kind."""
+    if len(data) > MAX_MARKS_BYTES or not data.startswith(MARKS_MAGIC):
+        raise _bad_marks("are not in the cloud marks format")
+    try:
+        wire = msgspec.msgpack.decode(data[len(MARKS_MAGIC) :], type=_Wire)
+        verify(sender, domain_bytes(MARKS_TAG, 1, wire.body), wire.sig)
+        body = decode_canonical(wire.body)
+    except (msgspec.DecodeError, msgspec.ValidationError, SignatureError, UnicodeDecodeError, ValueError, TypeError):
+        raise _bad_marks("are malformed or not signed by their device") from None
+    if not isinstance(body, dict) or set(body) != {"v", "from", "to", "at", "taken", "sent", "stuck"} or body["v"] != 1:
+        raise _bad_marks("are malformed")
+    if body["from"] != sender or body["to"] != to:
+        raise _bad_marks("name other devices than their path")
+    at = body["at"]
+    if not (_count(body["taken"]) and _count(body["sent"]) and isinstance(at, int) and not isinstance(at, bool) and at >= 0):
+        raise _bad_marks("carry a malformed count")
+    stuck = body["stuck"]
+    parsed: Stuck | None = None
+    if stuck is not None:
+        if (
+            not isinstance(stuck, dict)
+            or set(stuck) != {"seq", "why", "code", "hash", "since"}
+            or not _count(stuck["seq"])
+            or stuck["seq"] != body["taken"] + 1
+            or stuck["why"] not in MARKS_WHY
+            or not isinstance(stuck["code"], str)
+            or not _CODE.match(stuck["code"])
+            or not isinstance(stuck["hash"], bytes)
+            or len(stuck["hash"]) not in (0, _ID)
+            or not isinstance(stuck["since"], int)
+            or isinstance(stuck["since"], bool)
+            or stuck["since"] < 0
+        ):
+            raise _bad_marks("say where they are stuck in a malformed way")
+        parsed = Stuck(int(stuck["seq"]), str(stuck["why"]), str(stuck["code"]), bytes(stuck["hash"]), int(stuck["since"]))
+    return Marks(bytes(sender), bytes(to), int(body["at"]), int(body["taken"]), int(body["sent"]), parsed)

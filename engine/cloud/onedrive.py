@@ -37,7 +37,9 @@ class OneDriveTransport:
     def _item(self, key: str) -> str:
         return f"{self._root}:/{quote(key.strip('/'), safe='/')}:"
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, replace: bool = False) -> None:
+        # Graph's PUT …:/content and an upload session with conflictBehavior "replace" both
+        # replace an existing item: ``replace`` changes nothing here.
         if len(data) <= simple_max():
             answer = await self.client.authed(
                 "PUT", self._item(key) + "/content", headers={"Content-Type": "application/octet-stream"}, data=data

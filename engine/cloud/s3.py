@@ -77,9 +77,10 @@ class S3Transport:
             },
         )
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, replace: bool = False) -> None:
         import obstore
 
+        # An S3 PUT always replaces: ``replace`` changes nothing here.
         try:
             await obstore.put_async(self._store, key, data)
         except Exception as exc:

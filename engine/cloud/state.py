@@ -10,9 +10,14 @@ ever part of a sync bundle, a backup (engine/backup keeps an allowlist) or an IP
 * ``cloud_out`` — one enqueued bundle for one receiving device: the exact sealed object bytes,
   their descriptor and what they carry, written before any transport I/O (CL-3).
   ``cloud_sent`` acknowledges its upload.
-* ``cloud_in`` — a descriptor seen whose objects are not all there yet: attempts and the next
-  try (exponential back-off, persisted). ``cloud_done`` closes a descriptor: merged, or
-  rejected with the error code, plus what the sender then holds.
+* ``cloud_in`` — the first sequence number of a sender that is not taken yet and why (CL-5):
+  ``missing`` (its descriptor is good, objects are not all there), ``refused`` (what is at
+  the slot, or the bundle, was refused: the SHA-256 of those bytes and the error code are
+  kept), ``absent`` (nothing at the slot though something later is), or ``clear`` (no longer
+  a gap), with attempts and the next try (exponential back-off, persisted) and since when.
+  ``cloud_done`` with outcome ``merged`` takes a sequence number, plus what the sender then
+  holds. Nothing else closes one: a refused or missing slot is looked at again on every
+  later sync (older engines wrote ``rejected`` outcomes; those are looked at again too).
 
 Records are append-only: the latest record for a key wins.
 """
@@ -42,7 +47,10 @@ __all__ = [
     "next_seq",
     "holds",
     "inbox",
-    "known_seqs",
+    "floors",
+    "sent_seqs",
+    "sent_out",
+    "GAP_WHY",
     "backoff_ms",
     "PROVIDER_KINDS",
 ]
@@ -174,26 +182,46 @@ def holds(records: Records, account: bytes, vault: bytes, device: bytes) -> Cove
     return Covers(heads, sorted(revs), sorted(audits))
 
 
-def known_seqs(records: Records, account: bytes) -> dict[bytes, int]:
-    """Per sender: the highest sequence number seen (pending or closed), to list after it."""
+def floors(records: Records, account: bytes) -> dict[bytes, int]:
+    """Per sender: the highest sequence number taken (merged). Bundles merge in sequence order,
+    so every one below it is taken too (older engines skipped refused ones: those stay behind)."""
     out: dict[bytes, int] = {}
-    for kind in (SEEN, DONE):
-        for _, r in records.get(kind, []):
-            if bytes(r["account"]) == account:
-                sender = bytes(r["from"])
-                out[sender] = max(out.get(sender, 0), int(r["seq"]))
+    for _, r in records.get(DONE, []):
+        if bytes(r["account"]) == account and r.get("outcome") == "merged":
+            sender = bytes(r["from"])
+            out[sender] = max(out.get(sender, 0), int(r["seq"]))
     return out
+
+
+GAP_WHY = ("missing", "refused", "absent")
 
 
 def inbox(records: Records, account: bytes) -> dict[tuple[bytes, int], dict[str, Any]]:
-    """Descriptors seen but not closed: (sender, seq) -> latest ``cloud_in`` record."""
-    done = {(bytes(r["from"]), int(r["seq"])) for _, r in records.get(DONE, []) if bytes(r["account"]) == account}
-    out: dict[tuple[bytes, int], dict[str, Any]] = {}
+    """Open slots: (sender, seq) -> latest ``cloud_in`` record, for sequence numbers not taken
+    and not cleared. Records of older engines have no ``why``: their objects were missing."""
+    floor = floors(records, account)
+    latest: dict[tuple[bytes, int], dict[str, Any]] = {}
     for _, r in records.get(SEEN, []):
-        key = (bytes(r["from"]), int(r["seq"]))
-        if bytes(r["account"]) == account and key not in done:
-            out[key] = r
+        if bytes(r["account"]) == account:
+            latest[(bytes(r["from"]), int(r["seq"]))] = r
+    return {key: r for key, r in latest.items() if key[1] > floor.get(key[0], 0) and r.get("why", "missing") in GAP_WHY}
+
+
+def sent_seqs(records: Records, account: bytes) -> dict[bytes, int]:
+    """Per receiving device: the highest sequence number whose upload is acknowledged."""
+    sent = {bytes(r["out"]) for _, r in records.get(SENT, []) if bytes(r["account"]) == account}
+    out: dict[bytes, int] = {}
+    for _, r in records.get(OUT, []):
+        if bytes(r["account"]) == account and bytes(r["id"]) in sent:
+            to = bytes(r["to"])
+            out[to] = max(out.get(to, 0), int(r["seq"]))
     return out
+
+
+def sent_out(records: Records, account: bytes) -> dict[tuple[bytes, int], dict[str, Any]]:
+    """Every enqueued bundle of ``account``: (receiving device, seq) -> its ``cloud_out`` record
+    (kept to upload again what a receiver reports it has not taken, CL-5)."""
+    return {(bytes(r["to"]), int(r["seq"])): r for _, r in records.get(OUT, []) if bytes(r["account"]) == account}
 
 
 def backoff_ms(attempts: int) -> int:

@@ -1,6 +1,7 @@
 """The object-store interface the cloud worker uses (CL-3, CL-4), and its bounds.
 
-A transport stores opaque bytes under keys: ``put``, ``get`` (None when the object is not
+A transport stores opaque bytes under keys: ``put`` (``replace``: write even when the key
+exists, for the delivery marks and for uploads again, CL-5), ``get`` (None when the object is not
 there), ``list_after`` (keys under a prefix that sort after a key, in pages) and ``check``
 (credentials and bucket reachable). Every call is bounded by the transport's own timeouts
 and a maximum size; failures are typed: ``cloud_denied`` (credentials refused),
@@ -41,7 +42,7 @@ class Counters:
 class ObjectStore(Protocol):
     counters: Counters
 
-    async def put(self, key: str, data: bytes) -> None: ...
+    async def put(self, key: str, data: bytes, replace: bool = False) -> None: ...
 
     async def get(self, key: str, max_bytes: int = MAX_OBJECT_BYTES) -> bytes | None: ...
 

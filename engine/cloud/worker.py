@@ -1,18 +1,29 @@
-"""One cloud sync of one account, in three steps (CL-3; docs/cloud.md):
+"""One cloud sync of one account, in four steps (CL-3, CL-5; docs/cloud.md):
 
 1. :func:`enqueue` (under the service lock): for every shared vault and every other device
    its policy authorizes, the bundle that device lacks (as far as this account's traffic
    shows) is made, sealed to that device, hashed and signed into a descriptor, and committed
    as a ``cloud_out`` record BEFORE any transport I/O. A retry re-sends exactly these bytes.
-2. :func:`transfer` (no lock held): upload what is not acknowledged (objects first, then the
-   descriptor), list new descriptors addressed to this device per known sender, fetch the
-   objects of every descriptor that is due, check each object's hash and open it.
+2. :func:`transfer` (no lock held): read each peer's delivery marks (what it took of ours,
+   where it is stuck, what it sent us); upload what is not acknowledged plus, again, every
+   bundle a peer reports it could not take (objects first, then the descriptor, each
+   receiver's descriptors in sequence order); then, per sender, walk its sequence from the
+   first number not taken: fetch the descriptor at that slot (or retry the one kept), check
+   its signature, fetch and check its objects, open them.
 3. :func:`acknowledge` (under the service lock, after the caller re-checked the session
-   generation): commit upload flags, discovered descriptors with their back-off, and for
-   each complete descriptor the vault merge (engine.sync.merge.merge) and its ``cloud_done``.
+   generation): commit upload flags, each sender's first slot not taken with why (missing,
+   refused, absent) and since when, and for each complete bundle the vault merge
+   (engine.sync.merge.merge) and its ``cloud_done``; then sign this device's marks for every
+   peer.
+4. :func:`publish` (no lock): put the marks.
 
-Per sender, descriptors merge in sequence order: one whose objects are missing keeps every
-later one from that sender pending.
+Per sender, bundles merge in sequence order: the first one not taken holds back the later
+ones, and is a **gap** (CL-5): reported by ``cloud sync`` on this device (non-zero exit) and,
+through the marks, on the sender's. Nothing closes a gap but taking that bundle: a refused or
+missing slot is looked at again on every later sync (the descriptor at the slot is fetched
+again, unless this device already holds one its sender signed; objects are fetched by their
+content address), so a good descriptor that appears later at the slot, or an object that
+appears under its name, is taken.
 """
 
 from __future__ import annotations
@@ -29,11 +40,22 @@ from engine.cloud.transport import ObjectStore
 from engine.errors import MemoriesError
 from engine.vault.core import Actor, Unlocked, VaultCore
 
-__all__ = ["Plan", "Transferred", "enqueue", "transfer", "acknowledge", "MAX_PENDING", "CHUNK_BYTES"]
+__all__ = [
+    "Plan",
+    "Transferred",
+    "enqueue",
+    "transfer",
+    "acknowledge",
+    "publish",
+    "gaps_of",
+    "MAX_PENDING",
+    "CHUNK_BYTES",
+]
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one bundle chunk per object
-MAX_PENDING = 256  # pending descriptors per account: beyond this, listing waits (back-pressure)
+MAX_PENDING = 256  # descriptors listed and taken per sender and sync (back-pressure)
 _CONCURRENCY = 8
+_MISSING = {"missing": "cloud_object_missing", "absent": "cloud_bundle_missing"}
 
 
 def now_ms() -> int:
@@ -42,19 +64,11 @@ def now_ms() -> int:
 
 @dataclass
 class Upload:
-    out_id: bytes
+    out_id: bytes | None  # None: an upload again of a bundle a peer reports not taken (CL-5)
+    to: bytes
+    seq: int
     objects: list[tuple[str, bytes]]
     descriptor: tuple[str, bytes]
-
-
-@dataclass
-class Due:
-    """A descriptor to fetch now: known (pending) or to be discovered by listing."""
-
-    sender: bytes
-    seq: int
-    descriptor: bytes | None  # None: not fetched yet
-    attempts: int
 
 
 @dataclass
@@ -63,37 +77,86 @@ class Plan:
     prefix: str
     me: bytes
     exchange_key: Any
+    device_key: Any
     uploads: list[Upload]
-    senders: dict[bytes, int]  # sender -> highest seq already known (list after it)
-    pending: dict[bytes, list[Due]]  # sender -> pending descriptors, seq order
-    listing: bool  # False when pending capacity is full (back-pressure)
-    due_ms: dict[tuple[bytes, int], int] = field(default_factory=dict)  # pending: next try
+    peers: list[bytes]  # other devices a shared vault authorizes: we send to them and take from them
+    floors: dict[bytes, int]  # sender -> highest seq taken
+    open: dict[bytes, dict[int, dict[str, Any]]]  # sender -> seq -> latest cloud_in record (not taken)
+    sent: dict[bytes, int]  # receiver -> highest seq whose upload is acknowledged
+    out_records: dict[tuple[bytes, int], dict[str, Any]]  # (receiver, seq) -> cloud_out record
     enqueued: int = 0
 
 
 @dataclass
-class Fetched:
+class Slot:
+    """One sequence number of one sender as this sync found it."""
+
     sender: bytes
     seq: int
-    descriptor: bytes
+    record: dict[str, Any] | None  # the slot's latest cloud_in record, if any
+    state: str = "ready"  # ready | missing | refused | absent | waiting | clear
+    stage: str = ""  # refused: "descriptor" (what is at the slot), "object" or "merge" (the bundle)
+    descriptor: bytes = b""  # the signature-checked descriptor, kept for retries
+    digest: bytes = b""  # SHA-256 of the descriptor bytes found (or kept)
     vault: bytes = b""
     chunks: list[bytes] = field(default_factory=list)
     covers: ob.Covers | None = None
-    missing: bool = False
-    waiting: bool = False
-    attempts: int = 0
     error: MemoriesError | None = None
+    attempts: int = 0
+    tried: bool = False  # an attempt was made now (counted in attempts, back-off restarts)
+    missing_ids: list[bytes] = field(default_factory=list)  # objects not found (looked for on every sync)
+    unchanged: bool = False  # the same refused bytes as last time: nothing new to record
+
+
+@dataclass
+class NotTaken:
+    """A bundle of ours a peer's marks say it has not taken (CL-5)."""
+
+    peer: bytes
+    seq: int
+    why: str
+    code: str
+    since_ms: int
+    ours: bool  # the bytes the peer found are the descriptor we wrote (so it refused our bundle)
+    uploaded_again: bool
 
 
 @dataclass
 class Transferred:
     uploaded: list[bytes] = field(default_factory=list)
-    fetched: list[Fetched] = field(default_factory=list)
+    uploaded_again: list[tuple[bytes, int]] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
+    marks: dict[bytes, ob.Marks] = field(default_factory=dict)  # peer -> its marks for us
+    marks_refused: list[tuple[bytes, MemoriesError]] = field(default_factory=list)
+    not_taken: list[NotTaken] = field(default_factory=list)
     ignored: int = 0  # keys under a sender's prefix that are no descriptor
     corrupt: int = 0  # objects whose bytes do not hash to their ID (treated as missing)
 
 
 # -- 1. enqueue -------------------------------------------------------------------------------------
+
+
+def _peers(state: Unlocked) -> list[bytes]:
+    """Every other device a shared vault authorizes (a revoked device is no peer: the merge
+    refuses whatever it sends from then on, so its sequence is not followed)."""
+    from engine.sync.bundle import shared_vault_ids
+
+    me = state.identity.device_pub
+    peers: set[bytes] = set()
+    for vault_id in shared_vault_ids(state):
+        policy = state.vaults[vault_id].policy
+        peers.update(d for d in policy.devices() if d != me and policy.authorizes_device(d))
+    return sorted(peers)
+
+
+def _upload(prefix: str, me: bytes, record: dict[str, Any], out_id: bytes | None) -> Upload:
+    return Upload(
+        out_id,
+        bytes(record["to"]),
+        int(record["seq"]),
+        [(ob.object_key(prefix, hashlib.sha256(o).digest()), bytes(o)) for o in record["objects"]],
+        (ob.descriptor_key(prefix, bytes(record["to"]), me, int(record["seq"])), bytes(record["descriptor"])),
+    )
 
 
 def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor) -> Plan:
@@ -103,14 +166,12 @@ def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor)
     records = state.extra_records
     rows: list[dict[str, Any]] = []
     next_seq: dict[bytes, int] = {}
-    devices: set[bytes] = set()
     for vault_id in shared_vault_ids(state):
         vault = state.vaults[vault_id]
         for device in vault.policy.devices():
             exchange = vault.policy.exchange_key(device)
             if device == me or exchange is None:
                 continue
-            devices.add(device)
             held = cs.holds(records, account.account_id, vault_id, device)
             peer = Inventory(vault_id, held.heads, held.revs, held.audits, device)
             chunks = make_bundle(core, state, vault_id, peer, max_bytes=CHUNK_BYTES)
@@ -151,33 +212,22 @@ def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor)
     if rows:
         # CL-3: the exact bytes and their descriptor are durable before any transport I/O.
         core.commit(state, [], [], rows)
-    uploads = [
-        Upload(
-            bytes(r["id"]),
-            [(ob.object_key(account.prefix, hashlib.sha256(o).digest()), bytes(o)) for o in r["objects"]],
-            (ob.descriptor_key(account.prefix, bytes(r["to"]), me, int(r["seq"])), bytes(r["descriptor"])),
-        )
-        for r in cs.outbox(records, account.account_id)
-    ]
-    # Senders: every other device of every shared vault (a revoked device's later objects fail
-    # the merge's policy check; its earlier ones are still history).
-    for vault_id in shared_vault_ids(state):
-        devices.update(d for d in state.vaults[vault_id].policy.devices() if d != me)
-    known = cs.known_seqs(records, account.account_id)
-    waiting = cs.inbox(records, account.account_id)
-    pending: dict[bytes, list[Due]] = {}
-    for (sender, seq), r in sorted(waiting.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        pending.setdefault(sender, []).append(Due(sender, seq, bytes(r["descriptor"]), int(r["attempts"])))
+    uploads = [_upload(account.prefix, me, r, bytes(r["id"])) for r in cs.outbox(records, account.account_id)]
+    open_slots: dict[bytes, dict[int, dict[str, Any]]] = {}
+    for (sender, seq), r in cs.inbox(records, account.account_id).items():
+        open_slots.setdefault(sender, {})[seq] = r
     return Plan(
         account=account.account_id,
         prefix=account.prefix,
         me=me,
         exchange_key=state.identity.exchange_key,
+        device_key=state.identity.device_key,
         uploads=uploads,
-        senders={d: known.get(d, 0) for d in sorted(devices)},
-        pending=pending,
-        listing=len(waiting) < MAX_PENDING,
-        due_ms={key: int(r["next_ms"]) for key, r in waiting.items()},
+        peers=_peers(state),
+        floors=cs.floors(records, account.account_id),
+        open=open_slots,
+        sent=cs.sent_seqs(records, account.account_id),
+        out_records=cs.sent_out(records, account.account_id),
         enqueued=len(rows),
     )
 
@@ -189,92 +239,299 @@ async def transfer(store: ObjectStore, plan: Plan, now: int) -> Transferred:
     out = Transferred()
     limit = asyncio.Semaphore(_CONCURRENCY)
 
-    async def upload(item: Upload) -> None:
-        async with limit:
-            for key, data in item.objects:
-                await store.put(key, data)
-        # The descriptor goes last: a receiver that sees it finds the objects (unless the
-        # storage is only eventually consistent, which the receiver's pending state absorbs).
-        await store.put(*item.descriptor)
-        out.uploaded.append(item.out_id)
+    # Marks first: they say what to upload again, and what each peer has sent us.
+    marks = await asyncio.gather(*(_read_marks(store, plan, peer) for peer in plan.peers))
+    for peer, (found, error) in zip(plan.peers, marks, strict=True):
+        if error is not None:
+            out.marks_refused.append((peer, error))
+        elif found is not None:
+            out.marks[peer] = found
+    again = _not_taken(plan, out)
 
-    await asyncio.gather(*(upload(u) for u in plan.uploads))
+    queued = {(u.to, u.seq) for u in plan.uploads}
+    uploads = plan.uploads + [u for u in again if (u.to, u.seq) not in queued]
+    chains: dict[bytes, list[Upload]] = {}
+    for item in uploads:
+        chains.setdefault(item.to, []).append(item)
 
-    for sender, after in plan.senders.items():
-        chain = list(plan.pending.get(sender, []))
-        if plan.listing:
-            prefix = ob.descriptor_prefix(plan.prefix, plan.me, sender)
-            start = prefix + f"{after:012d}" if after else None
-            keys = await store.list_after(prefix, start, _list_limit(plan))
-            for key in keys:
-                seq = ob.parse_seq(key)
-                if seq is None or seq <= after:
-                    out.ignored += 1
-                    continue
-                chain.append(Due(sender, seq, None, 0))
-        blocked = False
-        for due in sorted(chain, key=lambda d: d.seq):
-            fetched = Fetched(sender, due.seq, due.descriptor or b"", attempts=due.attempts)
-            out.fetched.append(fetched)
-            if blocked or plan.due_ms.get((sender, due.seq), 0) > now:
-                # Held back (an earlier one of this sender is missing) or not due yet: no try.
-                fetched.missing = fetched.waiting = blocked = True
-                continue
-            await _fetch(store, plan, fetched, out, limit)
-            if fetched.missing:
-                fetched.attempts += 1
-                blocked = True
+    async def put_chain(items: list[Upload]) -> None:
+        # Per receiver in sequence order, each descriptor after its objects: a receiver that
+        # lists number n+1 can rely on n being there, so a hole is never an upload in flight.
+        for item in sorted(items, key=lambda u: u.seq):
+            # An upload again replaces whatever is under those names now (a provider that
+            # skips a name it already holds would otherwise keep the bytes that were refused).
+            replace = item.out_id is None
+
+            async def put(key: str, data: bytes, replace: bool) -> None:
+                async with limit:
+                    await store.put(key, data, replace=replace)
+
+            await asyncio.gather(*(put(key, data, replace) for key, data in item.objects))
+            async with limit:
+                await store.put(*item.descriptor, replace=replace)
+            if item.out_id is not None:
+                out.uploaded.append(item.out_id)
+            else:
+                out.uploaded_again.append((item.to, item.seq))
+
+    await asyncio.gather(*(put_chain(items) for items in chains.values()))
+    for sender in plan.peers:
+        await _receive(store, plan, sender, now, out, limit)
     return out
 
 
-def _list_limit(plan: Plan) -> int:
-    return max(1, MAX_PENDING - sum(len(v) for v in plan.pending.values()))
-
-
-async def _fetch(store: ObjectStore, plan: Plan, fetched: Fetched, out: Transferred, limit: asyncio.Semaphore) -> None:
-    if not fetched.descriptor:
-        data = await store.get(ob.descriptor_key(plan.prefix, plan.me, fetched.sender, fetched.seq), ob.MAX_DESCRIPTOR_BYTES)
-        if data is None:  # listed, then gone: treat like a missing object
-            fetched.missing = True
-            return
-        fetched.descriptor = data
+async def _read_marks(store: ObjectStore, plan: Plan, peer: bytes) -> tuple[ob.Marks | None, MemoriesError | None]:
     try:
-        descriptor = ob.parse_descriptor(fetched.descriptor, sender=fetched.sender, to=plan.me, seq=fetched.seq)
+        data = await store.get(ob.marks_key(plan.prefix, plan.me, peer), ob.MAX_MARKS_BYTES)
+        if data is None:
+            return None, None  # that peer has not published any yet (or they were removed)
+        return ob.parse_marks(data, sender=peer, to=plan.me), None
     except MemoriesError as exc:
-        fetched.error = exc
-        return
+        if exc.code not in ("sync_rejected", "sync_invalid"):
+            raise
+        return None, exc
 
-    async def one(index: int, object_id: bytes, size: int) -> bytes | None:
-        async with limit:
+
+def _not_taken(plan: Plan, out: Transferred) -> list[Upload]:
+    """What each peer's marks say it could not take of ours; the uploads that may repair it."""
+    again: list[Upload] = []
+    for peer, marks in out.marks.items():
+        stuck = marks.stuck
+        if stuck is None or stuck.seq > plan.sent.get(peer, 0):
+            continue  # stuck on a number we have not uploaded yet: our next upload writes it
+        record = plan.out_records.get((peer, stuck.seq))
+        ours = record is not None and stuck.digest == hashlib.sha256(bytes(record["descriptor"])).digest()
+        # Our own descriptor refused by the peer's merge: the same bytes again would not help.
+        repair = record is not None and not (ours and stuck.why == "refused")
+        if repair:
+            assert record is not None
+            upload = _upload(plan.prefix, plan.me, record, None)
+            if stuck.why == "refused":
+                upload.objects = []  # it never got past the descriptor: only that is replaced
+            again.append(upload)
+        out.not_taken.append(NotTaken(peer, stuck.seq, stuck.why, stuck.code, stuck.since_ms, ours, repair))
+    return again
+
+
+async def _receive(store: ObjectStore, plan: Plan, sender: bytes, now: int, out: Transferred, limit: asyncio.Semaphore) -> None:
+    """Walk ``sender``'s sequence from the first number not taken, until one is not ready."""
+    floor = plan.floors.get(sender, 0)
+    kept = plan.open.get(sender, {})
+    marks = out.marks.get(sender)
+    claimed = marks.sent if marks is not None else 0  # the sender says it uploaded up to here
+    prefix = ob.descriptor_prefix(plan.prefix, plan.me, sender)
+    listed: set[int] = set()
+    for key in await store.list_after(prefix, prefix + f"{floor:012d}" if floor else None, MAX_PENDING):
+        seq = ob.parse_seq(key)
+        if seq is None or seq <= floor:
+            out.ignored += 1
+            continue
+        listed.add(seq)
+    seq = floor + 1
+    while seq - floor <= MAX_PENDING:
+        record = kept.get(seq)
+        if seq not in listed and record is None and claimed < seq:
+            if any(s > seq for s in listed) or any(s > seq for s in kept):
+                # A hole: nothing at this number though a later one is there.
+                out.slots.append(Slot(sender, seq, None, state="absent"))
+            return
+        slot = Slot(sender, seq, record, attempts=int(record["attempts"]) if record else 0)
+        out.slots.append(slot)
+        later = claimed >= seq or any(s > seq for s in listed)
+        await _take(store, plan, slot, now, later, out, limit)
+        if slot.state != "ready":
+            return
+        seq += 1
+
+
+def _listed(descriptor: ob.Descriptor) -> list[tuple[bytes, int]]:
+    return list(zip(descriptor.object_ids, descriptor.sizes, strict=True))
+
+
+async def _known(data: bytes) -> bytes | None:
+    return data
+
+
+async def _object(
+    store: ObjectStore, plan: Plan, object_id: bytes, size: int, out: Transferred, limit: asyncio.Semaphore
+) -> bytes | None:
+    """The object named ``object_id``, or None when it is not there or is not those bytes."""
+    async with limit:
+        try:
             data = await store.get(ob.object_key(plan.prefix, object_id), size)
-        if data is not None and hashlib.sha256(data).digest() != object_id:
-            out.corrupt += 1
-            return None  # not the object: whatever is there is ignored, the real one may come
-        return data
+        except MemoriesError as exc:
+            if exc.code != "sync_invalid":
+                raise
+            data = b""  # larger than its descriptor says: not the object
+    if data is not None and hashlib.sha256(data).digest() != object_id:
+        out.corrupt += 1
+        return None  # not the object: whatever is there is ignored, the real one may come
+    return data
 
+
+def _refused(slot: Slot, stage: str, error: MemoriesError) -> None:
+    slot.state, slot.stage, slot.error = "refused", stage, error
+    slot.chunks = []
+
+
+async def _take(
+    store: ObjectStore, plan: Plan, slot: Slot, now: int, later: bool, out: Transferred, limit: asyncio.Semaphore
+) -> None:
+    record = slot.record
+    kept = bytes(record.get("descriptor") or b"") if record is not None else b""
+    fetched: dict[bytes, bytes] = {}  # objects already read this sync, by ID
+    if kept:
+        # Its sender signed it (checked when it was kept): only the objects, or the merge, failed.
+        slot.descriptor, slot.digest = kept, hashlib.sha256(kept).digest()
+        if record is not None and int(record["next_ms"]) > now:
+            # Not due yet: still look for the objects that were missing, by content address (a
+            # not-found is one cheap request); when all are there, take the bundle now.
+            missing = [bytes(i) for i in record.get("missing_ids") or []]
+            try:
+                sizes = dict(_listed(ob.parse_descriptor(kept, sender=slot.sender, to=plan.me, seq=slot.seq)))
+            except MemoriesError:
+                sizes = {}
+            if not missing or record.get("why") != "missing" or not set(missing) <= set(sizes):
+                slot.state = "waiting"
+                return
+            found = await asyncio.gather(*(_object(store, plan, i, sizes[i], out, limit) for i in missing))
+            if any(data is None for data in found):
+                slot.state = "waiting"
+                return
+            fetched.update((i, data) for i, data in zip(missing, found, strict=True) if data is not None)
+    else:
+        try:
+            data = await store.get(ob.descriptor_key(plan.prefix, plan.me, slot.sender, slot.seq), ob.MAX_DESCRIPTOR_BYTES)
+        except MemoriesError as exc:
+            if exc.code != "sync_invalid":
+                raise
+            _refused(slot, "descriptor", MemoriesError("sync_rejected", "A cloud descriptor is over the size bound."))
+            return
+        if data is None:
+            # Nothing at the slot: a gap when something later is there or its sender says it
+            # sent it; otherwise there is simply nothing new (and a gap seen before is over).
+            slot.state = "absent" if later else "clear"
+            return
+        slot.digest = hashlib.sha256(data).digest()
+        if record is not None and record.get("stage") == "descriptor" and bytes(record.get("hash") or b"") == slot.digest:
+            # The same bytes that were refused before: still refused, nothing new to record.
+            _refused(slot, "descriptor", MemoriesError(str(record["code"]), str(record.get("message") or "")))
+            slot.unchanged = True
+            return
+        slot.descriptor = data
+    try:
+        descriptor = ob.parse_descriptor(slot.descriptor, sender=slot.sender, to=plan.me, seq=slot.seq)
+    except MemoriesError as exc:
+        slot.descriptor = b""
+        _refused(slot, "descriptor", exc)
+        return
+    slot.tried = True
+    slot.attempts += 1
+
+    ids = _listed(descriptor)
     got = await asyncio.gather(
-        *(one(i, oid, size) for i, (oid, size) in enumerate(zip(descriptor.object_ids, descriptor.sizes, strict=True)))
+        *(_known(fetched[oid]) if oid in fetched else _object(store, plan, oid, size, out, limit) for oid, size in ids)
     )
     if any(data is None for data in got):
-        fetched.missing = True
+        slot.state = "missing"
+        slot.missing_ids = [oid for (oid, _), data in zip(ids, got, strict=True) if data is None]
+        slot.error = MemoriesError("cloud_object_missing")
         return
     try:
         for index, data in enumerate(got):
             assert data is not None
             vault, chunk, covers = ob.open_object(plan.exchange_key, data, descriptor=descriptor, index=index)
             if index == 0:
-                fetched.vault, fetched.covers = vault, covers
-            elif vault != fetched.vault:
+                slot.vault, slot.covers = vault, covers
+            elif vault != slot.vault:
                 raise MemoriesError(
                     "sync_rejected", "The objects of one cloud descriptor name different vaults; nothing was merged."
                 )
-            fetched.chunks.append(chunk)
+            slot.chunks.append(chunk)
     except MemoriesError as exc:
-        fetched.error = exc
-        fetched.chunks = []
+        _refused(slot, "object", exc)
+    else:
+        slot.state = "ready"
 
 
 # -- 3. acknowledge (under the lock, generation re-checked by the caller) -----------------------------
+
+
+@dataclass
+class Gap:
+    """The first bundle of ``sender`` this device has not taken, and why (CL-5)."""
+
+    sender: bytes
+    seq: int
+    why: str  # missing | refused | absent
+    code: str
+    message: str
+    digest: bytes
+    since_ms: int
+    attempts: int
+    next_ms: int
+
+    def stuck(self) -> ob.Stuck:
+        return ob.Stuck(self.seq, self.why, self.code, self.digest, self.since_ms)
+
+
+def _gap_record(plan: Plan, slot: Slot, now: int) -> dict[str, Any] | None:
+    """The ``cloud_in`` record for a slot that is not taken, or None when nothing changed."""
+    previous = slot.record
+    if slot.state == "waiting" or slot.unchanged:
+        return None
+    if slot.state == "clear":
+        if previous is None:
+            return None
+        return {"t": cs.SEEN, "account": plan.account, "from": slot.sender, "seq": slot.seq, "why": "clear", "ts_ms": now}
+    if slot.state == "absent" and previous is not None and previous.get("why") == "absent":
+        return None
+    since = int(previous.get("since_ms") or now) if previous is not None else now
+    error = slot.error or MemoriesError(_MISSING.get(slot.state, "sync_rejected"))
+    return {
+        "t": cs.SEEN,
+        "account": plan.account,
+        "from": slot.sender,
+        "seq": slot.seq,
+        "why": slot.state,
+        "stage": slot.stage,
+        "descriptor": slot.descriptor if slot.state != "absent" else b"",
+        "hash": slot.digest,
+        "code": error.code,
+        "message": error.message,
+        "attempts": slot.attempts,
+        "missing_ids": slot.missing_ids,
+        # A signed descriptor whose objects or merge failed is retried with back-off (CL-3);
+        # what is at a slot (or nothing) is looked at again on every sync.
+        "next_ms": now + cs.backoff_ms(slot.attempts) if slot.tried else now,
+        "since_ms": since,
+        "ts_ms": now,
+    }
+
+
+def gaps_of(records: cs.Records, account: bytes, peers: list[bytes] | None = None) -> list[Gap]:
+    """Per sender, its first open slot (CL-5): what ``cloud sync`` and ``status`` report."""
+    first: dict[bytes, dict[str, Any]] = {}
+    for (sender, _seq), r in sorted(cs.inbox(records, account).items()):
+        if sender not in first and (peers is None or sender in peers):
+            first[sender] = r
+    out = []
+    for sender, r in first.items():
+        why = str(r.get("why", "missing"))
+        out.append(
+            Gap(
+                sender,
+                int(r["seq"]),
+                why,
+                str(r.get("code") or _MISSING.get(why, "sync_rejected")),
+                str(r.get("message") or ""),
+                bytes(r.get("hash") or b""),
+                int(r.get("since_ms") or r.get("ts_ms") or r.get("next_ms") or 0),
+                int(r.get("attempts") or 0),
+                int(r.get("next_ms") or 0),
+            )
+        )
+    return out
 
 
 def acknowledge(
@@ -284,61 +541,88 @@ def acknowledge(
     moved: Transferred,
     actor: Actor,
     now: int,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    """Commit what the transfer found; the answer, and the signed marks to publish."""
     from engine.sync.merge import merge
 
     rows: list[dict[str, Any]] = [{"t": cs.SENT, "account": plan.account, "out": out_id} for out_id in moved.uploaded]
     reports: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
-    for item in moved.fetched:
-        if item.missing:
-            attempts = item.attempts
-            delay = cs.backoff_ms(attempts) if attempts and not item.waiting else 0
-            next_ms = now + delay if not item.waiting else int(plan.due_ms.get((item.sender, item.seq), now))
-            rows.append(
-                {
-                    "t": cs.SEEN,
-                    "account": plan.account,
-                    "from": item.sender,
-                    "seq": item.seq,
-                    "descriptor": item.descriptor,
-                    "attempts": attempts,
-                    "next_ms": next_ms,
-                }
-            )
-            pending.append(
-                {"from": item.sender.hex()[:16], "seq": item.seq, "attempts": attempts, "retry_in_ms": max(0, next_ms - now)}
-            )
-            continue
-        done: dict[str, Any] = {"t": cs.DONE, "account": plan.account, "from": item.sender, "seq": item.seq, "ts_ms": now}
-        if item.error is None:
+    blocked: set[bytes] = set()
+    for slot in moved.slots:
+        if slot.sender in blocked:
+            continue  # after a slot not taken: fetched again next time, in order
+        if slot.state == "ready":
             try:
                 if rows:
                     core.commit(state, [], [], rows)
                     rows = []
-                report = merge(core, state, item.chunks, peer_device=item.sender, actor=actor)
-                reports.append(report.to_wire())
-                done.update(outcome="merged", vault=item.vault)
-                if item.covers is not None:
-                    done["covers"] = item.covers.to_wire()
+                report = merge(core, state, slot.chunks, peer_device=slot.sender, actor=actor)
             except MemoriesError as exc:
                 if exc.code in ("locked", "io_error", "disk_full"):
                     raise
-                item.error = exc
-        if item.error is not None:
-            done.update(outcome="rejected", code=item.error.code)
+                _refused(slot, "merge", exc)
+            else:
+                reports.append(report.to_wire())
+                done: dict[str, Any] = {
+                    "t": cs.DONE,
+                    "account": plan.account,
+                    "from": slot.sender,
+                    "seq": slot.seq,
+                    "ts_ms": now,
+                    "outcome": "merged",
+                    "vault": slot.vault,
+                }
+                if slot.covers is not None:
+                    done["covers"] = slot.covers.to_wire()
+                rows.append(done)
+                continue
+        blocked.add(slot.sender)
+        record = _gap_record(plan, slot, now)
+        if record is not None:
+            rows.append(record)
+        if slot.state == "refused" and slot.error is not None:
             rejected.append(
-                {"from": item.sender.hex()[:16], "seq": item.seq, "code": item.error.code, "message": item.error.message}
+                {"from": slot.sender.hex()[:16], "seq": slot.seq, "code": slot.error.code, "message": slot.error.message}
             )
-        rows.append(done)
+        if slot.state in ("missing", "waiting") or (slot.state == "refused" and slot.descriptor):
+            next_ms = int(record["next_ms"]) if record is not None else int((slot.record or {}).get("next_ms", now))
+            pending.append(
+                {"from": slot.sender.hex()[:16], "seq": slot.seq, "attempts": slot.attempts, "retry_in_ms": max(0, next_ms - now)}
+            )
     if rows:
         core.commit(state, [], [], rows)
-    return {
+    records = state.extra_records
+    gaps = gaps_of(records, plan.account, plan.peers)
+    result = {
         "uploaded": len(moved.uploaded),
+        "uploaded_again": len(moved.uploaded_again),
         "merged": reports,
         "pending": pending,
         "rejected": rejected,
         "ignored": moved.ignored,
         "corrupt": moved.corrupt,
+        "gaps": gaps,
+        "not_taken": moved.not_taken,
+        "marks_refused": moved.marks_refused,
     }
+    floors = cs.floors(records, plan.account)
+    sent = cs.sent_seqs(records, plan.account)
+    stuck = {g.sender: g.stuck() for g in gaps}
+    marks: list[tuple[str, bytes]] = []
+    for peer in plan.peers:
+        taken, ours = floors.get(peer, 0), sent.get(peer, 0)
+        if not taken and not ours and peer not in stuck:
+            continue  # nothing exchanged with that device yet: nothing to say
+        body = ob.Marks(plan.me, peer, now, taken, ours, stuck.get(peer))
+        marks.append((ob.marks_key(plan.prefix, peer, plan.me), ob.make_marks(plan.device_key, body)))
+    return result, marks
+
+
+# -- 4. publish the marks (no lock) ---------------------------------------------------------------
+
+
+async def publish(store: ObjectStore, marks: list[tuple[str, bytes]]) -> None:
+    """Put this device's marks; the one key per peer is rewritten on every sync."""
+    await asyncio.gather(*(store.put(key, data, replace=True) for key, data in marks))

@@ -6,7 +6,8 @@ and value='…' }``, ``trashed = false``), ``pageSize`` and ``pageToken``/``next
 ``GET /drive/v3/files/{id}?alt=media``; ``POST /upload/drive/v3/files?uploadType=multipart``
 (multipart/related: JSON metadata, then the media) and ``uploadType=resumable`` (a session URI
 in ``Location``; ``PUT`` byte ranges, multiples of 256 KiB except the last, ``308`` with
-``Range`` until the last). Unknown query clauses are refused with 400, like Drive does.
+``Range`` until the last); ``PATCH /upload/drive/v3/files/{id}?uploadType=media`` (replace a
+file's content) and ``DELETE /drive/v3/files/{id}``. Unknown query clauses are refused with 400, like Drive does.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class FakeDrive(FakeOAuth):
         app.router.add_get("/drive/v3/files/{id}", self._get)
         app.router.add_post("/upload/drive/v3/files", self._upload)
         app.router.add_put("/upload/drive/v3/files", self._resume)
+        app.router.add_patch("/upload/drive/v3/files/{id}", self._update)
+        app.router.add_delete("/drive/v3/files/{id}", self._delete)
 
     def by_name(self) -> dict[str, bytes]:
         return {f["name"]: f["data"] for f in self.files.values()}
@@ -98,6 +101,20 @@ class FakeDrive(FakeOAuth):
         if request.query.get("alt") != "media":
             return web.json_response({"id": request.match_info["id"], "name": f["name"], "size": str(len(f["data"]))})
         return web.Response(body=f["data"], content_type="application/octet-stream")
+
+    async def _update(self, request: web.Request) -> web.Response:
+        f = self.files.get(request.match_info["id"])
+        if f is None:
+            return web.json_response({"error": {"code": 404, "message": "File not found"}}, status=404)
+        if request.query.get("uploadType") != "media":
+            return web.json_response({"error": {"code": 400}}, status=400)
+        f["data"] = await request.read()
+        return web.json_response({"id": request.match_info["id"]})
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        if self.files.pop(request.match_info["id"], None) is None:
+            return web.json_response({"error": {"code": 404, "message": "File not found"}}, status=404)
+        return web.Response(status=204)
 
     def _create(self, meta: dict[str, Any], data: bytes) -> web.Response:
         if meta.get("parents") != ["appDataFolder"]:

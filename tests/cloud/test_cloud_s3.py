@@ -8,6 +8,7 @@ engines use their own S3 client; the tests look at the bucket with boto3, like a
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,14 @@ def _bucket(s3: S3Server, request: pytest.FixtureRequest) -> str:
 
 def _sync(cli: Cli) -> dict[str, Any]:
     return cli.ok("cloud", "sync")
+
+
+def _sync_with_gap(cli: Cli) -> dict[str, Any]:
+    """A sync that leaves a gap (CL-5): exit 1, and the answer says why."""
+    proc = cli.run("cloud", "sync", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
 
 
 def test_two_engines_sync_both_ways_and_a_third_catches_up_from_the_bucket(
@@ -103,7 +112,7 @@ def test_descriptor_before_its_object_stays_pending_with_persisted_backoff(
     """CL-3: a descriptor whose object is missing (or whose bytes do not match its ID) stays
     pending, merges nothing, and is retried with exponential back-off that survives a lock;
     when the object arrives it merges. Foreign keys are ignored and a forged descriptor is
-    refused (reported, nothing merged)."""
+    refused (reported, nothing merged). CL-5: each of these is a gap, so the sync exits 1."""
     a, b = pair
     bucket = _bucket(s3, request)
     add_account(a, s3.endpoint, bucket)
@@ -118,7 +127,8 @@ def test_descriptor_before_its_object_stays_pending_with_persisted_backoff(
     # The storage holds other bytes under the object's name: not the object.
     client.put_object(Bucket=bucket, Key=object_key, Body=b"not the sealed object")
     client.put_object(Bucket=bucket, Key=descriptor_key.rsplit("/", 1)[0] + "/zz-foreign", Body=b"junk")
-    got = _sync(b)
+    got = _sync_with_gap(b)
+    assert [(g["seq"], g["why"], g["code"]) for g in got["gaps"]] == [(1, "missing", "cloud_object_missing")]
     assert got["merged"] == [] and got["corrupt"] == 1 and int(got["ignored"]) >= 1
     assert [(p["seq"], p["attempts"]) for p in got["pending"]] == [(1, 1)]
     assert titles(b) == set()
@@ -126,7 +136,7 @@ def test_descriptor_before_its_object_stays_pending_with_persisted_backoff(
 
     # Gone altogether: still pending, the next try is twice as far away.
     client.delete_object(Bucket=bucket, Key=object_key)
-    again = _sync(b)
+    again = _sync_with_gap(b)
     [pending] = again["pending"]
     assert pending["attempts"] == 2 and pending["retry_in_ms"] == 2 * 1
     assert titles(b) == set()
@@ -145,8 +155,9 @@ def test_descriptor_before_its_object_stays_pending_with_persisted_backoff(
     # A descriptor forged under A's path (no valid signature) is refused, nothing merged.
     forged = descriptor_key.rsplit("/", 1)[0] + "/000000000002"
     client.put_object(Bucket=bucket, Key=forged, Body=b"MEMCLDD\x01" + b"\x80" * 40)
-    refused = _sync(b)
+    refused = _sync_with_gap(b)
     assert [r["code"] for r in refused["rejected"]] == ["sync_rejected"]
+    assert [(g["seq"], g["why"]) for g in refused["gaps"]] == [(2, "refused")]
     assert refused["merged"] == [] and titles(b) == {"Late object"}
 
 

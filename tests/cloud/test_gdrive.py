@@ -50,11 +50,16 @@ def test_login_and_two_engines_sync_both_ways(drive: FakeDrive, pair: tuple[Cli,
     """CL-1, CL-3, CL-4: `cloud login gdrive` (PKCE S256, loopback redirect) on two engines,
     which then sync both ways through appDataFolder alone, with listings in partial pages
     (nextPageToken) and a large object through a resumable upload in 256 KiB chunks;
-    CL-2: no token the provider issued is in any answer, data-home file or backup."""
+    CL-2: no token the provider issued is in any answer, data-home file or backup; CL-5: the delivery
+    marks are rewritten in place."""
     a, b = pair
     cases.two_engines_both_ways("gdrive", drive, a, b)
     assert len(drive.resumable_puts) >= 2
-    assert all(name.startswith(("o/", "d/")) for name in drive.by_name())
+    assert all(name.startswith(("o/", "d/", "m/")) for name in drive.by_name())  # m/: delivery marks (CL-5)
+    # CL-5: the marks are one file per device pair, rewritten in place (a media PATCH), never a second file.
+    marks = [name for name in (f["name"] for f in drive.files.values()) if name.startswith("m/")]
+    assert marks and len(marks) == len(set(marks))
+    assert any(method == "PATCH" and status == 200 for method, _, status in drive.api_requests)
     assert "refresh_token" in drive.token_grants or "authorization_code" in drive.token_grants
     cases.tokens_never_leave(drive, a, b, tmp_path)
 

@@ -54,7 +54,7 @@ def test_login_and_two_engines_sync_both_ways(graph: FakeGraph, pair: tuple[Cli,
     a, b = pair
     cases.two_engines_both_ways("onedrive", graph, a, b)
     assert len(graph.session_puts) >= 2
-    assert all(key.startswith(("o/", "d/")) for key in graph.files)
+    assert all(key.startswith(("o/", "d/", "m/")) for key in graph.files)  # m/: delivery marks (CL-5)
     assert "refresh_token" in graph.token_grants or "authorization_code" in graph.token_grants
     cases.tokens_never_leave(graph, a, b, tmp_path)
 

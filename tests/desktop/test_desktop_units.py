@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from desktop.dashboard import cards
-from desktop.prober import Probe
-from desktop.status import TrayState, tray_state
+from desktop.prober import Probe, sanitize
+from desktop.status import TrayState, delivery_text, tooltip_text, tray_state
 from desktop.tray.icons import PALETTE, render
 from desktop.tray.menu import menu_entries
 from engine.errors import MemoriesError
@@ -42,6 +42,21 @@ def test_each_state_has_a_distinct_icon() -> None:
 def test_tray_state_from_probe(probe: Probe, state: TrayState) -> None:
     """DT-4: icon state derived from the probe."""
     assert tray_state(probe) is state
+
+
+def test_cl5_cloud_delivery_is_an_attention_item_in_words() -> None:
+    """CL-5: the status projection's two counts become the tray's attention text; anything that
+    is not a plain positive count (a foreign engine's value) says nothing."""
+    raw = {"state": "unlocked", "attention": True, "cloud_delivery": {"not_arriving": 1, "not_taken": 2}}
+    probe = sanitize(raw)
+    assert probe.status["cloud_delivery"] == {"not_arriving": 1, "not_taken": 2}
+    assert tray_state(probe) is TrayState.ATTENTION
+    assert delivery_text(probe) == "cloud: 1 device's writes not arriving, 2 devices have not taken ours"
+    assert delivery_text(probe) in tooltip_text(TrayState.ATTENTION, probe)
+    for odd in ({"not_arriving": 0, "not_taken": 0}, {"not_arriving": True}, {"not_arriving": -3}, "text", [1]):
+        assert delivery_text(Probe("unlocked", {"cloud_delivery": odd})) == ""
+    assert delivery_text(Probe("locked", {"cloud_delivery": {"not_arriving": 1}})) == ""
+    assert "cloud_delivery" not in sanitize({"state": "unlocked", "cloud_delivery": {"not_arriving": "x" * 80}}).status
 
 
 def test_menu_greys_out_what_does_not_apply() -> None:

@@ -25,6 +25,7 @@ ALLOWED_KEYS = {
     "connections",
     "providers",
     "sync_queue",
+    "cloud_delivery",  # CL-5: two counts
     "busy",
     "attention",
     "jobs",  # background work (issue 16): names, states and counts only

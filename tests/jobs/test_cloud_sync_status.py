@@ -42,8 +42,9 @@ def cloud_jobs(cli: Cli) -> list[dict[str, Any]]:
 
 
 def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server, vault: Cli) -> None:
-    """Issue 16: the worker is listed while it transfers (phase 1 of 3), a lock leaves it cancelled
-    and the sync refused with `locked`; the retry completes and is listed as done, 3 of 3."""
+    """Issue 16: the worker is listed while it transfers (phase 1 of 4), a lock leaves it cancelled
+    and the sync refused with `locked`; the retry completes and is listed as done, 4 of 4 (the
+    fourth phase publishes the delivery marks, CL-5)."""
     bucket = s3.bucket("t-jobs-cloud-status")
     relay = HoldingRelay(int(s3.endpoint.rsplit(":", 1)[1])).start()
     try:
@@ -61,7 +62,7 @@ def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server,
         try:
             assert relay.held.wait(60), "the descriptor upload never started"
             (held,) = [job for job in cloud_jobs(vault) if job["state"] == "running"]
-            assert held["done"] == 1 and held["total"] == 3  # enqueued, transferring
+            assert held["done"] == 1 and held["total"] == 4  # enqueued, transferring
             vault.ok("lock")
             vault.unlock()
             relay.release()
@@ -75,7 +76,7 @@ def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server,
         relay.hold_on = None
         vault.ok("cloud", "sync")
         done = cloud_jobs(vault)[-1]
-        assert done["state"] == "done" and done["done"] == done["total"] == 3
+        assert done["state"] == "done" and done["done"] == done["total"] == 4
     finally:
         relay.stop()
 

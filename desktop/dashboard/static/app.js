@@ -24,6 +24,7 @@ const STATUS_LABELS = {
   connections: "Remote connections",
   providers: "Cloud providers",
   sync_queue: "Sync queue",
+  cloud_delivery: "Cloud delivery", // CL-5: not_arriving / not_taken device counts
 };
 const OPEN_STATES = new Set(["unlocked", "busy", "attention"]);
 // Background jobs by their fixed engine names (desktop/status.py says the same in the tray).
@@ -152,10 +153,12 @@ function renderStatus(data) {
   for (const key of Object.keys(STATUS_LABELS)) {
     if (!(key in status)) continue;
     let value = status[key];
-    if (Array.isArray(value)) value = value.length ? value.join(", ") : "none";
+    if (key === "cloud_delivery") value = deliveryText(value);
+    else if (Array.isArray(value)) value = value.length ? value.join(", ") : "none";
     else if (value && typeof value === "object") value = Object.entries(value).map(([k, v]) => k + " " + v).join(", ");
     const dd = el("dd", String(value));
     dd.id = "status-" + key;
+    if (key === "cloud_delivery" && value !== DELIVERY_OK) dd.dataset.state = "attention";
     dl.append(el("dt", STATUS_LABELS[key]), dd);
   }
   renderActivity(OPEN_STATES.has(state) && Array.isArray(status.activity) ? status.activity : []);
@@ -169,6 +172,17 @@ function renderStatus(data) {
     : "Quits the tray and its dashboard; the vault stays unlocked until its idle timer";
   $("lock").disabled = !OPEN_STATES.has(state);
   renderGate(state, data.probe.state);
+}
+
+// CL-5: the cloud delivery attention item from its two counts (the tray says the same).
+const DELIVERY_OK = "every device's writes arriving";
+function deliveryText(delivery) {
+  const parts = [];
+  const arriving = delivery && Number.isInteger(delivery.not_arriving) ? delivery.not_arriving : 0;
+  const taken = delivery && Number.isInteger(delivery.not_taken) ? delivery.not_taken : 0;
+  if (arriving > 0) parts.push(arriving === 1 ? "1 device's writes not arriving" : `${arriving} devices' writes not arriving`);
+  if (taken > 0) parts.push(taken === 1 ? "1 device has not taken ours" : `${taken} devices have not taken ours`);
+  return parts.length ? parts.join(", ") + " (run memories cloud sync for details)" : DELIVERY_OK;
 }
 
 // Running background work (issue 17): "Indexing 3,000 of 10,000…" with a progress bar in the

@@ -8,7 +8,13 @@
   generation. A lock during the transfer voids the acknowledgement: the same objects are
   sent again next time (CL-3).
 * DesktopStatus: ``providers`` lists the provider kinds with an account; the sync queue
-  counts unacknowledged uploads (outbox) and pending descriptors (inbox).
+  counts unacknowledged uploads (outbox) and pending descriptors (inbox); ``cloud_delivery``
+  counts the devices whose writes are not arriving here and those that have not taken ours
+  (CL-5), and either makes the status ask for attention.
+* CL-5: ``cloud sync`` answers, besides what it exchanged, ``gaps`` (per sender whose bundles
+  stopped arriving: device name and ID, the first number not taken, why, since when, what to
+  do), ``not_taken`` (per peer whose published marks say it has not taken a bundle of ours,
+  and whether it was uploaded again) and ``marks_refused``; the CLI exits non-zero on any.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from engine.cloud.gdrive import DriveTransport
 from engine.cloud.onedrive import OneDriveTransport
 from engine.cloud.s3 import S3Transport, check_endpoint
 from engine.cloud.transport import ObjectStore
-from engine.cloud.worker import acknowledge, enqueue, now_ms, transfer
+from engine.cloud.worker import Gap, NotTaken, acknowledge, enqueue, gaps_of, now_ms, publish, transfer
 from engine.errors import MemoriesError
 from engine.jobs.background import JobContext
 from engine.service import requests_cloud as rq
 from engine.service.caller import Caller
+from engine.service.handlers.devices import device_names
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
@@ -88,8 +95,33 @@ def _queue(state: Unlocked) -> tuple[int, int, list[str]]:
     return outbox, inbox, sorted(kinds)
 
 
+def _delivery(state: Unlocked, manager: CloudManager) -> tuple[int, int]:
+    """(devices whose writes are not arriving here, devices that have not taken ours) over every
+    account (CL-5). The first comes from this device's records, so it holds across restarts;
+    the second from the last sync's reading of the peers' marks."""
+    not_arriving: set[bytes] = set()
+    not_taken: set[bytes] = set()
+    for account in cs.accounts(state.extra_records):
+        not_arriving.update(g.sender for g in gaps_of(state.extra_records, account.account_id, _authorized(state)))
+        last = manager.last.get(account.account_id) or {}
+        not_taken.update(bytes.fromhex(d) for d in last.get("not_taken_devices", []))
+    return len(not_arriving), len(not_taken)
+
+
+def _authorized(state: Unlocked) -> list[bytes]:
+    from engine.sync.bundle import shared_vault_ids
+
+    me = state.identity.device_pub
+    out: set[bytes] = set()
+    for vault_id in shared_vault_ids(state):
+        policy = state.vaults[vault_id].policy
+        out.update(d for d in policy.devices() if d != me and policy.authorizes_device(d))
+    return sorted(out)
+
+
 def install(service: Service) -> None:
-    setattr(service, _ATTR, CloudManager())
+    manager = CloudManager()
+    setattr(service, _ATTR, manager)
 
     def contribute() -> dict[str, int | bool]:
         state = service.state
@@ -97,10 +129,18 @@ def install(service: Service) -> None:
             return {}
         try:
             outbox, inbox, kinds = _queue(state)
+            not_arriving, not_taken = _delivery(state, manager)
         except (RuntimeError, KeyError):  # the state changed under us: next poll
             return {}
         # DesktopStatus lists each provider kind with an account (``provider_s3`` -> "s3").
-        return {"sync_outbox": outbox, "sync_inbox": inbox, **{f"provider_{kind}": True for kind in kinds}}
+        return {
+            "sync_outbox": outbox,
+            "sync_inbox": inbox,
+            "cloud_not_arriving": not_arriving,
+            "cloud_not_taken": not_taken,
+            "attention": bool(not_arriving or not_taken),
+            **{f"provider_{kind}": True for kind in kinds},
+        }
 
     service.status_contributors.append(contribute)
 
@@ -200,6 +240,7 @@ def cloud_accounts(service: Service, request: rq.CloudAccounts, caller: Caller) 
                     {"from": sender.hex()[:16], "seq": seq, "attempts": int(r["attempts"]), "next_ms": int(r["next_ms"])}
                     for (sender, seq), r in sorted(pending.items())
                 ],
+                "not_arriving": len(gaps_of(state.extra_records, account.account_id, _authorized(state))),
                 "last": manager.last.get(account.account_id),
             }
         )
@@ -237,25 +278,46 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
 
     def work(context: JobContext) -> dict[str, Any]:
         """The worker, listed in `status` as `cloud-sync` with its phase (enqueued, transferred,
-        acknowledged) and signalled by a lock (issue 16); the generation checks in ``locked``
-        decide what a lock voids, as before."""
+        acknowledged, marks published) and signalled by a lock (issue 16); the generation
+        checks in ``locked`` decide what a lock voids, as before."""
         with manager.worker_lock(account.account_id):  # one worker per account
             plan = locked(lambda current: enqueue(service.vault, current, account, caller))
-            context.progress(1, 3)
+            context.progress(1, 4)
             store = transport_for(account)
             now = now_ms()
+            io = _IoLoop()
             try:
-                moved = _run(_closing(store, transfer(store, plan, now)))
-                context.progress(2, 3)
-                result = locked(lambda current: acknowledge(service.vault, current, plan, moved, caller, now))
+                moved = io.run(transfer(store, plan, now))
+                context.progress(2, 4)
+                # On the request's thread, under the service lock (what the service tracks per
+                # request, such as commits for an honest answer, stays with this request).
+                acked, marks, names = locked(
+                    lambda current: (*acknowledge(service.vault, current, plan, moved, caller, now), device_names(current))
+                )
+                result: dict[str, Any] = _wire(acked, names)
+                context.progress(3, 4)
+                try:
+                    io.run(publish(store, marks))
+                except MemoriesError as exc:
+                    if exc.code not in ("cloud_unreachable", "cloud_denied"):
+                        raise
+                    result["warnings"] = [
+                        {
+                            "code": exc.code,
+                            "message": "This device's delivery marks were not published; the next sync publishes them.",
+                        }
+                    ]
+                io.close(store)
                 tokens = _refreshed(store)
                 if tokens is not None:  # a rotated refresh token must outlive this sync
                     record = {"t": cs.TOKENS, "id": account.account_id, "secret": tokens, "ts_ms": now}
                     locked(lambda current: service.vault.commit(current, [], [], [record]))
-                context.progress(3, 3)
+                context.progress(4, 4)
             except MemoriesError as exc:
                 manager.last[account.account_id] = {"ts_ms": now, "error": exc.code}
                 raise
+            finally:
+                io.close(store)
         result.update(account=account.name, enqueued=plan.enqueued, requests=store.counters.to_wire())
         manager.last[account.account_id] = {
             "ts_ms": now,
@@ -263,6 +325,9 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
             "merged": len(result["merged"]),
             "pending": len(result["pending"]),
             "rejected": len(result["rejected"]),
+            "gaps": len(result["gaps"]),
+            "not_taken": len(result["not_taken"]),
+            "not_taken_devices": sorted({row["device_id"] for row in result["not_taken"]}),
         }
         return result
 
@@ -270,6 +335,85 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
     result = service.background.run_inline("cloud-sync", work)
     service.session.touch()
     return result
+
+
+class _IoLoop:
+    """One event loop on its own thread for one sync's transport (CL-5): the transfer and then
+    the marks run on it, with the acknowledgement on the request's thread in between; the
+    provider clients (aiohttp sessions) stay bound to this one loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="memories-cloud-io", daemon=True)
+        self.thread.start()
+        self.closed = False
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(_bounded(coro), self.loop).result()
+
+    def close(self, store: ObjectStore) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            close = getattr(store, "aclose", None)
+            if close is not None:
+                asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+
+async def _bounded(coro: Any) -> Any:
+    deadline = float(os.environ.get("MEMORIES_CLOUD_DEADLINE_S", "1800"))
+    try:
+        return await asyncio.wait_for(coro, deadline)
+    except TimeoutError:
+        raise MemoriesError("cloud_unreachable", "The storage did not finish in time; what was sent stays queued.") from None
+
+
+def _device(device: bytes, names: dict[bytes, str]) -> dict[str, Any]:
+    return {"device_id": device.hex(), "name": names.get(device)}
+
+
+def _wire(result: dict[str, Any], names: dict[bytes, str]) -> dict[str, Any]:
+    """The answer of ``cloud sync`` with devices named (CL-5): what is not arriving here, what a
+    peer has not taken of ours, and whose marks were refused."""
+    gaps: list[Gap] = result["gaps"]
+    not_taken: list[NotTaken] = result["not_taken"]
+    refused: list[tuple[bytes, MemoriesError]] = result["marks_refused"]
+    return {
+        **result,
+        "gaps": [
+            {
+                **_device(g.sender, names),
+                "seq": g.seq,
+                "taken": g.seq - 1,
+                "why": g.why,
+                "code": g.code,
+                "message": g.message,
+                "since_ms": g.since_ms,
+                "attempts": g.attempts,
+                "next_ms": g.next_ms,
+            }
+            for g in gaps
+        ],
+        "not_taken": [
+            {
+                **_device(n.peer, names),
+                "seq": n.seq,
+                "why": n.why,
+                "code": n.code,
+                "since_ms": n.since_ms,
+                "found_ours": n.ours,
+                "uploaded_again": n.uploaded_again,
+            }
+            for n in not_taken
+        ],
+        "marks_refused": [{**_device(peer, names), "code": exc.code, "message": exc.message} for peer, exc in refused],
+    }
 
 
 _TICKET_MS = 10 * 60 * 1000

@@ -39,6 +39,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         "connections": 0,
         "providers": [],
         "sync_queue": {"outbox": 0, "inbox": 0},
+        # CL-5: devices whose cloud writes are not arriving here / that have not taken ours.
+        "cloud_delivery": {"not_arriving": 0, "not_taken": 0},
         "busy": _busy(service),
         "attention": state.index.conflict_count > 0,
         # Background work (issue 16): names, states and counts only (engine/jobs/background.py).
@@ -50,6 +52,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         status["attention"] = bool(status["attention"] or extra.get("attention", False))
         status["sync_queue"]["outbox"] += int(extra.get("sync_outbox", 0))  # engine/service/handlers/sync.py
         status["sync_queue"]["inbox"] += int(extra.get("sync_inbox", 0))
+        status["cloud_delivery"]["not_arriving"] += int(extra.get("cloud_not_arriving", 0))  # handlers/cloud.py
+        status["cloud_delivery"]["not_taken"] += int(extra.get("cloud_not_taken", 0))
         kinds = (k.removeprefix("provider_") for k, v in extra.items() if k.startswith("provider_") and v)
         status["providers"] = sorted({*status["providers"], *kinds})  # handlers/cloud.py
     return status
