@@ -28,6 +28,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import MemoriesError
+from engine.mcp.listing import GrantView
 from engine.mcp.server import DaemonBridge, build_server, check_token, configure_logging, run_loop
 
 __all__ = ["BearerGuard", "McpApp", "build_app", "bind_loopback", "serve_http", "run_http", "LOOPBACK_HOST", "MCP_PATH"]
@@ -124,14 +125,14 @@ class McpApp:
         await self._handler(scope, receive, send)
 
 
-def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
+def build_app(bridge: DaemonBridge, token: str, port: int, grant: GrantView | None = None) -> BearerGuard:
     guard_box: list[BearerGuard] = []
 
     def on_unauthorized() -> None:
         for guard in guard_box:
             guard.revoke()
 
-    server = build_server(bridge.call, on_unauthorized=on_unauthorized)
+    server = build_server(bridge.call, on_unauthorized=on_unauthorized, grant=grant)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,  # one JSON answer per POST: no SSE stream to set up for a simple call
@@ -229,16 +230,16 @@ def serve_http(socket_path: Path, token: str, port: int) -> int:
     bridge = DaemonBridge(socket_path, token)
     sock = bind_loopback(port)
     try:
-        check_token(bridge)
-        return run_http(bridge, token, sock)
+        known = check_token(bridge)
+        return run_http(bridge, token, sock, GrantView(bridge.whoami_async, known))
     finally:
         sock.close()
 
 
-def run_http(bridge: DaemonBridge, token: str, sock: socket.socket) -> int:
+def run_http(bridge: DaemonBridge, token: str, sock: socket.socket, grant: GrantView | None = None) -> int:
     """Serve MCP over Streamable HTTP on ``sock`` (from ``bind_loopback``) until stopped."""
     bound = int(sock.getsockname()[1])
-    app = build_app(bridge, token, bound)
+    app = build_app(bridge, token, bound, grant)
     print(f"memories mcp: listening on http://{LOOPBACK_HOST}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
     run_loop(_serve, app, sock, bridge)
     return 0

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.helpers import Cli
-from tests.mcp.support import TOOLS, error_of, grant, http_client, http_server, result_of
+from tests.mcp.support import READ_WRITE_TOOLS, error_of, grant, http_client, http_server, result_of
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -94,7 +94,7 @@ def test_http_round_trip_and_revocation(vault: Cli) -> None:
 
         async def scenario() -> None:
             async with http_client(server.url, token) as client:
-                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                assert {t.name for t in (await client.list_tools()).tools} == READ_WRITE_TOOLS
                 a = result_of(await client.call_tool("memory_write", {"title": "Coffee", "body": "Espresso, no sugar"}))
                 b = result_of(await client.call_tool("memory_write", {"title": "Mornings", "body": "Starts at 7"}))
                 hits = result_of(await client.call_tool("search", {"query": "espresso"}))
