@@ -115,9 +115,12 @@ def screen_value(value: Any) -> SessionMessage | Refusal | None:
     """One parsed message: for the SDK, refused with the spec's error, or dropped (``None``)."""
     if isinstance(value, dict) and not _has_surrogate(value):
         try:
-            return SessionMessage(types.jsonrpc_message_adapter.validate_python(value, by_name=False))
+            message = types.jsonrpc_message_adapter.validate_python(value, by_name=False)
         except ValidationError:
             pass
+        else:
+            if not (isinstance(message, types.JSONRPCNotification) and "id" in value):
+                return SessionMessage(message)
     return _diagnose(value)
 
 
@@ -160,9 +163,18 @@ def screen(line: bytes | str) -> SessionMessage | Refusal | _Batch | None:
         return None  # a blank line between messages is not a message
     try:
         # The SDK's own parser first: the common case costs what it did before.
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError:
         pass
+    else:
+        # An "id" that is not a string or an integer makes pydantic read a request as a
+        # notification (the id an ignored extra field), which would never be answered.
+        if not (isinstance(message, types.JSONRPCNotification) and '"id"' in text):
+            return SessionMessage(message)
+        value = json.loads(text)
+        if isinstance(value, dict) and "id" not in value:  # "id" was inside params
+            return SessionMessage(message)
+        return _diagnose(value)
     try:
         # Python's parser accepts lone surrogates, so the id of such a request can be read.
         value = json.loads(text)

@@ -96,7 +96,24 @@ class _PipeLines(_Lines):
         self._reader = reader
 
     async def readline(self) -> bytes:
-        return await self._reader.readline()  # ValueError: longer than MAX_LINE_BYTES (dropped)
+        """The next line (``b""`` at the end); ``ValueError`` for a line over the limit, which is
+        skipped whole (``StreamReader.readline`` would hand its tail on as the next line)."""
+        reader = self._reader
+        try:
+            return await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end of stdin, maybe after a last line
+            return exc.partial
+        except asyncio.LimitOverrunError as exc:
+            await reader.readexactly(exc.consumed)
+        while True:  # discard up to and including the newline that ends the oversized line
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        raise ValueError("line too long")
 
 
 class _FileLines(_Lines):
