@@ -63,7 +63,7 @@ def test_the_same_write_twice_is_one_item_and_an_update_one_revision(vault: Cli)
     vault.sudo()
     token = grant(vault, "twice", "read_write_delete")
     other = grant(vault, "other", "read_write")
-    note = {"title": "Standup at nine", "body": "daily, room 4", "tags": ["team"]}
+    note: dict[str, Any] = {"title": "Standup at nine", "body": "daily, room 4", "tags": ["team"]}
 
     async def scenario() -> None:
         async with stdio_client(vault, token) as client:
