@@ -181,7 +181,7 @@ def screen(line: bytes | str) -> SessionMessage | Refusal | _Batch | None:
     except RecursionError:
         return Refusal(None, PARSE_ERROR, "Parse error: the message is nested too deeply.")
     except ValueError:
-        return Refusal(None, PARSE_ERROR, "Parse error: the line is not valid JSON.")
+        return Refusal(None, PARSE_ERROR, "Parse error: the message is not valid JSON.")
     if isinstance(value, list):
         if not value:
             return Refusal(None, INVALID_REQUEST, "Invalid request: an empty batch.")
