@@ -11,13 +11,25 @@ from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
 from engine.vault.revision import Revision
 
-__all__ = ["BODY_REDACTORS", "asset_summary", "newest_head", "revision_ref", "content_view", "visible_body"]
+__all__ = [
+    "BODY_REDACTORS",
+    "SUMMARY_REDACTORS",
+    "asset_summary",
+    "newest_head",
+    "revision_ref",
+    "content_view",
+    "visible_body",
+    "visible_summary",
+]
 
 # Redactors applied to every body a client is shown, of any revision (CD-7, HI-3): signed
 # bodies are never rewritten, so a value protected later is masked whenever an older
 # revision (or a head written before the protection) is read, diffed, exported or indexed.
 # Each takes (vault core, state, asset_id, body) and returns the body to show.
 BODY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, str], str]] = []
+# The same for a revision's summary (title, tags, metadata, annotations): a value protected
+# later is masked there too (issue 27). Each takes (vault core, state, asset_id, summary).
+SUMMARY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, dict[str, Any]], dict[str, Any]]] = []
 
 
 def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
@@ -26,6 +38,14 @@ def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
     for redactor in BODY_REDACTORS:
         body = redactor(service.vault, state, rev.asset_id, body)
     return body
+
+
+def visible_summary(service: Service, state: Unlocked, rev: Revision) -> dict[str, Any]:
+    """The summary of ``rev`` as clients may see it: decrypted, then every redactor applied."""
+    summary = service.vault.summary_of(state, rev)
+    for redactor in SUMMARY_REDACTORS:
+        summary = redactor(service.vault, state, rev.asset_id, summary)
+    return summary
 
 
 def revision_ref(rev: Revision) -> dict[str, Any]:
@@ -40,6 +60,11 @@ def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
 def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
     newest = newest_head(state, entry)
     summary = service.vault.summary_of(state, newest)
+    # Lists and search results show many items: the redactors (which read every revision's
+    # secret map) run only where a protected value can be: a head written after a protection
+    # carries the map, and a head from a branch that forked before it sits beside another.
+    if summary.get("secrets") or len(entry.heads) > 1:
+        summary = visible_summary(service, state, newest)
     first = state.index.revisions[entry.revisions[0]]
     return {
         "id": entry.asset_id.hex(),
@@ -58,7 +83,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
 
 def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body: bool = True) -> dict[str, Any]:
     """Title, body, tags, meta of one revision; ``with_body=False`` for secret-bodied kinds."""
-    summary = service.vault.summary_of(state, rev)
+    summary = visible_summary(service, state, rev)
     view = {
         **revision_ref(rev),
         "title": summary.get("title", ""),
