@@ -120,3 +120,34 @@ def test_stdio_survives_an_engine_restart(vault: Cli) -> None:
             assert titles.count("before restart") == 1 and first["id"]
 
     asyncio.run(scenario())
+
+
+def test_a_grant_revoked_while_its_call_runs_gets_nothing_more(vault: Cli) -> None:
+    """AG-2 (issue 27): a grant revoked while its MCP call runs: the call's result is delivered
+    only if the engine finished it before the revocation (otherwise `unauthorized`), and every
+    later call, read or write, is refused; the server keeps answering (no hang)."""
+    vault.sudo()
+    token = grant(vault, "running", "read_write")
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token) as client:
+            # A write the engine takes a while over (a few hundred KB of body to index).
+            running = asyncio.create_task(
+                client.call_tool("memory_write", {"title": "in flight", "body": "release notes " * 50_000})
+            )
+            await asyncio.to_thread(vault.ok, "mcp", "revoke", "running")
+            outcome = await running
+            if outcome.is_error:
+                assert error_of(outcome)["code"] == "unauthorized"
+            else:
+                assert result_of(outcome)["id"]
+            for name, arguments in (
+                ("memory_list", {}),
+                ("search", {"query": "release"}),
+                ("memory_write", {"title": "after revoke", "body": "x"}),
+            ):
+                assert error_of(await client.call_tool(name, arguments))["code"] == "unauthorized", name
+        titles = [item["title"] for item in vault.ok("list")["items"]]
+        assert "after revoke" not in titles
+
+    asyncio.run(scenario())
