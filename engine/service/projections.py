@@ -18,6 +18,7 @@ __all__ = [
     "newest_head",
     "revision_ref",
     "content_view",
+    "summary_masker",
     "visible_body",
     "visible_summary",
 ]
@@ -28,8 +29,11 @@ __all__ = [
 # Each takes (vault core, state, asset_id, body) and returns the body to show.
 BODY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, str], str]] = []
 # The same for a revision's summary (title, tags, metadata, annotations): a value protected
-# later is masked there too (issue 27). Each takes (vault core, state, asset_id, summary).
-SUMMARY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, dict[str, Any]], dict[str, Any]]] = []
+# later is masked there too (issue 27). Each takes (vault core, state, asset_id) and returns
+# the masking function for that asset's summaries, or None when there is nothing to mask; it
+# is made once per asset so that a history of many revisions looks the values up once.
+Masker = Callable[[dict[str, Any]], dict[str, Any]]
+SUMMARY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes], Masker | None]] = []
 
 
 def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
@@ -40,12 +44,21 @@ def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
     return body
 
 
+def summary_masker(service: Service, state: Unlocked, asset_id: bytes) -> Masker:
+    """What to apply to each summary of ``asset_id`` a client is shown (see SUMMARY_REDACTORS)."""
+    maskers = [m for redactor in SUMMARY_REDACTORS if (m := redactor(service.vault, state, asset_id)) is not None]
+
+    def apply(summary: dict[str, Any]) -> dict[str, Any]:
+        for mask in maskers:
+            summary = mask(summary)
+        return summary
+
+    return apply
+
+
 def visible_summary(service: Service, state: Unlocked, rev: Revision) -> dict[str, Any]:
     """The summary of ``rev`` as clients may see it: decrypted, then every redactor applied."""
-    summary = service.vault.summary_of(state, rev)
-    for redactor in SUMMARY_REDACTORS:
-        summary = redactor(service.vault, state, rev.asset_id, summary)
-    return summary
+    return summary_masker(service, state, rev.asset_id)(service.vault.summary_of(state, rev))
 
 
 def revision_ref(rev: Revision) -> dict[str, Any]:
@@ -62,8 +75,9 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
     summary = service.vault.summary_of(state, newest)
     # Lists and search results show many items: the redactors (which read every revision's
     # secret map) run only where a protected value can be: a head written after a protection
-    # carries the map, and a head from a branch that forked before it sits beside another.
-    if summary.get("secrets") or len(entry.heads) > 1:
+    # carries the map, a head from a branch that forked before it sits beside another, and a
+    # tombstone carries none.
+    if summary.get("secrets") or len(entry.heads) > 1 or newest.tombstone:
         summary = visible_summary(service, state, newest)
     first = state.index.revisions[entry.revisions[0]]
     return {

@@ -171,6 +171,11 @@ def test_protect_covers_every_field_and_no_read_path_shows_the_value(vault: Cli,
                 outputs.append((name, text_of(await client.call_tool(name, arguments))))
 
     asyncio.run(agent())
+    # Deleted, the item's history (all revisions from before the protection) still masks it.
+    vault.ok("delete", memory["id"])
+    for args in (("history", memory["id"]), ("get", memory["id"])):
+        proc = vault.run(*args, "--json")
+        outputs.append((args, proc.stdout + proc.stderr))
     assert any("{{secret:vpn}}" in text for _, text in outputs)  # the sweep saw the items
     for where, text in outputs:
         assert FIELD_CANARY not in text, f"the protected value leaked through {where}"

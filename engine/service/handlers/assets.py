@@ -18,6 +18,7 @@ from engine.service.projections import (
     content_view,
     newest_head,
     revision_ref,
+    summary_masker,
     visible_body,
     visible_summary,
 )
@@ -275,8 +276,9 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
     entry = state.index.resolve(request.id)
     revisions = []
     noted: dict[bytes, int] = {}  # revision -> how many annotations its summary holds (AG-7)
+    masked = summary_masker(service, state, entry.asset_id)  # protected values looked up once
     for rev in state.index.history(entry):
-        summary = visible_summary(service, state, rev)
+        summary = masked(service.vault.summary_of(state, rev))
         row = {
             **revision_ref(rev),
             "parents": [p.hex() for p in rev.parents],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -738,18 +739,30 @@ def _guard_new_revision(
     return {**redact_fields(summary, values), "secrets": merged}, redact(body, values)
 
 
-def _redact_protected_summary(core: VaultCore, state: Unlocked, asset_id: bytes, summary: dict[str, Any]) -> dict[str, Any]:
+def _protected_summary_masker(
+    core: VaultCore, state: Unlocked, asset_id: bytes
+) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """Signed summaries are never rewritten: a value protected later is masked in every title,
-    tag, metadata value and annotation shown (issue 27)."""
+    tag, metadata value and annotation shown (issue 27).
+
+    Protection is monotonic (every live revision after a protection carries the map), so an
+    asset whose heads are all live and carry no map was never protected: only its heads are
+    opened then. A deleted one (a tombstone head) is looked at in full.
+    """
     entry = state.index.assets.get(asset_id)
     if entry is None or entry.kind == CREDENTIAL_KIND:
-        return summary
-    labels = secret_map_of(core, state, asset_id)
-    return redact_fields(summary, _protected_values(core, state, labels)) if labels else summary
+        return None
+    heads = [state.index.revisions[h] for h in entry.heads]
+    if not any(rev.tombstone or core.summary_of(state, rev).get("secrets") for rev in heads):
+        return None
+    values = _protected_values(core, state, secret_map_of(core, state, asset_id))
+    if not values:
+        return None
+    return lambda summary: redact_fields(summary, values)
 
 
 BODY_REDACTORS.append(_redact_protected)
-SUMMARY_REDACTORS.append(_redact_protected_summary)
+SUMMARY_REDACTORS.append(_protected_summary_masker)
 
 
 # -- device-only vaults (CD-9) ----------------------------------------------------------------
