@@ -280,9 +280,12 @@ def cmd_otp(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_secret_protect(ctx: Context, args: argparse.Namespace) -> int:
     value = _stdin_value()
     result = ctx.request({"op": "protect_secret", "id": args.id, "label": args.label, "value": value})
+    fields = result.get("fields") or {}
+    where = ", ".join(f"{one_line(str(name))} {count}" for name, count in fields.items())
     ctx.emit(
         result,
-        f"{result['short_id']}: replaced {result['replaced']} occurrence(s) with {{{{secret:{one_line(result['label'])}}}}}",
+        f"{result['short_id']}: replaced {result['replaced']} occurrence(s) with {{{{secret:{one_line(result['label'])}}}}}"
+        + (f" (in {where})" if where else ""),
     )
     return 0
 

@@ -159,6 +159,10 @@ class DaemonBridge:
     def whoami(self) -> dict[str, Any]:
         return self.request_sync({"op": "mcp_whoami", "token": self._token})
 
+    async def whoami_async(self) -> dict[str, Any]:
+        """The grant behind the token (scope, capabilities, transcripts), from the event loop."""
+        return await self.request({"op": "mcp_whoami", "token": self._token})
+
     # -- tool calls ---------------------------------------------------------------------
     async def _connect(self) -> _Connection:
         def verified_socket() -> socket.socket:

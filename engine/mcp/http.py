@@ -6,8 +6,14 @@ A guard in front of the SDK's Streamable HTTP app checks, in this order:
    (a web page in the user's browser must not drive the vault: cross-site and DNS
    rebinding requests carry a foreign Origin);
 2. ``Host`` — must name the loopback address we bound, else **421**;
-3. ``Authorization: Bearer <token>`` compared in constant time with the grant token
-   the server was started with, else **401** with an empty body and no hint of why.
+3. ``Authorization: Bearer <token>`` (the scheme in any case, as RFC 9110 says schemes
+   are case-insensitive; ``Basic`` and every other scheme are refused) with the token
+   compared in constant time with the grant token the server was started with, else
+   **401** with an empty body and no hint of why.
+
+POST bodies are then screened (``engine.mcp.http_screen``) before the SDK sees them: errors
+are JSON-RPC errors that never quote the input, an oversized body gets one too, and a
+2025-03-26 session's batches are served.
 
 The same token is then sent with every ``mcp_call``, so a grant revoked while the
 server runs fails on its next call, and from then on the guard answers 401 too.
@@ -28,6 +34,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import MemoriesError
+from engine.mcp.http_screen import ScreenedPost
+from engine.mcp.jsonrpc import MAX_MESSAGE_BYTES
+from engine.mcp.listing import GrantView
 from engine.mcp.server import DaemonBridge, build_server, check_token, configure_logging, run_loop
 
 __all__ = ["BearerGuard", "McpApp", "build_app", "bind_loopback", "serve_http", "run_http", "LOOPBACK_HOST", "MCP_PATH"]
@@ -47,7 +56,7 @@ class BearerGuard:
 
     def __init__(self, app: ASGIApp, token: str, port: int) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
         self._revoked = False
         self.port = port
 
@@ -65,8 +74,11 @@ class BearerGuard:
         return host is not None and host.lower() in {f"{LOOPBACK_HOST}:{self.port}", f"localhost:{self.port}"}
 
     def _token_ok(self, authorization: str | None) -> bool:
-        presented = (authorization or "").encode("utf-8", "replace")
-        return hmac.compare_digest(presented, self._expected) and not self._revoked
+        scheme, _, credentials = (authorization or "").partition(" ")
+        presented = credentials.strip(" ").encode("utf-8", "replace")
+        # The token is compared whatever the scheme (no timing difference between them).
+        token_ok = hmac.compare_digest(presented, self._expected)
+        return token_ok and scheme.lower() == "bearer" and not self._revoked
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -113,7 +125,7 @@ class McpApp:
 
     def __init__(self, manager: StreamableHTTPSessionManager) -> None:
         self.manager = manager
-        self._handler = StreamableHTTPASGIApp(manager)
+        self._handler = ScreenedPost(StreamableHTTPASGIApp(manager))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -124,17 +136,20 @@ class McpApp:
         await self._handler(scope, receive, send)
 
 
-def build_app(bridge: DaemonBridge, token: str, port: int) -> BearerGuard:
+def build_app(bridge: DaemonBridge, token: str, port: int, grant: GrantView | None = None) -> BearerGuard:
     guard_box: list[BearerGuard] = []
 
     def on_unauthorized() -> None:
         for guard in guard_box:
             guard.revoke()
 
-    server = build_server(bridge.call, on_unauthorized=on_unauthorized)
+    server = build_server(bridge.call, on_unauthorized=on_unauthorized, grant=grant)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,  # one JSON answer per POST: no SSE stream to set up for a simple call
+        # ScreenedPost applies this limit first (answering a JSON-RPC error); the SDK's own
+        # check, which would answer plain text, is set to the same size.
+        max_request_body_size=MAX_MESSAGE_BYTES,
         # The SDK's own Host/Origin check, as Server.streamable_http_app sets it up for a
         # loopback host; BearerGuard has already applied the stricter one (our port only).
         security_settings=TransportSecuritySettings(
@@ -229,16 +244,16 @@ def serve_http(socket_path: Path, token: str, port: int) -> int:
     bridge = DaemonBridge(socket_path, token)
     sock = bind_loopback(port)
     try:
-        check_token(bridge)
-        return run_http(bridge, token, sock)
+        known = check_token(bridge)
+        return run_http(bridge, token, sock, GrantView(bridge.whoami_async, known))
     finally:
         sock.close()
 
 
-def run_http(bridge: DaemonBridge, token: str, sock: socket.socket) -> int:
+def run_http(bridge: DaemonBridge, token: str, sock: socket.socket, grant: GrantView | None = None) -> int:
     """Serve MCP over Streamable HTTP on ``sock`` (from ``bind_loopback``) until stopped."""
     bound = int(sock.getsockname()[1])
-    app = build_app(bridge, token, bound)
+    app = build_app(bridge, token, bound, grant)
     print(f"memories mcp: listening on http://{LOOPBACK_HOST}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
     run_loop(_serve, app, sock, bridge)
     return 0

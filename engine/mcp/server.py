@@ -25,13 +25,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 
 from engine import __version__
 from engine.errors import MemoriesError
 from engine.mcp import tools
 from engine.mcp.bridge import DaemonBridge
-from engine.mcp.stdio import stdio_streams
+from engine.mcp.listing import GrantView, visible_tools
+from engine.mcp.stdio import stdio_streams, threaded_stdio_streams
 
 __all__ = ["DaemonBridge", "build_server", "serve_stdio", "run_stdio", "check_token", "run_loop", "INSTRUCTIONS"]
 
@@ -74,16 +74,22 @@ def _tool_objects() -> list[types.Tool]:
     ]
 
 
-def build_server(call: tools.Call, *, on_unauthorized: Callable[[], None] | None = None) -> Server[Any]:
-    """An SDK server whose tools send engine requests through ``call``."""
+def build_server(
+    call: tools.Call, *, on_unauthorized: Callable[[], None] | None = None, grant: GrantView | None = None
+) -> Server[Any]:
+    """An SDK server whose tools send engine requests through ``call``; ``tools/list`` shows
+    only the tools ``grant`` can call (all of them while it is not known)."""
     tool_list = _tool_objects()
+    by_name = {t.name: t for t in tool_list}
     # Streamable HTTP checks Mcp-Param-* headers against the called tool's schema on every
     # call, walking the schema twice. Only x-mcp-header annotations give it anything to
     # check; our schemas have none, and None means "nothing to validate" to the SDK.
     schemas = {t.name: t.input_schema for t in tool_list if "x-mcp-header" in json.dumps(t.input_schema)}
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list)
+        if grant is None:
+            return types.ListToolsResult(tools=tool_list)
+        return types.ListToolsResult(tools=[by_name[spec.name] for spec in visible_tools(await grant.get())])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
@@ -159,7 +165,8 @@ async def _run_stdio(server: Server[Any], bridge: DaemonBridge) -> None:
             if native is not None:
                 await server.run(native[0], native[1], server.create_initialization_options())
                 return
-        async with stdio_server() as (read_stream, write_stream):
+        # Not a pipe or a socket (a file, a terminal) or Windows: the same streams on threads.
+        async with threaded_stdio_streams() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         await bridge.aclose()
@@ -168,11 +175,11 @@ async def _run_stdio(server: Server[Any], bridge: DaemonBridge) -> None:
 def serve_stdio(socket_path: Path, token: str) -> int:
     configure_logging()
     bridge = DaemonBridge(socket_path, token)
-    check_token(bridge)
-    return run_stdio(bridge)
+    known = check_token(bridge)
+    return run_stdio(bridge, GrantView(bridge.whoami_async, known))
 
 
-def run_stdio(bridge: DaemonBridge) -> int:
+def run_stdio(bridge: DaemonBridge, grant: GrantView | None = None) -> int:
     """Serve MCP on stdin/stdout, sending tool calls through ``bridge``, until stdin closes."""
-    run_loop(_run_stdio, build_server(bridge.call), bridge)
+    run_loop(_run_stdio, build_server(bridge.call, grant=grant), bridge)
     return 0

@@ -9,9 +9,11 @@ with the SDK's transport against 2.10 M with this one (1.67 M with uvloop). Here
 and stdout are asyncio pipe transports registered with the event loop, and the streams
 handed to ``Server.run`` parse and serialise in the calling task:
 
-* ``StdinStream.receive`` reads one line and validates it with the SDK's own
-  ``jsonrpc_message_adapter`` (a line that does not parse is handed on as an
-  ``Exception`` item, as the SDK's transport does);
+* ``StdinStream.receive`` reads one line and screens it (``engine.mcp.jsonrpc``): a valid
+  message goes to the SDK (validated with its own ``jsonrpc_message_adapter``); a line the
+  SDK would drop unanswered (invalid JSON, a lone surrogate, a batch, ``params`` of the
+  wrong type) is answered here with the JSON-RPC error the spec names, so a client never
+  waits for its own timeout (issue 27);
 * ``StdoutStream.send`` dumps the message with ``model_dump_json(by_alias=True,
   exclude_unset=True)`` exactly as the SDK's transport does and writes the line in one
   call, so concurrent answers never interleave; it waits only when the pipe is full.
@@ -24,7 +26,8 @@ the wire is served from private duplicates and both descriptors are restored on 
 ``stdio_streams`` yields ``None`` where this cannot work — Windows (no pipe transports
 on the proactor loop for std handles) or a stdin/stdout that is not a pipe or a socket
 (a file, a terminal, the null device cannot be registered with epoll), or one socket
-serving as both — and the caller then falls back to the SDK's transport.
+serving as both — and the caller then serves the same streams through blocking reads
+and writes in worker threads (``threaded_stdio_streams``), as the SDK's transport does.
 """
 
 from __future__ import annotations
@@ -36,17 +39,18 @@ import stat
 import sys
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Self
+from typing import BinaryIO, Self
 
 import anyio
-import mcp_types as types
+import anyio.to_thread
 from mcp.shared.message import SessionMessage
 
-__all__ = ["StdinStream", "StdoutStream", "stdio_streams", "MAX_LINE_BYTES"]
+from engine.mcp.jsonrpc import MAX_MESSAGE_BYTES, Exchange, error_line, too_large
 
-# The largest message accepted on stdin. A memory_write body may hold 8 MiB of text, which
-# JSON escaping can grow up to 6× (\u00XX for control characters): stay well above that.
-MAX_LINE_BYTES = 128 * 1024 * 1024
+__all__ = ["StdinStream", "StdoutStream", "stdio_streams", "threaded_stdio_streams", "MAX_LINE_BYTES"]
+
+# The largest message accepted on stdin: every call the tool schemas allow fits (see jsonrpc).
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
@@ -80,29 +84,87 @@ class _ClosedOnExit:
         return None
 
 
-class StdinStream(_ClosedOnExit):
-    """The server's read stream: one JSON-RPC message per line of stdin."""
+class _Lines:
+    """Where stdin's lines come from: an asyncio pipe, or a blocking file in a worker thread."""
 
+    async def readline(self) -> bytes:
+        raise NotImplementedError
+
+
+class _PipeLines(_Lines):
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+
+    async def readline(self) -> bytes:
+        """The next line (``b""`` at the end); ``ValueError`` for a line over the limit, which is
+        skipped whole (``StreamReader.readline`` would hand its tail on as the next line)."""
+        reader = self._reader
+        try:
+            return await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end of stdin, maybe after a last line
+            return exc.partial
+        except asyncio.LimitOverrunError as exc:
+            await reader.readexactly(exc.consumed)
+        while True:  # discard up to and including the newline that ends the oversized line
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        raise ValueError("line too long")
+
+
+class _FileLines(_Lines):
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    async def readline(self) -> bytes:
+        line = await anyio.to_thread.run_sync(self._file.readline, MAX_LINE_BYTES + 1, abandon_on_cancel=True)
+        if len(line) > MAX_LINE_BYTES:
+            while line and not line.endswith(b"\n"):  # skip the rest of the oversized line
+                line = await anyio.to_thread.run_sync(self._file.readline, 1 << 20, abandon_on_cancel=True)
+            raise ValueError("line too long")
+        return line
+
+
+class StdinStream(_ClosedOnExit):
+    """The server's read stream: one JSON-RPC message per line of stdin.
+
+    Lines the SDK would drop are answered through ``out`` (the same wire's write stream) and
+    never reach the SDK; a 2025-03-26 batch reaches it as its single messages.
+    """
+
+    def __init__(self, lines: asyncio.StreamReader | _Lines, out: StdoutStream, exchange: Exchange) -> None:
+        self._lines = _PipeLines(lines) if isinstance(lines, asyncio.StreamReader) else lines
+        self._out = out
+        self._exchange = exchange
+        self._queued: list[SessionMessage] = []
         self._closed = False
 
-    async def receive(self) -> SessionMessage | Exception:
+    async def receive(self) -> SessionMessage:
         if self._closed:
             raise anyio.ClosedResourceError
-        try:
-            line = await self._reader.readline()
-        except ValueError as exc:  # longer than MAX_LINE_BYTES: the reader dropped it
-            return exc
-        if not line:
-            raise anyio.EndOfStream
-        try:
-            # Decoded like the SDK's transport (UTF-8, undecodable bytes replaced) so a bad
-            # byte gives the same parse error rather than a different one.
-            message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
-        except Exception as exc:
-            return exc
-        return SessionMessage(message)
+        while not self._queued:
+            try:
+                line = await self._lines.readline()
+            except ValueError:  # longer than MAX_LINE_BYTES: the reader dropped it
+                await self._answer([error_line(too_large())])
+                continue
+            if not line:
+                raise anyio.EndOfStream
+            messages, answers = self._exchange.inbound(line)
+            await self._answer(answers)
+            self._queued.extend(messages)
+        return self._queued.pop(0)
+
+    async def _answer(self, lines: list[bytes]) -> None:
+        for line in lines:
+            try:
+                await self._out.write_line(line)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the client went away; reading on will find the end of stdin
 
     async def aclose(self) -> None:
         self._closed = True
@@ -110,7 +172,7 @@ class StdinStream(_ClosedOnExit):
     def __aiter__(self) -> StdinStream:
         return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
+    async def __anext__(self) -> SessionMessage:
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -142,17 +204,21 @@ class _WriteProtocol(asyncio.BaseProtocol):
 class StdoutStream(_ClosedOnExit):
     """The server's write stream: each message is one line on stdout."""
 
-    def __init__(self, transport: asyncio.WriteTransport, protocol: _WriteProtocol) -> None:
+    def __init__(self, transport: asyncio.WriteTransport, protocol: _WriteProtocol, exchange: Exchange) -> None:
         self._transport = transport
         self._protocol = protocol
+        self._exchange = exchange
 
     async def send(self, item: SessionMessage, /) -> None:
+        for line in self._exchange.outbound(item.message):  # none while a batch is incomplete
+            await self.write_line(line)
+
+    async def write_line(self, line: bytes) -> None:
         if self._protocol.lost.is_set():
             raise anyio.BrokenResourceError  # the client went away
         if self._transport.is_closing():
             raise anyio.ClosedResourceError  # we closed it (aclose)
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        self._transport.write(data.encode("utf-8") + b"\n")
+        self._transport.write(line + b"\n")
         await self._protocol.writable()
         if self._protocol.lost.is_set():
             raise anyio.BrokenResourceError
@@ -163,6 +229,32 @@ class StdoutStream(_ClosedOnExit):
             self._transport.close()
         with anyio.move_on_after(5):
             await self._protocol.lost.wait()
+
+
+class _FileStdout(StdoutStream):
+    """stdout as a blocking file written from a worker thread (a file, a terminal)."""
+
+    def __init__(self, file: BinaryIO, exchange: Exchange) -> None:
+        self._file = file
+        self._exchange = exchange
+        self._lock = anyio.Lock()  # one line at a time: concurrent answers never interleave
+        self._closed = False
+
+    def _write(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+
+    async def write_line(self, line: bytes) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        async with self._lock:
+            try:
+                await anyio.to_thread.run_sync(self._write, line + b"\n")
+            except OSError:
+                raise anyio.BrokenResourceError from None
+
+    async def aclose(self) -> None:
+        self._closed = True
 
 
 def _dup(fd: int) -> int:
@@ -212,7 +304,9 @@ async def stdio_streams() -> AsyncIterator[tuple[StdinStream, StdoutStream] | No
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(_dup(in_fd), "rb", buffering=0)
         )
         write_transport, protocol = await loop.connect_write_pipe(_WriteProtocol, os.fdopen(_dup(out_fd), "wb", buffering=0))
-        yield StdinStream(reader), StdoutStream(write_transport, protocol)
+        exchange = Exchange()
+        out = StdoutStream(write_transport, protocol, exchange)
+        yield StdinStream(reader, out, exchange), out
     finally:
         if write_transport is not None and not write_transport.is_closing():
             write_transport.close()
@@ -223,3 +317,32 @@ async def stdio_streams() -> AsyncIterator[tuple[StdinStream, StdoutStream] | No
                 os.dup2(private, fd)
             with contextlib.suppress(OSError):
                 os.close(private)
+
+
+@contextlib.asynccontextmanager
+async def threaded_stdio_streams() -> AsyncIterator[tuple[StdinStream, StdoutStream]]:
+    """stdin/stdout that cannot join the event loop (a file, a terminal, Windows): the same
+    screening and answers, with blocking reads and writes in worker threads."""
+    sys.stdout.flush()
+    in_fd = _divert(0) if sys.platform != "win32" else os.dup(0)
+    try:
+        out_fd = _divert(1) if sys.platform != "win32" else os.dup(1)
+    except OSError:
+        if sys.platform != "win32":
+            os.dup2(in_fd, 0)
+        os.close(in_fd)
+        raise
+    # closefd=False: a worker thread may still block on a read after we return.
+    reader = os.fdopen(in_fd, "rb", buffering=0, closefd=False)
+    writer = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
+    try:
+        exchange = Exchange()
+        out = _FileStdout(writer, exchange)
+        yield StdinStream(_FileLines(reader), out, exchange), out
+    finally:
+        if sys.platform != "win32":
+            for fd, private in ((0, in_fd), (1, out_fd)):
+                with contextlib.suppress(OSError):
+                    os.dup2(private, fd)
+        with contextlib.suppress(OSError):
+            os.close(out_fd)

@@ -26,7 +26,9 @@ __all__ = ["ToolSpec", "TOOLS", "TOOL_NAMES", "input_schema", "parse_arguments",
 Call = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 Ref = Annotated[str, msgspec.Meta(min_length=4, max_length=64, description="An ID or unique ID prefix (hex).")]
-Text = Annotated[str, msgspec.Meta(max_length=8 * 1024 * 1024)]
+# The longest text field (characters); engine.mcp.jsonrpc sizes the message limit from it.
+MAX_TEXT_CHARS = 8 * 1024 * 1024
+Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=64, description="Labels to file the item under.")]
@@ -391,6 +393,8 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
+# Tools that read imported transcripts: listed only to grants that include them (AG-5).
+TRANSCRIPT_TOOLS: frozenset[str] = frozenset({"recall_turn", "recall_session"})
 _BY_NAME = {t.name: t for t in TOOLS}
 
 

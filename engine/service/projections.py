@@ -11,13 +11,29 @@ from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
 from engine.vault.revision import Revision
 
-__all__ = ["BODY_REDACTORS", "asset_summary", "newest_head", "revision_ref", "content_view", "visible_body"]
+__all__ = [
+    "BODY_REDACTORS",
+    "SUMMARY_REDACTORS",
+    "asset_summary",
+    "newest_head",
+    "revision_ref",
+    "content_view",
+    "summary_masker",
+    "visible_body",
+    "visible_summary",
+]
 
 # Redactors applied to every body a client is shown, of any revision (CD-7, HI-3): signed
 # bodies are never rewritten, so a value protected later is masked whenever an older
 # revision (or a head written before the protection) is read, diffed, exported or indexed.
 # Each takes (vault core, state, asset_id, body) and returns the body to show.
 BODY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes, str], str]] = []
+# The same for a revision's summary (title, tags, metadata, annotations): a value protected
+# later is masked there too (issue 27). Each takes (vault core, state, asset_id) and returns
+# the masking function for that asset's summaries, or None when there is nothing to mask; it
+# is made once per asset so that a history of many revisions looks the values up once.
+Masker = Callable[[dict[str, Any]], dict[str, Any]]
+SUMMARY_REDACTORS: list[Callable[[VaultCore, Unlocked, bytes], Masker | None]] = []
 
 
 def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
@@ -26,6 +42,23 @@ def visible_body(service: Service, state: Unlocked, rev: Revision) -> str:
     for redactor in BODY_REDACTORS:
         body = redactor(service.vault, state, rev.asset_id, body)
     return body
+
+
+def summary_masker(service: Service, state: Unlocked, asset_id: bytes) -> Masker:
+    """What to apply to each summary of ``asset_id`` a client is shown (see SUMMARY_REDACTORS)."""
+    maskers = [m for redactor in SUMMARY_REDACTORS if (m := redactor(service.vault, state, asset_id)) is not None]
+
+    def apply(summary: dict[str, Any]) -> dict[str, Any]:
+        for mask in maskers:
+            summary = mask(summary)
+        return summary
+
+    return apply
+
+
+def visible_summary(service: Service, state: Unlocked, rev: Revision) -> dict[str, Any]:
+    """The summary of ``rev`` as clients may see it: decrypted, then every redactor applied."""
+    return summary_masker(service, state, rev.asset_id)(service.vault.summary_of(state, rev))
 
 
 def revision_ref(rev: Revision) -> dict[str, Any]:
@@ -40,6 +73,12 @@ def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
 def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
     newest = newest_head(state, entry)
     summary = service.vault.summary_of(state, newest)
+    # Lists and search results show many items: the redactors (which read every revision's
+    # secret map) run only where a protected value can be: a head written after a protection
+    # carries the map, a head from a branch that forked before it sits beside another, and a
+    # tombstone carries none.
+    if summary.get("secrets") or len(entry.heads) > 1 or newest.tombstone:
+        summary = visible_summary(service, state, newest)
     first = state.index.revisions[entry.revisions[0]]
     return {
         "id": entry.asset_id.hex(),
@@ -58,7 +97,7 @@ def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[
 
 def content_view(service: Service, state: Unlocked, rev: Revision, *, with_body: bool = True) -> dict[str, Any]:
     """Title, body, tags, meta of one revision; ``with_body=False`` for secret-bodied kinds."""
-    summary = service.vault.summary_of(state, rev)
+    summary = visible_summary(service, state, rev)
     view = {
         **revision_ref(rev),
         "title": summary.get("title", ""),

@@ -271,7 +271,7 @@ def test_bundled_mcp_server_answers_the_official_client(frozen: Frozen) -> None:
 
     from mcp import Client, StdioServerParameters
 
-    from tests.mcp.support import TOOLS, result_of
+    from tests.mcp.support import READ_WRITE_TOOLS, result_of
 
     frozen.ok("init", "--password-stdin", input=PASSWORD + "\n")
     frozen.ok("sudo", "--password-stdin", input=PASSWORD + "\n")
@@ -283,7 +283,7 @@ def test_bundled_mcp_server_answers_the_official_client(frozen: Frozen) -> None:
 
     async def scenario() -> None:
         async with Client(params, read_timeout_seconds=60) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            assert {t.name for t in (await client.list_tools()).tools} == READ_WRITE_TOOLS
             written = result_of(await client.call_tool("memory_write", {"title": "Bundle note", "body": "from the app folder"}))
             found = result_of(await client.call_tool("search", {"query": "bundle"}))
             assert written["id"] in {hit["id"] for hit in found["results"]}

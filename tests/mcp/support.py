@@ -41,6 +41,21 @@ TOOLS = {
     "recall_turn",
     "recall_session",
 }
+# What tools/list shows each grant (issue 27: only the tools it can call).
+TRANSCRIPT_TOOLS = {"recall_turn", "recall_session"}
+READ_TOOLS = {
+    "search",
+    "retrieve",
+    "ask",
+    "memory_read",
+    "memory_list",
+    "card_read",
+    "connections",
+    "recall_connected",
+    "history",
+}
+WRITE_TOOLS = {"memory_write", "card_write", "link", "unlink", "annotate"}
+READ_WRITE_TOOLS = READ_TOOLS | WRITE_TOOLS
 
 
 def grant(cli: Cli, name: str, scope: str, *vaults: str) -> str:

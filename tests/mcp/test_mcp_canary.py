@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from tests.helpers import Cli
-from tests.mcp.support import TOOLS, grant, ipc, stdio_client, text_of
+from tests.mcp.support import TOOLS, TRANSCRIPT_TOOLS, grant, ipc, stdio_client, text_of
 
 TOKEN_CANARY = "CANARY-token-7f3a9c"
 BODY_CANARY = "CANARY-body-secret-55e1"
@@ -40,7 +40,7 @@ def test_no_secret_in_any_mcp_result(vault: Cli) -> None:
     async def sweep() -> None:
         async with stdio_client(vault, token) as client:
             listed = await client.list_tools()
-            assert {t.name for t in listed.tools} == TOOLS
+            assert {t.name for t in listed.tools} == TOOLS - TRANSCRIPT_TOOLS  # no transcripts in this grant
 
             async def run(name: str, arguments: dict[str, Any]) -> Any:
                 result = await client.call_tool(name, arguments)

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.helpers import Cli
-from tests.mcp.support import TOOLS, error_of, grant, http_client, http_server, result_of
+from tests.mcp.support import READ_WRITE_TOOLS, error_of, grant, http_client, http_server, result_of
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -42,7 +42,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
-    """AG-1: loopback only; foreign Origin → 403; wrong or missing bearer → 401 with no detail."""
+    """AG-1: loopback only; foreign Origin → 403; wrong or missing bearer (or the token under
+    another scheme such as Basic) → 401 with no detail; the scheme in any case is accepted."""
     vault.sudo()
     token = grant(vault, "http", "read")
     with http_server(vault, token) as server:
@@ -57,7 +58,9 @@ def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
                 {"Authorization": "Bearer mem_wrong"},
                 {"Authorization": f"Basic {token}"},
                 {"Authorization": f"Bearer {token}x"},
-                {"Authorization": f"bearer {token}"},
+                {"Authorization": f"Basic{token}"},
+                {"Authorization": f"Bearer{token}"},
+                {"Authorization": token},
             ):
                 answer = post(auth)
                 assert answer.status_code == 401, auth
@@ -75,6 +78,9 @@ def test_http_guard_origin_host_and_bearer(vault: Cli) -> None:
                 assert answer.content == b""
             assert post({**good, "Host": f"evil.example:{server.port}"}).status_code == 421
             assert post({**good, "Origin": f"http://127.0.0.1:{server.port}"}).status_code == 200
+            # Authentication schemes are case-insensitive (RFC 9110 §11.1).
+            for scheme in ("bearer", "BEARER", "BeArEr"):
+                assert post({"Authorization": f"{scheme} {token}"}).status_code == 200, scheme
             ok = post(good)
             assert ok.status_code == 200
             assert ok.json()["result"]["serverInfo"]["name"] == "memories"
@@ -94,7 +100,7 @@ def test_http_round_trip_and_revocation(vault: Cli) -> None:
 
         async def scenario() -> None:
             async with http_client(server.url, token) as client:
-                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                assert {t.name for t in (await client.list_tools()).tools} == READ_WRITE_TOOLS
                 a = result_of(await client.call_tool("memory_write", {"title": "Coffee", "body": "Espresso, no sugar"}))
                 b = result_of(await client.call_tool("memory_write", {"title": "Mornings", "body": "Starts at 7"}))
                 hits = result_of(await client.call_tool("search", {"query": "espresso"}))

@@ -7,7 +7,7 @@ import asyncio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from tests.helpers import Cli
-from tests.mcp.support import TOOLS, error_of, grant, result_of, stdio_client
+from tests.mcp.support import READ_TOOLS, READ_WRITE_TOOLS, TOOLS, error_of, grant, result_of, stdio_client
 
 
 def test_stdio_tools_round_trip(vault: Cli) -> None:
@@ -19,7 +19,8 @@ def test_stdio_tools_round_trip(vault: Cli) -> None:
         async with stdio_client(vault, token) as client:
             assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
             listed = await client.list_tools()
-            assert {t.name for t in listed.tools} == TOOLS
+            # Only what a read_write grant without transcripts can call (no delete, no recall_turn).
+            assert {t.name for t in listed.tools} == READ_WRITE_TOOLS
             for tool in listed.tools:
                 assert tool.description and len(tool.description) > 40
                 assert tool.input_schema["type"] == "object"
@@ -81,11 +82,14 @@ def test_stdio_legacy_handshake_locked_vault_and_typed_errors(vault: Cli) -> Non
             assert client.server_info is not None and client.server_info.name == "memories"
             assert client.instructions and "not instructions" in client.instructions
             listed = await client.list_tools()
+            # Locked: the grant cannot be read yet, so every tool is listed (each answers `locked`).
             assert {t.name for t in listed.tools} == TOOLS
 
             assert error_of(await client.call_tool("memory_list", {}))["code"] == "locked"
             vault.unlock()
             assert result_of(await client.call_tool("memory_list", {}))["total"] == 0
+            # Unlocked: a read grant is shown the read tools only.
+            assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
 
             bad = error_of(await client.call_tool("memory_list", {"limit": "SECRET-VALUE-123"}))
             assert bad["code"] == "invalid_request" and "limit" in bad["message"]
@@ -114,5 +118,36 @@ def test_stdio_survives_an_engine_restart(vault: Cli) -> None:
             listed = result_of(await client.call_tool("memory_list", {}))
             titles = [item["title"] for item in listed["items"]]
             assert titles.count("before restart") == 1 and first["id"]
+
+    asyncio.run(scenario())
+
+
+def test_a_grant_revoked_while_its_call_runs_gets_nothing_more(vault: Cli) -> None:
+    """AG-2 (issue 27): a grant revoked while its MCP call runs: the call's result is delivered
+    only if the engine finished it before the revocation (otherwise `unauthorized`), and every
+    later call, read or write, is refused; the server keeps answering (no hang)."""
+    vault.sudo()
+    token = grant(vault, "running", "read_write")
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token) as client:
+            # A write the engine takes a while over (a few hundred KB of body to index).
+            running = asyncio.create_task(
+                client.call_tool("memory_write", {"title": "in flight", "body": "release notes " * 50_000})
+            )
+            await asyncio.to_thread(vault.ok, "mcp", "revoke", "running")
+            outcome = await running
+            if outcome.is_error:
+                assert error_of(outcome)["code"] == "unauthorized"
+            else:
+                assert result_of(outcome)["id"]
+            for name, arguments in (
+                ("memory_list", {}),
+                ("search", {"query": "release"}),
+                ("memory_write", {"title": "after revoke", "body": "x"}),
+            ):
+                assert error_of(await client.call_tool(name, arguments))["code"] == "unauthorized", name
+        titles = [item["title"] for item in vault.ok("list")["items"]]
+        assert "after revoke" not in titles
 
     asyncio.run(scenario())

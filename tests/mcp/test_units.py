@@ -202,3 +202,84 @@ def test_parsed_grants_are_cached_until_a_grant_record_is_added() -> None:
         g.authenticate(runtime.grants(state), token)
     runtime.clear()  # on lock
     assert runtime.grants(state) is not first
+
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+_MESSAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+        "id": st.one_of(st.integers(), st.text(max_size=6), st.none(), st.booleans(), st.lists(st.integers(), max_size=2)),
+        "method": st.one_of(st.sampled_from(["tools/list", "tools/call", "notifications/x"]), st.integers()),
+        "params": _JSON,
+        "result": _JSON,
+    },
+)
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=60), _JSON.map(json.dumps), _MESSAGE.map(json.dumps), st.lists(_MESSAGE, max_size=3).map(json.dumps)
+    )
+)
+def test_every_line_is_passed_on_or_answered_with_a_jsonrpc_error(line: str | bytes) -> None:
+    """Issue 27: no line makes the screen raise; what it answers is a JSON-RPC error object (or
+    an array of answers) whose code is one the spec names, and no answer quotes the line."""
+    from engine.mcp.jsonrpc import Exchange
+
+    for negotiated in (None, "2025-03-26"):
+        exchange = Exchange()
+        exchange.negotiated = negotiated
+        raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+        messages, answers = exchange.inbound(raw)
+        for answer in answers:
+            decoded = json.loads(answer)
+            for item in decoded if isinstance(decoded, list) else [decoded]:
+                assert item["jsonrpc"] == "2.0" and set(item) == {"jsonrpc", "id", "error"}
+                assert item["error"]["code"] in (-32700, -32600, -32602)
+                assert item["id"] is None or type(item["id"]) in (int, str)
+        if isinstance(line, str) and len(line) >= 12 and answers:
+            assert line not in b"".join(answers).decode()
+        assert len(messages) <= 3
+
+
+def test_replayed_writes_wait_for_a_running_one_and_expire() -> None:
+    """Issue 27: the same key while the first write runs waits for its answer; another grant's
+    key differs; an expired or no-longer-valid answer is written anew."""
+    import threading
+
+    from engine.agents.replay import Replays
+
+    replays = Replays(window_ms=60_000)
+    key = replays.key(b"g1", {"op": "put", "title": "t"})
+    assert key != replays.key(b"g2", {"op": "put", "title": "t"})
+    assert key == replays.key(b"g1", {"title": "t", "op": "put"})  # key order does not matter
+    started, release = threading.Event(), threading.Event()
+    writes: list[int] = []
+
+    def slow_write() -> dict[str, object]:
+        writes.append(1)
+        started.set()
+        assert release.wait(30)
+        return {"id": "abc"}
+
+    first: list[dict[str, object]] = []
+    worker = threading.Thread(target=lambda: first.append(replays.run(key, slow_write, lambda _a: True)))
+    worker.start()
+    assert started.wait(30)
+    second: list[dict[str, object]] = []
+    retry = threading.Thread(target=lambda: second.append(replays.run(key, slow_write, lambda _a: True)))
+    retry.start()
+    release.set()
+    worker.join(30)
+    retry.join(30)
+    assert writes == [1] and first == [{"id": "abc"}] and second == [{"id": "abc", "replayed": True}]
+    # The item is gone: the write runs again.
+    assert replays.run(key, lambda: {"id": "def"}, lambda _a: False) == {"id": "def"}
+    expired = Replays(window_ms=-1)
+    expired.run(key, lambda: {"id": "x"}, lambda _a: True)
+    assert expired.run(key, lambda: {"id": "y"}, lambda _a: True) == {"id": "y"}

@@ -13,7 +13,15 @@ from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.handlers.vaults import vault_for
-from engine.service.projections import asset_summary, content_view, newest_head, revision_ref, visible_body
+from engine.service.projections import (
+    asset_summary,
+    content_view,
+    newest_head,
+    revision_ref,
+    summary_masker,
+    visible_body,
+    visible_summary,
+)
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
@@ -268,8 +276,9 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
     entry = state.index.resolve(request.id)
     revisions = []
     noted: dict[bytes, int] = {}  # revision -> how many annotations its summary holds (AG-7)
+    masked = summary_masker(service, state, entry.asset_id)  # protected values looked up once
     for rev in state.index.history(entry):
-        summary = service.vault.summary_of(state, rev)
+        summary = masked(service.vault.summary_of(state, rev))
         row = {
             **revision_ref(rev),
             "parents": [p.hex() for p in rev.parents],
@@ -297,7 +306,7 @@ def history(service: Service, request: rq.History, caller: Caller) -> dict[str, 
 
 
 def _projection(service: Service, state: Unlocked, rev: Revision) -> list[str]:
-    summary = service.vault.summary_of(state, rev)
+    summary = visible_summary(service, state, rev)
     secret = rev.kind in SECRET_BODY_KINDS
     body = "" if rev.tombstone or secret else visible_body(service, state, rev)
     return text_projection({k: v for k, v in summary.items() if k in ("title", "tags", "meta")}, body, rev.tombstone)

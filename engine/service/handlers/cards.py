@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,14 +27,14 @@ from engine.cards.links import LINK_RECORD, PPM, Link, LinkIndex, add_record, no
 from engine.cards.otp import MAX_COUNTER, hotp, totp
 from engine.cards.protected import CREDENTIAL_TYPE, build_protected, otp_from_secret
 from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, LOGIN_KIND, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
-from engine.cards.secret_map import check_label, redact, replace_exact
+from engine.cards.secret_map import check_label, protect_fields, redact, redact_fields
 from engine.crypto.canonical import decode_canonical
 from engine.errors import MemoriesError
 from engine.service import requests_cards as crq
 from engine.service.caller import Caller
 from engine.service.handlers import assets
 from engine.service.handlers.assets import make_summary, new_revision, secret_map_of, visible_entry, write_one
-from engine.service.projections import BODY_REDACTORS, asset_summary, content_view, visible_body
+from engine.service.projections import BODY_REDACTORS, SUMMARY_REDACTORS, asset_summary, content_view, visible_body
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.vault.core import Unlocked, VaultCore
@@ -576,9 +577,15 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
     secrets = secret_map_of(service.vault, state, entry.asset_id)
     if label in secrets:
         raise MemoriesError("invalid_input", "That label is already used in this item's secret map.")
-    body, count = replace_exact(service.vault.body_of(state, head), request.value, label)
+    # Issue 27: every text field, not only the body (a value left in the title is found by
+    # search and shown to agents). Checked on what clients see of the head.
+    old, body, fields = protect_fields(old, visible_body(service, state, head), request.value, label)
+    count = sum(fields.values())
     if count == 0:
-        raise MemoriesError("invalid_input", "The value does not occur in the current body; nothing was changed.")
+        raise MemoriesError(
+            "invalid_input",
+            "The value does not occur in this item (title, tags, metadata, annotations or body); nothing was changed.",
+        )
     store = service.require_store()
     cred_seq = store.reserve_content(1)[0]
     cred_rev, cred_rows = prepare_credential(
@@ -613,6 +620,7 @@ def protect_secret(service: Service, request: crq.ProtectSecret, caller: Caller)
         "revision": rev.rev_id.hex(),
         "label": label,
         "replaced": count,
+        "fields": fields,
         "credential": _opaque(state, cred_rev.asset_id),
     }
 
@@ -727,10 +735,34 @@ def _guard_new_revision(
     if not labels and not own:
         return summary, body
     merged = {**own, **labels}  # an existing label is never redirected
-    return {**summary, "secrets": merged}, redact(body, _protected_values(core, state, merged))
+    values = _protected_values(core, state, merged)
+    return {**redact_fields(summary, values), "secrets": merged}, redact(body, values)
+
+
+def _protected_summary_masker(
+    core: VaultCore, state: Unlocked, asset_id: bytes
+) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """Signed summaries are never rewritten: a value protected later is masked in every title,
+    tag, metadata value and annotation shown (issue 27).
+
+    Protection is monotonic (every live revision after a protection carries the map), so an
+    asset whose heads are all live and carry no map was never protected: only its heads are
+    opened then. A deleted one (a tombstone head) is looked at in full.
+    """
+    entry = state.index.assets.get(asset_id)
+    if entry is None or entry.kind == CREDENTIAL_KIND:
+        return None
+    heads = [state.index.revisions[h] for h in entry.heads]
+    if not any(rev.tombstone or core.summary_of(state, rev).get("secrets") for rev in heads):
+        return None
+    values = _protected_values(core, state, secret_map_of(core, state, asset_id))
+    if not values:
+        return None
+    return lambda summary: redact_fields(summary, values)
 
 
 BODY_REDACTORS.append(_redact_protected)
+SUMMARY_REDACTORS.append(_protected_summary_masker)
 
 
 # -- device-only vaults (CD-9) ----------------------------------------------------------------

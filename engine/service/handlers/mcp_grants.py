@@ -11,7 +11,9 @@ agent. The daemon — never the MCP process — decides:
 and only then dispatches the inner request through ``Service.dispatch`` as
 ``Caller(surface="mcp", namespace="mcp:{grant}")`` — a namespace ``sudo`` never elevates.
 After the op ran (outside the service lock, so slow ops do not hold it), the grant is
-checked again: a grant revoked meanwhile gets no result.
+checked again: a grant revoked meanwhile gets no result. Writes are idempotent per grant and
+content within a window (``engine.agents.replay``): a client's retry of a write it cancelled
+gets the first write's answer (``"replayed": true``), not a duplicate.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import weakref
 from typing import Any
 
 from engine.agents import grants as g
+from engine.agents.replay import REPLAYED_OPS, Replays
 from engine.errors import MemoriesError
 from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
@@ -47,6 +50,7 @@ class _McpRuntime:
     def __init__(self) -> None:
         self.last_used: dict[bytes, int] = {}
         self._grants: tuple[object, tuple[int, int, int], list[g.Grant]] | None = None
+        self.replays = Replays()
 
     def grants(self, state: Unlocked) -> list[g.Grant]:
         """``load_grants`` over the state's records, re-parsed only when a grant record was added.
@@ -66,6 +70,7 @@ class _McpRuntime:
     def clear(self) -> None:
         self.last_used.clear()
         self._grants = None
+        self.replays.clear()
 
 
 _RUNTIME: weakref.WeakKeyDictionary[Service, _McpRuntime] = weakref.WeakKeyDictionary()
@@ -181,7 +186,14 @@ def _authenticate(service: Service, state: Unlocked, token: str) -> g.Grant:
 def mcp_whoami(service: Service, request: rq.McpWhoami, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     grant = _authenticate(service, state, request.token)
-    return {"name": grant.name, "scope": grant.scope, "vaults": _vault_names(state, grant.vaults)}
+    return {
+        "name": grant.name,
+        "scope": grant.scope,
+        "vaults": _vault_names(state, grant.vaults),
+        # What the MCP server lists to this agent: only the tools it can call.
+        "capabilities": sorted(g.CAPABILITIES.get(grant.scope, frozenset())),
+        "transcripts": grant.transcripts,
+    }
 
 
 def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None:
@@ -235,7 +247,15 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
     agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
     # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
     # in dispatch, exactly as for every other surface.
-    result = service.dispatch(inner, agent)
+    if op_name in REPLAYED_OPS:
+        replays = _runtime(service).replays
+        result = replays.run(
+            replays.key(grant.grant_id, inner),
+            lambda: service.dispatch(inner, agent),
+            lambda answer: _still_current(service, answer),
+        )
+    else:
+        result = service.dispatch(inner, agent)
     with service.lock:
         state = service.require_unlocked()
         if service.session.generation != generation:
@@ -243,6 +263,20 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         current = _authenticate(service, state, request.token)  # revoked while the op ran: no delivery
         _record_use(service, state, current)
     return {"op": op_name, "result": scrub_result(result)}
+
+
+def _still_current(service: Service, answer: dict[str, Any]) -> bool:
+    """A remembered write is answered again only while its item still exists (not deleted)."""
+    ref = answer.get("id")
+    if not isinstance(ref, str):
+        return True
+    with service.lock:
+        state = service.require_unlocked()
+        try:
+            entry = state.index.resolve(ref)
+        except MemoriesError:
+            return False
+        return not state.index.is_deleted(entry)
 
 
 def _check_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
