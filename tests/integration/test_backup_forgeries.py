@@ -34,7 +34,7 @@ BACKUP_PW = "forgery horse staple 9"
 NEW_PW = "new device password 8"
 Items = list[dict[str, Any]]
 # A cheap but valid Argon2id cost: the forgeries are about what the file says, not the KDF.
-CHEAP = {"opslimit": 1, "memlimit": 8 * 1024 * 1024}
+CHEAP = KdfParams(salt=b"\x07" * SALT_BYTES, opslimit=1, memlimit=8 * 1024 * 1024)
 
 
 class Source:
@@ -75,7 +75,7 @@ def _sealed(
         return sign(key, signed), {"device": bytes(key.verify_key)}
 
     with open(path, "wb") as out:
-        writer = BackupWriter(out, BACKUP_PW, KdfParams(salt=b"\x07" * SALT_BYTES, **CHEAP))
+        writer = BackupWriter(out, BACKUP_PW, CHEAP)
         for item in items:
             writer.add(item)
         writer.finish(lambda signed: (manifest or honest)(signed, key))
