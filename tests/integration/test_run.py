@@ -142,6 +142,20 @@ def test_template_rendered_to_a_private_file_removed_afterwards(run_vault: tuple
     assert not Path(lines[0]).exists() and not Path(lines[0]).parent.exists()
 
 
+def test_template_values_printed_by_the_child_are_masked(run_vault: tuple[Cli, str], tmp_path: Path) -> None:
+    """RN-1: a secret that reaches the child only through the rendered template (no --env) is
+    masked when the child prints it, on stdout and on stderr: the masker is given the
+    template's values too, not only the environment's."""
+    cli, _ = run_vault
+    template = tmp_path / "app.env"
+    template.write_text("DB_PASSWORD={{secret:db_password}}\nAPI={{ secret:api_token }}\n")
+    code = "import sys\nlines = open(sys.argv[1]).read().splitlines()\nprint(lines[0])\nprint(lines[1], file=sys.stderr)\n"
+    proc = cli.run("run", "--template", str(template), "--", sys.executable, "-c", code, "{template}")
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout and proc.stdout == f"DB_PASSWORD={MASKED}\n"
+    assert TOKEN not in proc.stderr and proc.stderr == f"API={MASKED}\n"
+
+
 def test_needs_elevation_and_known_labels(run_vault: tuple[Cli, str], tmp_path: Path) -> None:
     """RN-1, API-8: without sudo (another shell session) or with an unknown label the child never starts."""
     cli, _ = run_vault
