@@ -29,6 +29,15 @@ def test_status_needs_the_token(dashboard: Dashboard) -> None:
         assert body["error"]["code"] == "dashboard_unauthorized"
     code, _, body = dashboard.request("GET", "/api/status", token=None, headers={"Authorization": dashboard.token})
     assert code == 401  # the token alone, without the Bearer scheme
+    # The right token under another scheme (issue 27: a check that ignored the scheme passed every test).
+    for scheme in ("Basic", "Token", "Bearerx", "Digest"):
+        code, _, body = dashboard.request(
+            "GET", "/api/status", token=None, headers={"Authorization": f"{scheme} {dashboard.token}"}
+        )
+        assert code == 401 and body["error"]["code"] == "dashboard_unauthorized", scheme
+    # Schemes are case-insensitive (RFC 9110 11.1): the token under "bearer" is accepted.
+    code, _, _ = dashboard.request("GET", "/api/status", token=None, headers={"Authorization": f"bearer {dashboard.token}"})
+    assert code == 200
     assert dashboard.request("GET", "/api/status")[0] == 200
 
 
