@@ -166,3 +166,12 @@ def test_an_audit_entry_with_a_bad_signature_is_refused(pair: tuple[Device, Devi
     # The same entries with the true signature merge.
     report = merge(b.service.vault, b.state, bundle_for(a, b), peer_device=a.device_pub, actor=b.caller)
     assert report.audits_added == len(audits)
+
+
+def test_an_audit_entry_in_this_devices_name_that_it_never_wrote_is_refused(pair: tuple[Device, Device]) -> None:
+    """AU-1: an entry truly signed by B's own device key that B's log does not hold (B's store was
+    rolled back, or the key leaked) is refused when a peer offers it: B's log is B's own record,
+    never written by a peer. The signature and the device verify, so only this check can refuse."""
+    a, b = pair
+    entry = _audit(b.state.identity.device_key)
+    _refused(b, _chunk(b.state.default_vault, [entry]), peer=a.device_pub, because="this device never wrote it")

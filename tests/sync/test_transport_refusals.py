@@ -183,6 +183,23 @@ def test_a_sealed_message_from_a_third_device_is_refused(trio: tuple[Device, Dev
     assert err.code == "sync_rejected" and "failed authentication" in err.message, err.message
 
 
+def test_a_session_reflected_back_to_its_own_device_is_refused(trio: tuple[Device, Device, Device]) -> None:
+    """API-4: a man in the middle sends A's own hello and auth straight back to A. Every signature
+    verifies (they are A's) and A is authorized, so only the "peer is this very device" check
+    stops A from syncing with itself through the attacker."""
+    a, _, _ = trio
+
+    async def mirror(pipe: _Pipe) -> None:
+        hello = await pipe.recv(30)
+        await pipe.send(hello)
+        auth = await pipe.recv(30)
+        await pipe.send(auth)
+        await pipe.recv(30)
+
+    err = _session(a, mirror)
+    assert err.code == "sync_unauthorized" and "this very device" in err.message, err.message
+
+
 def test_a_session_with_the_true_peer_gets_past_every_check(trio: tuple[Device, Device, Device]) -> None:
     """The scripted peer itself is sound: B's true hello, auth and a sealed inventory from B pass
     every check above, so A's session fails only when the script stops (the peer hangs up)."""
