@@ -134,6 +134,27 @@ def test_a_validly_signed_manifest_that_does_not_match_the_items_is_refused(sour
     _refused(source, path, "the manifest does not match the items")
 
 
+def test_an_item_after_a_valid_manifest_is_refused(source: Source, tmp_path: Path) -> None:
+    """BK-1: the final chunk holds a manifest that verifies for every item before it, then one
+    more item (a revision a reader that stopped at the manifest would silently drop, or a later
+    writer smuggled in): the manifest must be the last item."""
+    path = tmp_path / "after-manifest.backup"
+    key = SigningKey.generate()
+    items = _copy(source.items)
+    with open(path, "wb") as out:
+        writer = BackupWriter(out, BACKUP_PW, CHEAP)
+        for item in items:
+            writer.add(item)
+        # BackupWriter.finish, with one item appended after the manifest before the final flush.
+        body = {"v": 1, "items": len(items), "digest": writer._digest.digest(), "created_ms": 1}
+        signed = domain_bytes(MANIFEST_TAG, 1, body)
+        manifest = {"t": "manifest", "signed": signed, "sig": sign(key, signed), "device": bytes(key.verify_key)}
+        writer._append(msgspec.msgpack.encode(manifest))
+        writer._append(msgspec.msgpack.encode(_revisions(items)[0]))
+        writer._flush(final=True)
+    _refused(source, path, "the manifest is not the last item")
+
+
 # -- revisions and policies ------------------------------------------------------------------------------
 
 
