@@ -32,6 +32,9 @@ from engine.ipc.framing import (
 )
 from tests.ipc.test_ipc_server import raw, recv, running, send_payload
 
+# The largest request id, pinned by value (the largest integer every JSON client represents
+# exactly, 2^53-1): imported from engine.ipc.framing, a changed limit would go unnoticed.
+LARGEST_ID = 2**53 - 1
 LONE_LOW = [b'{"a": "\\udc00"}', b'{"a": "\\uDFFF"}', b'{"a": "x\\ude00y"}', b'{"a": "\\ud83d\\ude00\\ude00"}']
 
 
@@ -121,16 +124,17 @@ def test_a_request_of_exactly_the_server_limit_is_served(tmp_path: Path) -> None
 def test_the_largest_request_id_round_trips_and_the_client_wraps_after_it(tmp_path: Path) -> None:
     """API-2: id 2^53-1 is answered with that id; one more is invalid_request; the client's id
     counter wraps from 2^53-1 to 1 instead of sending an id the engine must refuse."""
+    assert MAX_REQUEST_ID == LARGEST_ID
     path = tmp_path / "run" / "engine.sock"
     with running(path, frame_read_timeout=5.0, idle_timeout=10.0):
         with raw(path) as s:
-            s.sendall(encode_frame(make_request(MAX_REQUEST_ID, {"op": "echo", "value": 1})))
-            assert recv(s)["id"] == MAX_REQUEST_ID
-            s.sendall(encode_frame(make_request(MAX_REQUEST_ID + 1, {"op": "echo", "value": 1})))
+            s.sendall(encode_frame(make_request(LARGEST_ID, {"op": "echo", "value": 1})))
+            assert recv(s)["id"] == LARGEST_ID
+            s.sendall(encode_frame(make_request(LARGEST_ID + 1, {"op": "echo", "value": 1})))
             resp = recv(s)
             assert resp["id"] is None and resp["error"]["code"] == "invalid_request"
         with IpcClient(path, timeout=5) as client:
-            client._next_id = MAX_REQUEST_ID - 1
+            client._next_id = LARGEST_ID - 1
             for value in range(4):  # ids 2^53-2, 2^53-1, 1, 2
                 assert client.request({"op": "echo", "value": value})["echo"] == value
             assert client._take_id() == 3

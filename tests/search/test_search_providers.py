@@ -8,9 +8,13 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.config import Paths
+from engine.errors import MemoriesError
+from engine.ipc.client import IpcClient
 from engine.search.vectors import MIN_SIMILARITY
 from tests.helpers import Cli
 from tests.search.conftest import Engine
@@ -269,6 +273,44 @@ def test_lock_between_retrieval_and_delivery_drops_the_answer(rag: Engine, fake:
     error = json.loads(out)["error"]
     assert error["code"] == "locked"
     assert "Black" not in out
+
+
+def test_a_grant_revoked_while_its_ask_runs_gets_no_answer(rag: Engine, fake: FakeOpenAI) -> None:
+    """AG-2, RAG-1 (issue 27): an agent's `ask` is held at the model; meanwhile the user revokes the
+    agent's grant. When the model answers, the engine checks the grant again and delivers nothing:
+    the agent gets `unauthorized`, never the answer."""
+    cli = rag.cli
+    cli.sudo()
+    name = f"revoked-mid-ask-{len(fake.requests)}"
+    token = cli.ok("mcp", "grant", "--name", name, "--scope", "read")["token"]
+    fake.answers = ["Black, no sugar [S1]."]
+    fake.hold_chat = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def agent() -> None:
+        call = {
+            "op": "mcp_call",
+            "token": token,
+            "request": {"op": "ask", "query": "how does Ana take her coffee?", "mode": "lexical"},
+        }
+        with IpcClient(Paths(cli.home).socket) as client:
+            try:
+                outcome["result"] = client.request(call, timeout=120)
+            except MemoriesError as exc:
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    try:
+        assert fake.chat_arrived.wait(60), "the model was never called"
+        cli.sudo()
+        cli.ok("mcp", "revoke", name)
+    finally:
+        fake.hold_chat.set()
+        thread.join(120)
+    assert "result" not in outcome, outcome
+    assert outcome["error"].code == "unauthorized"
+    assert "Black" not in str(outcome["error"])
 
 
 def test_source_edited_during_inference_drops_the_answer(rag: Engine, fake: FakeOpenAI) -> None:

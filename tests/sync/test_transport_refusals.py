@@ -1,0 +1,253 @@
+"""Each refusal of the sync handshake and channel (engine/sync/transport.py) proved by its own check
+(SY-4, API-4, ID-2).
+
+Issue 27, "Tests that notice a removed check". A lying peer's hello, auth and sealed frames
+cannot be made by an honest engine, so these tests drive the real :func:`run_session` of
+device A (its real :class:`LocalSide`, built by the sync handler from a real unlocked Service)
+against a scripted peer over an in-memory channel; the peer's frames are made with the real
+protocol pieces and real keys of the devices it impersonates. Each test asserts the sentence
+of the check that refused, since several share ``sync_unauthorized``. The revoked listener is
+tested with real daemons and a real `memories serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nacl.public import PrivateKey
+from nacl.signing import SigningKey
+
+from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_bytes
+from engine.crypto.envelope import seal_envelope
+from engine.crypto.keys import CERT_TAG, certificate_body, sign
+from engine.errors import MemoriesError
+from engine.service.handlers import sync as sync_handlers
+from engine.sync.transport import PROTOCOL, PURPOSE, Limits, _transcript, run_session
+from tests.helpers import PASSWORD, Cli
+from tests.sync.merge_support import Device, first_device, join
+from tests.sync.support import C_PASSWORD, Listener, add_device, device_id, free_port, make_pair, sync, sync_err, token_for
+
+LIMITS = Limits(message_seconds=30.0, session_seconds=60.0)
+
+
+class _Pipe:
+    """One end of an in-memory, message-preserving channel (the :class:`Channel` protocol)."""
+
+    def __init__(self, inbox: asyncio.Queue[bytes | None], outbox: asyncio.Queue[bytes | None]) -> None:
+        self.inbox, self.outbox = inbox, outbox
+        self.sent_bytes = 0
+        self.received_bytes = 0
+
+    async def send(self, data: bytes) -> None:
+        self.sent_bytes += len(data)
+        await self.outbox.put(data)
+
+    async def recv(self, timeout: float) -> bytes:
+        try:
+            data = await asyncio.wait_for(self.inbox.get(), timeout)
+        except TimeoutError:
+            raise MemoriesError("sync_timeout", "nothing came") from None
+        if data is None:
+            raise MemoriesError("sync_unreachable", "The peer closed the connection before the sync finished.")
+        self.received_bytes += len(data)
+        return data
+
+    async def close(self) -> None:
+        await self.outbox.put(None)
+
+
+Script = Callable[[_Pipe], Awaitable[None]]
+
+
+def _session(device: Device, script: Script, *, initiator: bool = False) -> MemoriesError:
+    """Run A's real session against ``script``; A's typed error (the test fails if A succeeds)."""
+    if not hasattr(device.service, "sync_manager"):
+        sync_handlers.install(device.service)
+    local = sync_handlers._local_side(device.service, device.caller)
+
+    async def both() -> MemoriesError:
+        one: asyncio.Queue[bytes | None] = asyncio.Queue()
+        two: asyncio.Queue[bytes | None] = asyncio.Queue()
+        peer = asyncio.ensure_future(script(_Pipe(two, one)))
+        try:
+            await run_session(_Pipe(one, two), local, initiator=initiator, limits=LIMITS)
+        except MemoriesError as exc:
+            return exc
+        finally:
+            peer.cancel()
+            await asyncio.gather(peer, return_exceptions=True)
+        raise AssertionError("A's session succeeded against a lying peer")
+
+    return asyncio.run(both())
+
+
+def _hello(device: bytes, cert: dict[str, Any], cert_sig: bytes, nonce: bytes | None = None) -> dict[str, Any]:
+    return {"t": "hello", "v": PROTOCOL, "device": device, "cert": cert, "cert_sig": cert_sig, "nonce": nonce or os.urandom(32)}
+
+
+def _own_hello(device: Device) -> dict[str, Any]:
+    identity = device.state.identity
+    return _hello(identity.device_pub, identity.certificate, identity.certificate_sig)
+
+
+async def _expect(pipe: _Pipe, kind: str) -> dict[str, Any]:
+    obj = decode_canonical(await pipe.recv(30))
+    assert isinstance(obj, dict) and obj.get("t") == kind, obj
+    return obj
+
+
+@pytest.fixture
+def trio(tmp_path: Path) -> tuple[Device, Device, Device]:
+    a = first_device(tmp_path / "a")
+    return a, join(a, tmp_path / "b", "b"), join(a, tmp_path / "c", "c")
+
+
+def test_a_hello_whose_certificate_names_another_device_is_refused(trio: tuple[Device, Device, Device]) -> None:
+    """ID-2/API-4: C presents B's real certificate (valid user signature) beside its own device key
+    and signs the transcript with its own key: refused because the certificate names another device."""
+    a, b, c = trio
+    cert = b.state.identity
+
+    async def liar(pipe: _Pipe) -> None:
+        mine = _hello(c.device_pub, cert.certificate, cert.certificate_sig)
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(c.state.identity.device_key, _transcript(mine, theirs))}))
+        await pipe.recv(30)
+
+    err = _session(a, liar)
+    assert err.code == "sync_unauthorized" and "does not name its device" in err.message, err.message
+
+
+def test_a_hello_with_a_forged_certificate_signature_is_refused(trio: tuple[Device, Device, Device]) -> None:
+    """ID-2/API-4: a new device key with a certificate naming A's user but signed by the device key
+    itself (not the user key): refused because the certificate is not signed by its user."""
+    a, _, _ = trio
+    key, exchange = SigningKey.generate(), PrivateKey.generate()
+    device = bytes(key.verify_key)
+    cert = certificate_body(a.state.identity.user_pub, device, bytes(exchange.public_key), 1_700_000_000_000)
+    forged = sign(key, domain_bytes(CERT_TAG, 1, cert))
+
+    async def liar(pipe: _Pipe) -> None:
+        mine = _hello(device, cert, forged)
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(key, _transcript(mine, theirs))}))
+        await pipe.recv(30)
+
+    err = _session(a, liar)
+    assert err.code == "sync_unauthorized" and "not signed by its user" in err.message, err.message
+
+
+def test_a_transcript_signature_from_another_session_proves_nothing(trio: tuple[Device, Device, Device]) -> None:
+    """API-4: an eavesdropper replays B's public hello and B's real auth signature of an earlier
+    session (other nonces): it proves nothing about this session, and A refuses before sealing
+    anything to B's key."""
+    a, b, _ = trio
+    old = _transcript(_own_hello(a), _own_hello(b))  # a session B really ran, with its own nonces
+    captured = sign(b.state.identity.device_key, old)
+
+    async def replay(pipe: _Pipe) -> None:
+        await pipe.send(canonical_bytes(_own_hello(b)))
+        await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": captured}))
+        await pipe.recv(30)
+
+    err = _session(a, replay)
+    assert err.code == "sync_unauthorized" and "did not prove it holds its device key" in err.message, err.message
+
+
+def test_a_sealed_message_from_a_third_device_is_refused(trio: tuple[Device, Device, Device]) -> None:
+    """ID-2: in A's session with B, an inventory sealed to A by C (another authorized device of the
+    same user, so the envelope's own signature verifies) is refused: only B may speak in it."""
+    a, b, c = trio
+    exchange = bytes(a.state.identity.exchange_key.public_key)
+
+    async def b_then_c(pipe: _Pipe) -> None:
+        mine = _own_hello(b)
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(b.state.identity.device_key, _transcript(mine, theirs))}))
+        await _expect(pipe, "auth")
+        await pipe.recv(30)  # A's sealed inventory
+        frame = canonical_bytes({"t": "inv", "vaults": []}) + b"\n"
+        await pipe.send(seal_envelope(c.state.identity.device_key, exchange, frame, purpose=PURPOSE))
+        await pipe.recv(30)
+
+    err = _session(a, b_then_c)
+    assert err.code == "sync_rejected" and "failed authentication" in err.message, err.message
+
+
+def test_a_session_reflected_back_to_its_own_device_is_refused(trio: tuple[Device, Device, Device]) -> None:
+    """API-4: a man in the middle sends A's own hello and auth straight back to A. Every signature
+    verifies (they are A's) and A is authorized, so only the "peer is this very device" check
+    stops A from syncing with itself through the attacker."""
+    a, _, _ = trio
+
+    async def mirror(pipe: _Pipe) -> None:
+        hello = await pipe.recv(30)
+        await pipe.send(hello)
+        auth = await pipe.recv(30)
+        await pipe.send(auth)
+        await pipe.recv(30)
+
+    err = _session(a, mirror)
+    assert err.code == "sync_unauthorized" and "this very device" in err.message, err.message
+
+
+def test_a_session_with_the_true_peer_gets_past_every_check(trio: tuple[Device, Device, Device]) -> None:
+    """The scripted peer itself is sound: B's true hello, auth and a sealed inventory from B pass
+    every check above, so A's session fails only when the script stops (the peer hangs up)."""
+    a, b, _ = trio
+    exchange = bytes(a.state.identity.exchange_key.public_key)
+
+    async def honest(pipe: _Pipe) -> None:
+        mine = _own_hello(b)
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(b.state.identity.device_key, _transcript(mine, theirs))}))
+        await _expect(pipe, "auth")
+        await pipe.recv(30)
+        frame = canonical_bytes({"t": "inv", "vaults": []}) + b"\n"
+        await pipe.send(seal_envelope(b.state.identity.device_key, exchange, frame, purpose=PURPOSE))
+        await pipe.close()
+
+    err = _session(a, honest)
+    assert err.code == "sync_unreachable", err.message
+
+
+# -- real daemons: the initiator checks the listener ---------------------------------------------------
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Any:
+    a, b = make_pair(tmp_path)
+    c = Cli(home=tmp_path / "c")
+    add_device(a, c, "third", C_PASSWORD)
+    yield a, b, c
+    for cli in (a, b, c):
+        cli.stop()
+
+
+def test_an_initiator_refuses_a_listener_its_policy_revoked(three: tuple[Cli, Cli, Cli]) -> None:
+    """SY-2/API-4: C serves with a token for B; A revokes C and B hears of it; B then connects to
+    C's listener (C, not having heard, accepts B's token): B itself refuses the revoked listener
+    in the handshake, sync_unauthorized, and nothing of C's reaches B."""
+    a, b, c = three
+    c.put("written on the revoked device", "c")
+    token = token_for(c, b, C_PASSWORD)
+    a.sudo(PASSWORD)
+    a.ok("device", "revoke", "third")
+    with Listener(a, free_port()).start() as on_a:
+        assert sync(b, on_a.url, token_for(a, b))["synced"] is True
+    assert next(d for d in b.ok("devices")["devices"] if d["device_id"] == device_id(c))["revoked"] is True
+    with Listener(c, free_port()).start() as on_c:
+        error = sync_err(b, on_c.url, token)
+    assert error["code"] == "sync_unauthorized", error
+    assert "not authorized by this vault's current policy" in error["message"], error
+    assert "written on the revoked device" not in {row["title"] for row in b.ok("list", "--all")["items"]}
