@@ -299,7 +299,7 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
     try:
         digest = upload.complete()  # every chunk stored, or the pipeline's first error
         if digest != request.sha256:
-            raise MemoriesError("invalid_input", "The file changed while it was read; nothing was saved.")
+            raise MemoriesError("file_changed", "The file changed while it was read; nothing was saved.")
         text = text_of_sample(bytes(upload.sample))
         info = {"size": upload.size, "sha256": digest, "text": text is not None, "name": pending.name}
         summary = make_summary(pending.title, pending.tags, {}, file=info)
