@@ -13,6 +13,7 @@ from typing import Any
 from engine.crypto.aead import NONCE_BYTES, TAG_BYTES
 from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, open_chunk_into, seal_chunk_buffer
 from engine.errors import MemoriesError
+from engine.files.space import check_room_for_batch
 from engine.store.database import StoreFile
 from engine.vault.core import Unlocked, VaultKeys
 from engine.vault.revision import Revision, build_streamed_revision, chunk_count
@@ -150,6 +151,7 @@ class FileUpload:
         try:
             rows = sealing.result()
             if rows and not self._stopped and self._failure is None:
+                check_room_for_batch(self.store, sum(len(sealed) for _, sealed in rows))
                 self.store.write_content(rows)
         except MemoriesError as exc:
             self._fail(exc)

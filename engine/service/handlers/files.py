@@ -27,7 +27,8 @@ from typing import Any
 
 from engine.crypto.chunks import CHUNK_BYTES
 from engine.errors import MemoriesError
-from engine.files import FILE_KIND, FileUpload, file_info, open_file_chunk, open_file_chunks, text_of_sample
+from engine.files import FILE_KIND, MAX_FILE_BYTES, FileUpload, file_info, open_file_chunk, open_file_chunks, text_of_sample
+from engine.files.space import check_room_for_upload
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import SECRET_BODY_KINDS, make_summary, visible_entry, write_one
@@ -171,6 +172,7 @@ SWEEP_DELAY_SECONDS = 3.0
 def _sweep(service: Service) -> None:
     """Remove chunks of uploads a crash cut short (referenced by no revision), bounded."""
     store = service.vault.require_store()
+    store.keep_reserve()  # used on a full disk since; made again once there is room (FI-2)
     try:
         orphans = store.orphan_content(SWEEP_ROWS)
         if orphans:
@@ -247,7 +249,9 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
         vault = service.vault.writable_vault(state, asset_id, vault_for(state, request.vault))
         title = request.title if request.title is not None else (request.name or "file")
     with transfers.lock:
-        transfers.room()
+        transfers.room()  # first: an ended upload's chunks may be removed now, making room
+        if 0 <= request.size <= MAX_FILE_BYTES:  # else FileUpload refuses the size itself
+            check_room_for_upload(service.vault.require_store(), request.size)
         upload = FileUpload(
             store=service.vault.require_store(),
             vault=vault,
@@ -312,6 +316,7 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
         raise
     with transfers.lock:
         transfers.uploads.pop(request.upload, None)
+    upload.store.keep_reserve()  # if a full disk used it since, now that there was room again (FI-2)
     return {**result, "size": upload.size, "sha256": digest, "title": pending.title}
 
 
