@@ -33,8 +33,10 @@ def _room(store: StoreFile) -> tuple[int, int]:
 
 
 def upload_need(size: int) -> int:
-    """Bytes an upload of ``size`` takes at its peak: the sealed chunks in the store, as much again
-    in the write-ahead log (bounded, see StoreFile._bound_log), and ``FLOOR`` left over."""
+    """Bytes an upload of ``size`` takes, about: the sealed chunks in the store, as much again in
+    the write-ahead log up to its usual size after a checkpoint (``JOURNAL_SIZE_LIMIT``), and
+    ``FLOOR`` left over. An estimate: the log may grow further while checkpoints lag behind,
+    and then the check before each batch stops the upload in time."""
     sealed = size + chunk_count(size) * (NONCE_BYTES + TAG_BYTES)
     return sealed + min(sealed, JOURNAL_SIZE_LIMIT) + FLOOR
 

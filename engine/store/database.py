@@ -507,7 +507,6 @@ class StoreFile:
         """
         with self._db_lock:
             self._key()
-            self._bound_log()
             try:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 try:
@@ -523,25 +522,6 @@ class StoreFile:
             with self._content_lock:
                 if top > self._cursor.last_content_seq:
                     self._cursor.last_content_seq = top
-
-    def _bound_log(self) -> None:
-        """Keep a long upload's write-ahead log near ``JOURNAL_SIZE_LIMIT`` (FI-2).
-
-        The background checkpoints are PASSIVE and always a batch behind the writer, so the log
-        is never found fully copied and is never rewound: it grew as large as the upload and a
-        file needed twice its size on disk. Once the log passes the limit, one RESTART
-        checkpoint here copies the little that is left, and the next write starts the log
-        again from its beginning (and cuts the file to the limit).
-        """
-        try:
-            size = os.stat(f"{self.path}-wal").st_size
-        except OSError:
-            return
-        if size > JOURNAL_SIZE_LIMIT:
-            try:
-                self.conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-            except sqlite3.Error as exc:  # a full disk or a lock: the write below reports its own error
-                log.warning("a restarting WAL checkpoint failed type=%s", type(exc).__name__)
 
     def orphan_content(self, limit: int) -> list[int]:
         """Up to ``limit`` content rows that no record read by the last :meth:`load` names
