@@ -1,4 +1,4 @@
-"""file add|get|list|history|exec: files in the vault, streamed in 256 KiB chunks (FI-1, JB-4)."""
+"""file add|edit|get|list|history|exec: files in the vault, streamed in 256 KiB chunks (FI-1, JB-4)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,30 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
     a.add_argument("--vault", help="the vault to add it to (default: the default vault)")
     a.add_argument("--update", metavar="ID", help="save PATH as a new revision of this file instead of a new file")
+    a.add_argument(
+        "--searchable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let `memories search` find words in the file's text (its first 64 KiB); off by default: "
+        "a file is found by its title and tags only. --update keeps the file's setting unless given",
+    )
     a.set_defaults(func=cmd_add)
+
+    e = fsub.add_parser(
+        "edit",
+        parents=[common],
+        help="change a file's title, tags or whether its text is searched (the bytes stay)",
+    )
+    e.add_argument("id", metavar="ID", help="the file's ID or short ID")
+    e.add_argument("--title", help="its new title")
+    e.add_argument("--tag", action="append", help="set the tags to exactly these (repeatable)")
+    e.add_argument(
+        "--searchable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whether `memories search` finds words in the file's text (its first 64 KiB)",
+    )
+    e.set_defaults(func=cmd_edit)
 
     g = fsub.add_parser("get", parents=[common], help="decrypt a file from the vault")
     g.add_argument("id", metavar="ID", help="the file's ID or short ID")
@@ -226,6 +249,8 @@ def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
             begin["vault"] = args.vault
         if args.update is not None:
             begin["id"] = args.update
+        if args.searchable is not None:
+            begin["searchable"] = args.searchable
         result = upload(ctx, source, info.st_size, begin, unchanged)
     shown = str(result.get("title", title or ""))
     ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({_size(result['size'])})")
@@ -352,8 +377,29 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     if args.tag is not None:
         body["tag"] = args.tag
     result = ctx.request(body)
-    lines = [f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {one_line(i['title'])}" for i in result["items"]]
+    # A column says which files search finds by their text too (issue 27); the rest only by title and tags.
+    lines = [
+        f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {'searchable' if i.get('searchable') else '':10}  "
+        f"{one_line(i['title'])}"
+        for i in result["items"]
+    ]
     ctx.emit(result, "\n".join(lines) if lines else "no files")
+    return 0
+
+
+def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "file_edit", "id": args.id}
+    if args.title is not None:
+        body["title"] = args.title
+    if args.tag is not None:
+        body["tags"] = args.tag
+    if args.searchable is not None:
+        body["searchable"] = args.searchable
+    if len(body) == 2:
+        raise UsageError("name what to change: --title, --tag or --searchable/--no-searchable")
+    result = ctx.request(body)
+    how = "its text is searched" if result["searchable"] else "found by its title and tags only"
+    ctx.emit(result, f"{result['short_id']}  {one_line(str(result['title']))}  ({how})")
     return 0
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "TEXT_SAMPLE_BYTES",
     "FileUpload",
     "file_info",
+    "is_searchable",
     "open_file_chunk",
     "open_file_chunks",
     "text_of_sample",
@@ -223,6 +224,13 @@ class FileUpload:
 def file_info(summary: dict[str, Any]) -> dict[str, Any]:
     info = summary.get("file")
     return dict(info) if isinstance(info, dict) else {}
+
+
+def is_searchable(summary: dict[str, Any]) -> bool:
+    """Whether search may index the file's text (issue 27). Files stay out of the index but for
+    their title and tags unless the user asked for this file; a file saved before the setting
+    existed (no ``searchable`` in its signed summary) is not searched."""
+    return file_info(summary).get("searchable") is True
 
 
 def open_file_chunk(rev: Revision, epoch_key: bytes, store: StoreFile, index: int) -> bytes:
