@@ -549,7 +549,7 @@ class StoreFile:
         every row that existed, so a sweep never touches a live upload.
         """
         if not self.discard_content(seqs):
-            raise MemoriesError("disk_full", "Orphaned file chunks could not be removed yet; the disk is full.")
+            raise MemoriesError("io_error", "Orphaned file chunks could not be removed yet; the next unlock tries again.")
 
     def discard_content(self, seqs: Sequence[int]) -> bool:
         """Remove content rows no committed revision references (an abandoned upload), also on a
