@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "io_error": "A file could not be read or written.",
     "internal": "The engine hit an unexpected error; nothing was changed.",
     "disk_full": "The disk is full; nothing was changed. Free some space and try again.",
+    "file_changed": "The file changed while it was read; nothing was saved. Add it again once nothing writes to it.",
     "committed_with_errors": "The change was saved, but a follow-up step failed; do not repeat it.",
     "index_update_failed": "The change was saved, but updating an in-memory index failed; it is rebuilt at the next unlock.",
     # -- remote sessions, tickets and proxies (SPEC §9) --

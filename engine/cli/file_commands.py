@@ -1,4 +1,4 @@
-"""file add|get|list|history|exec: files in the vault, streamed in 256 KiB chunks (FI-1, JB-4)."""
+"""file add|edit|get|list|history|exec: files in the vault, streamed in 256 KiB chunks (FI-1, JB-4)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -39,7 +39,30 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
     a.add_argument("--vault", help="the vault to add it to (default: the default vault)")
     a.add_argument("--update", metavar="ID", help="save PATH as a new revision of this file instead of a new file")
+    a.add_argument(
+        "--searchable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let `memories search` find words in the file's text (its first 64 KiB); off by default: "
+        "a file is found by its title and tags only. --update keeps the file's setting unless given",
+    )
     a.set_defaults(func=cmd_add)
+
+    e = fsub.add_parser(
+        "edit",
+        parents=[common],
+        help="change a file's title, tags or whether its text is searched (the bytes stay)",
+    )
+    e.add_argument("id", metavar="ID", help="the file's ID or short ID")
+    e.add_argument("--title", help="its new title")
+    e.add_argument("--tag", action="append", help="set the tags to exactly these (repeatable)")
+    e.add_argument(
+        "--searchable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whether `memories search` finds words in the file's text (its first 64 KiB)",
+    )
+    e.set_defaults(func=cmd_edit)
 
     g = fsub.add_parser("get", parents=[common], help="decrypt a file from the vault")
     g.add_argument("id", metavar="ID", help="the file's ID or short ID")
@@ -88,8 +111,14 @@ class _Progress:
 
 
 # -- upload ----------------------------------------------------------------------------------
-def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> dict[str, Any]:
-    """Send ``size`` bytes of ``source`` as a file revision; memory stays a few chunks."""
+def upload(
+    ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any], unchanged: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Send ``size`` bytes of ``source`` as a file revision; memory stays a few chunks.
+
+    ``unchanged`` runs once every byte was read, before the engine is asked to commit: it
+    raises if the source changed meanwhile (FI-2), and the upload is aborted.
+    """
     started = ctx.request({"op": "file_begin", "size": size, **begin})
     handle = started["upload"]
     # An engine that takes chunks as the frame's binary part says how many per request.
@@ -119,7 +148,7 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
             if not sizes:
                 break
             if sent + len(block) > size:
-                raise MemoriesError("invalid_input", "The file grew while it was read; nothing was saved.")
+                raise MemoriesError("file_changed", "The file grew while it was read; nothing was saved.")
             chunk: dict[str, Any] = {"op": "file_chunk", "upload": handle, "index": index}
             if binary:  # the block itself is the frame's binary part: no copy, no base64
                 chunk.update(sizes=sizes, payload=block)
@@ -134,7 +163,9 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
             if len(block) < CHUNK_BYTES * per:
                 break
         if sent != size:
-            raise MemoriesError("invalid_input", "The file shrank while it was read; nothing was saved.")
+            raise MemoriesError("file_changed", "The file shrank while it was read; nothing was saved.")
+        if unchanged is not None:
+            unchanged()
         result = ctx.request({"op": "file_commit", "upload": handle, "sha256": hasher.hexdigest()}, timeout=_REQUEST_TIMEOUT)
     except BaseException:
         with contextlib.suppress(MemoriesError, OSError):
@@ -146,20 +177,70 @@ def upload(ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any]) -> 
     return result
 
 
-def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
-    path = Path(args.path)
+# What identifies a file's content without reading it (FI-2): a rewrite in place changes the
+# times even when the size stays; a replacement (an editor's save-by-rename) changes the inode.
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+_NOT_REGULAR = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _refuse_unless_regular(mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise MemoriesError("invalid_input", "That is a directory; add files one by one.")
+    if not stat.S_ISREG(mode):
+        what = _NOT_REGULAR.get(stat.S_IFMT(mode), "not a regular file")
+        raise MemoriesError("invalid_input", f"That is {what}; only a regular file can be added.")
+
+
+def _open_regular(path: Path) -> tuple[BinaryIO, os.stat_result]:
+    """``path`` opened for reading, and its status, if it is a regular file.
+
+    A FIFO, socket or device is refused before it is opened: opening a FIFO for reading waits
+    for a writer, and a device may never end. ``O_NONBLOCK`` keeps the open itself from
+    waiting should the path be swapped for a FIFO between the check and the open.
+    """
     try:
-        source = open(path, "rb")  # noqa: SIM115 - closed below
+        _refuse_unless_regular(os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise MemoriesError("not_found", "That file does not exist.") from None
-    except IsADirectoryError:
-        raise MemoriesError("invalid_input", "That is a directory; add files one by one.") from None
     except OSError as exc:
         raise MemoriesError("io_error", f"The file could not be read ({exc.strerror}).") from None
+    try:
+        info = os.fstat(fd)
+        _refuse_unless_regular(info.st_mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    source, info = _open_regular(path)
+
+    def unchanged() -> None:
+        """FI-2: the file read is the file as it was opened, and still the one at ``path``."""
+        try:
+            now = [_identity(os.fstat(source.fileno())), _identity(os.stat(path))]
+        except OSError:
+            now = []
+        if now != [_identity(info)] * 2:
+            raise MemoriesError(
+                "file_changed",
+                "The file changed while it was read (its size, times or inode differ); nothing was saved. "
+                "Add it again once nothing writes to it.",
+            )
+
     with source:
-        info = os.fstat(source.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise MemoriesError("invalid_input", "Only a regular file can be added.")
         begin: dict[str, Any] = {"tags": args.tag, "name": path.name[:255]}
         # A new file is titled by its name; --update without --title keeps the current title.
         title = args.title if args.title is not None else (None if args.update is not None else path.name)
@@ -169,7 +250,9 @@ def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
             begin["vault"] = args.vault
         if args.update is not None:
             begin["id"] = args.update
-        result = upload(ctx, source, info.st_size, begin)
+        if args.searchable is not None:
+            begin["searchable"] = args.searchable
+        result = upload(ctx, source, info.st_size, begin, unchanged)
     shown = str(result.get("title", title or ""))
     ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({_size(result['size'])})")
     return 0
@@ -309,8 +392,29 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     if args.tag is not None:
         body["tag"] = args.tag
     result = ctx.request(body)
-    lines = [f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {one_line(i['title'])}" for i in result["items"]]
+    # A column says which files search finds by their text too (issue 27); the rest only by title and tags.
+    lines = [
+        f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {'searchable' if i.get('searchable') else '':10}  "
+        f"{one_line(i['title'])}"
+        for i in result["items"]
+    ]
     ctx.emit(result, "\n".join(lines) if lines else "no files")
+    return 0
+
+
+def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"op": "file_edit", "id": args.id}
+    if args.title is not None:
+        body["title"] = args.title
+    if args.tag is not None:
+        body["tags"] = args.tag
+    if args.searchable is not None:
+        body["searchable"] = args.searchable
+    if len(body) == 2:
+        raise UsageError("name what to change: --title, --tag or --searchable/--no-searchable")
+    result = ctx.request(body)
+    how = "its text is searched" if result["searchable"] else "found by its title and tags only"
+    ctx.emit(result, f"{result['short_id']}  {one_line(str(result['title']))}  ({how})")
     return 0
 
 

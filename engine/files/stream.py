@@ -13,6 +13,7 @@ from typing import Any
 from engine.crypto.aead import NONCE_BYTES, TAG_BYTES
 from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, open_chunk_into, seal_chunk_buffer
 from engine.errors import MemoriesError
+from engine.files.space import check_room_for_batch
 from engine.store.database import StoreFile
 from engine.vault.core import Unlocked, VaultKeys
 from engine.vault.revision import Revision, build_streamed_revision, chunk_count
@@ -23,6 +24,7 @@ __all__ = [
     "TEXT_SAMPLE_BYTES",
     "FileUpload",
     "file_info",
+    "is_searchable",
     "open_file_chunk",
     "open_file_chunks",
     "text_of_sample",
@@ -150,6 +152,7 @@ class FileUpload:
         try:
             rows = sealing.result()
             if rows and not self._stopped and self._failure is None:
+                check_room_for_batch(self.store, sum(len(sealed) for _, sealed in rows))
                 self.store.write_content(rows)
         except MemoriesError as exc:
             self._fail(exc)
@@ -221,6 +224,13 @@ class FileUpload:
 def file_info(summary: dict[str, Any]) -> dict[str, Any]:
     info = summary.get("file")
     return dict(info) if isinstance(info, dict) else {}
+
+
+def is_searchable(summary: dict[str, Any]) -> bool:
+    """Whether search may index the file's text (issue 27). Files stay out of the index but for
+    their title and tags unless the user asked for this file; a file saved before the setting
+    existed (no ``searchable`` in its signed summary) is not searched."""
+    return file_info(summary).get("searchable") is True
 
 
 def open_file_chunk(rev: Revision, epoch_key: bytes, store: StoreFile, index: int) -> bytes:

@@ -9,7 +9,8 @@ __all__ = ["INDEXED_KINDS", "exclusion_reason", "is_private"]
 
 # Memories and ordinary cards. Credentials, files, protected cards and any kind a
 # later feature invents stay out unless added here deliberately.
-# file: title, tags and, for text files, a bounded text sample (engine/files TEXT_SAMPLE_BYTES).
+# file: title and tags; its text (a bounded sample, engine/files TEXT_SAMPLE_BYTES) only for a
+# text file the user made searchable (issue 27).
 INDEXED_KINDS = frozenset({"memory", "knowledge", "brain", "persona", "transcript", "file"})  # transcript: AG-5
 _TRUE = frozenset({"true", "yes", "1"})
 

@@ -19,6 +19,7 @@ __all__ = [
     "FileRead",
     "FileClose",
     "FileList",
+    "FileEdit",
     "RunBoundPrepare",
     "RunBoundFinish",
 ]
@@ -45,6 +46,9 @@ class FileBegin(Request, tag="file_begin"):
     name: FileName = ""
     id: AssetRef | None = None
     vault: VaultRef | None = None
+    # Whether search indexes the file's text (issue 27: off unless asked for, per file); a new
+    # revision (``id``) keeps the file's current setting when this is left out.
+    searchable: bool | None = None
 
 
 class FileChunk(Request, tag="file_chunk"):
@@ -91,6 +95,15 @@ class FileClose(Request, tag="file_close"):
 class FileList(Request, tag="file_list"):
     vault: VaultRef | None = None
     tag: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] | None = None
+
+
+class FileEdit(Request, tag="file_edit"):
+    """A new revision of a file with the same bytes: its title, tags or search setting changed."""
+
+    id: AssetRef
+    title: Title | None = None
+    tags: Tags | None = None
+    searchable: bool | None = None
 
 
 EnvName = Annotated[str, msgspec.Meta(pattern="^[A-Za-z_][A-Za-z0-9_]{0,127}$")]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import MemoriesError
-from engine.files import FILE_KIND, TEXT_SAMPLE_BYTES, open_file_chunk, text_of_sample
+from engine.files import FILE_KIND, TEXT_SAMPLE_BYTES, is_searchable, open_file_chunk, text_of_sample
 from engine.jobs.background import JobContext, JobHandle
 from engine.search.cache import IndexCache
 from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
@@ -209,8 +209,11 @@ class SearchRuntime:
                 index.excluded[entry.asset_id] = cheap
             return None
         head = _newest_live_head(state, entry)
-        cached = self.tokens.get(head.rev_id)
+        file = entry.kind == FILE_KIND
         # SR-6: a stored record carries the revision's own summary and body: no decryption needed.
+        # Not for a file: whether its text may be indexed is in its own summary (issue 27), and a
+        # record stored before that rule may hold text that must not be indexed any more.
+        cached = None if file else self.tokens.get(head.rev_id)
         summary = cached.summary if cached is not None else self.service.vault.summary_of(state, head)
         reason = exclusion_reason(kind=entry.kind, deleted=False, conflict=False, quarantined=False, summary=summary)
         if reason is not None:
@@ -220,18 +223,19 @@ class SearchRuntime:
         if cached is not None:
             return cached.document(entry.asset_id, entry.kind, head.changed_ms)
         # CD-7: a value protected later never reaches the index, even from an old head.
-        file = entry.kind == FILE_KIND
         body = self._file_text(state, head, summary) if file else visible_body(self.service, state, head)
         return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.changed_ms)
 
     def _file_text(self, state: Unlocked, head: Revision, summary: dict[str, Any]) -> str:
-        """A file is found by its title and tags; a text file also by its first TEXT_SAMPLE_BYTES.
+        """A file is found by its title and tags only, unless the user made it searchable (issue 27:
+        files are where `.env` files, keys and exports end up); then a text file also by its first
+        TEXT_SAMPLE_BYTES.
 
         Only the first chunk is opened (one decryption per file, whatever its size); a binary
         file contributes no body text at all.
         """
         info = summary.get("file") or {}
-        if not info.get("text") or not head.body_seqs:
+        if not is_searchable(summary) or not info.get("text") or not head.body_seqs:
             return ""
         vault = state.vaults[bytes(head.body["vault"])]
         chunk = open_file_chunk(head, vault.epoch_keys[int(head.body["epoch"])], self.service.vault.require_store(), 0)

@@ -4,8 +4,8 @@ The password budget (``max_failures_per_minute``) is consumed *before* the KDF r
 attempt reserves a slot under a lock, so concurrent wrong passwords cannot all pass the
 check while the first KDF is still running. A success refunds its slot; a failure keeps it
 for a minute. Slots are written to a small file in the data home (0600, timestamps only,
-replaced atomically) before the KDF starts, so neither a daemon restart nor a crash mid-KDF
-resets the budget.
+overwritten in place so that a full disk cannot stop it) before the KDF starts, so neither a
+daemon restart, a crash mid-KDF nor a full disk resets the budget.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ __all__ = ["Session", "PASSWORD_WINDOW_SECONDS"]
 log = logging.getLogger("memories.engine")
 
 PASSWORD_WINDOW_SECONDS = 60.0
+# The budget file's size (a multiple of it for a very large budget): one filesystem block.
+_SLOTS_FILE_BYTES = 4096
 
 
 @dataclass
@@ -153,26 +155,34 @@ class Session:
             return [time.time()] * self.max_failures_per_minute
 
     def _write_slots(self) -> None:
-        """Replace the file atomically (write a 0600 temp file, fsync, rename). Called under the lock."""
+        """Save the slots without needing new disk space (FI-2): a full disk must not reset the budget.
+
+        The file is a fixed ``_SLOTS_FILE_BYTES`` of JSON padded with spaces, overwritten in
+        place and synced, so after its first write it never needs another block (a
+        temp-file-and-rename needed a new one each time, which a full disk refused). A write
+        torn by a crash leaves a file that does not parse: it is read as a spent budget.
+        Called under the lock.
+        """
         path = self.failures_file
         if path is None:
             return
-        temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         data = json.dumps({"v": 1, "slots": self._slots}).encode("ascii")
+        padded = data.ljust(-(-len(data) // _SLOTS_FILE_BYTES) * _SLOTS_FILE_BYTES, b" ")
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            created = not path.exists()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                view, offset = memoryview(padded), 0
+                while offset < len(view):
+                    offset += os.pwrite(fd, view[offset:], offset)
+                if os.fstat(fd).st_size > len(padded):  # an older, longer file: only ever shrinks
+                    os.ftruncate(fd, len(padded))
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(temp, path)
-            _fsync_dir(path.parent)
+            if created:
+                _fsync_dir(path.parent)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
             # The budget still holds in memory; only a restart before the next write could reset it.
             log.warning("password budget could not be saved (%s)", type(exc).__name__)
 

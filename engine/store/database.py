@@ -22,6 +22,7 @@ import contextlib
 import errno
 import glob
 import hashlib
+import logging
 import os
 import queue
 import sqlite3
@@ -40,8 +41,11 @@ from engine.crypto.kdf import KdfParams, derive_key
 from engine.crypto.libsodium import RowOpener
 from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
+from engine.store.room import ensure_reserve, free_bytes, release_reserve
 
 __all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "SealedRows", "is_disk_full"]
+
+log = logging.getLogger("memories.store")
 
 FORMAT_NAME = "memories-store"
 FORMAT_VERSION = 1
@@ -250,6 +254,18 @@ class StoreFile:
     # -- opening -------------------------------------------------------------------
     @classmethod
     def open(cls, path: Path) -> StoreFile:
+        """Open the store; on a full disk, after releasing the reserve (engine/store/room.py) once."""
+        try:
+            store = cls._open(path)
+        except MemoriesError as exc:
+            if exc.code != "disk_full" or not release_reserve(path):
+                raise
+            store = cls._open(path)
+        ensure_reserve(path)
+        return store
+
+    @classmethod
+    def _open(cls, path: Path) -> StoreFile:
         if not path.exists():
             raise MemoriesError("not_initialized")
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -527,42 +543,101 @@ class StoreFile:
             return found
 
     def sweep_orphan_content(self, seqs: Sequence[int]) -> None:
-        """Delete orphaned content rows found by :meth:`orphan_content` (one transaction).
+        """Delete orphaned content rows found by :meth:`orphan_content` (see :meth:`discard_content`).
 
         Callers pass rows found before any new upload began: new uploads take numbers above
         every row that existed, so a sweep never touches a live upload.
         """
-        with self._db_lock:
-            try:
-                with self._transaction(len(seqs) * _CONTENT_ROW_BYTES):  # secure_delete rewrites their pages
-                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
-            except sqlite3.Error as exc:
-                if is_disk_full(exc, self.path):
-                    raise MemoriesError("disk_full") from exc
-                raise MemoriesError("io_error", "Orphaned file chunks could not be removed.") from exc
+        if not self.discard_content(seqs):
+            raise MemoriesError("io_error", "Orphaned file chunks could not be removed yet; the next unlock tries again.")
 
     def discard_content(self, seqs: Sequence[int]) -> bool:
-        """Remove content rows no committed revision references (an abandoned upload).
+        """Remove content rows no committed revision references (an abandoned upload), also on a
+        full disk (FI-2). False when the store still refused; the caller may try again later,
+        and the sweep at the next unlock removes them in any case.
 
-        False when the store refused (a full disk: deleting writes too); the caller may try
-        again later, and the sweep at the next unlock removes them in any case.
+        The delete itself writes only a few pages to the log (see :meth:`_delete_content`); on a
+        full disk the store's reserve is released for them (engine/store/room.py). Then the log
+        is checkpointed and cut to nothing, giving its space back. The checkpoint comes last:
+        tried first on a full disk it fails half-way, and the store file's growth by then would
+        take the very space the delete needs.
         """
         with self._db_lock:
-            try:
-                with self._transaction(len(seqs) * _CONTENT_ROW_BYTES):
-                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
-            except sqlite3.Error:
-                return False
-            return True
+            for attempt in range(2):
+                try:
+                    self._delete_content(seqs)
+                    break
+                except sqlite3.Error as exc:
+                    if attempt or not is_disk_full(exc, self.path) or not release_reserve(self.path):
+                        log.warning("file chunks not removed yet code=%s", getattr(exc, "sqlite_errorname", "?"))
+                        return False
+            self._truncate_log()
+        ensure_reserve(self.path)
+        return True
 
-    def commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = ()) -> list[int]:
+    def _delete_content(self, seqs: Sequence[int]) -> None:
+        # Without secure_delete: it would overwrite every freed page, writing the rows' size to the
+        # log again, which a full disk refuses. Nothing is lost by it: these rows were sealed under
+        # a data key that only the upload held in memory (no revision wrapped or signed it), so
+        # their bytes are unreadable to anyone, before and after.
+        self.conn.execute("PRAGMA secure_delete=OFF")
+        try:
+            with self._transaction():
+                self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("PRAGMA secure_delete=ON")
+
+    def _truncate_log(self) -> bool:
+        """Copy the write-ahead log into the store and cut it to zero bytes (best effort).
+
+        Not tried while the free space is below the log's size: on a full disk the copy would
+        fail half-way, after its growth of the store file took the space that reads (their
+        audit intents, appended to the log) need. It runs at a later discard, or when the
+        engine stops once there is room.
+        """
+        try:
+            if free_bytes(self.path.parent) < os.stat(f"{self.path}-wal").st_size:
+                return False
+        except OSError:
+            return False
+        try:
+            busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as exc:
+            log.warning("a truncating WAL checkpoint failed code=%s", getattr(exc, "sqlite_errorname", "?"))
+            return False
+        return bool(busy) and busy[0] == 0
+
+    def keep_reserve(self) -> bool:
+        """Make the full-disk reserve again if it was used and there is room now (room.py)."""
+        return ensure_reserve(self.path)
+
+    def reusable_bytes(self) -> int:
+        """Bytes of free pages inside the store file, which new rows fill before it grows."""
+        with self._db_lock:
+            try:
+                pages = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+                size = self.conn.execute("PRAGMA page_size").fetchone()[0]
+            except sqlite3.Error:
+                return 0
+        return int(pages) * int(size)
+
+    def commit(
+        self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = (), *, essential: bool = False
+    ) -> list[int]:
         """Append ``records`` and ``content`` with a new checkpoint in ONE transaction (ST-5).
 
         Returns the state sequence numbers. On any failure nothing is written and
-        the cursor is unchanged.
+        the cursor is unchanged. ``essential`` (a read's audit intent): on a full disk the
+        store's reserve is released for it, so reads keep working (engine/store/room.py).
         """
         with self._db_lock:
-            return self._commit(records, content)
+            try:
+                return self._commit(records, content)
+            except MemoriesError as exc:
+                if not essential or exc.code != "disk_full" or not release_reserve(self.path):
+                    raise
+                return self._commit(records, content)
 
     def _commit(self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]]) -> list[int]:
         key = self._key()

@@ -402,11 +402,16 @@ class VaultCore:
         revisions: list[Revision],
         content_rows: list[tuple[int, bytes]],
         extra_records: Records,
+        *,
+        essential: bool = False,
     ) -> None:
-        """Persist in one transaction, then (only then) update memory (ST-5)."""
+        """Persist in one transaction, then (only then) update memory (ST-5).
+
+        ``essential``: a read's intent, which may use the store's reserve on a full disk.
+        """
         store = self.require_store()
         records = [rev.to_record() for rev in revisions] + extra_records
-        seqs = store.commit(records, content_rows)
+        seqs = store.commit(records, content_rows, essential=essential)
         for listener in self.durable:
             listener(revisions, extra_records)
         for rev, seq in zip(revisions, seqs, strict=False):
@@ -478,4 +483,5 @@ class VaultCore:
 
     def commit_intent(self, state: Unlocked, op: str, actor: Actor, assets: list[bytes]) -> None:
         """Read/execution intents are committed before delivery: a disk failure blocks it."""
-        self.commit(state, [], [], [self.audit_record(state, op, actor, phase="intent", assets=assets)])
+        # Essential: reads keep working on a full disk (FI-2, engine/store/room.py).
+        self.commit(state, [], [], [self.audit_record(state, op, actor, phase="intent", assets=assets)], essential=True)

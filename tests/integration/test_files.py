@@ -151,7 +151,7 @@ def test_bad_uploads_change_nothing(files_vault: Cli) -> None:
     up = raw(files_vault, {"op": "file_begin", "title": "t", "size": 5})["upload"]
     raw(files_vault, {"op": "file_chunk", "upload": up, "index": 0, "data": [base64.b64encode(b"hello").decode()]})
     err = raw_error(files_vault, {"op": "file_commit", "upload": up, "sha256": "0" * 64})
-    assert err.code == "invalid_input" and "changed" in err.message
+    assert err.code == "file_changed" and "changed" in err.message
     assert raw_error(files_vault, {"op": "file_commit", "upload": up, "sha256": "0" * 64}).code == "not_found"
     assert (files_vault.ok("file", "list")["total"], content_rows(files_vault)) == before
 

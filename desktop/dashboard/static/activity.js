@@ -33,7 +33,7 @@
   // Unknown ones fall back to their words; the raw name stays in the cell's title and data-op.
   const OP_TEXT = {
     put: "Added", edit: "Edited", delete: "Deleted", get: "Opened", search: "Searched", diff: "Compared versions",
-    export: "Exported", file_get: "Downloaded a file", card_read: "Opened a card", login_secret: "Read a login's password",
+    export: "Exported", file_add: "Added a file", file_edit: "Changed a file's details", file_get: "Downloaded a file", card_read: "Opened a card", login_secret: "Read a login's password",
     credential_copy: "Copied a secret", run_bound: "Ran a program with secrets", "job.plan": "Planned a signing job",
     "job.run": "Ran a signing job", job_run: "Ran a signing job", backup: "Made a backup", restore: "Restored a backup",
     import: "Imported", login_import_batch: "Imported logins", login_new: "Added a login",

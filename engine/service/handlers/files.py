@@ -27,7 +27,17 @@ from typing import Any
 
 from engine.crypto.chunks import CHUNK_BYTES
 from engine.errors import MemoriesError
-from engine.files import FILE_KIND, FileUpload, file_info, open_file_chunk, open_file_chunks, text_of_sample
+from engine.files import (
+    FILE_KIND,
+    MAX_FILE_BYTES,
+    FileUpload,
+    file_info,
+    is_searchable,
+    open_file_chunk,
+    open_file_chunks,
+    text_of_sample,
+)
+from engine.files.space import check_room_for_upload
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import SECRET_BODY_KINDS, make_summary, visible_entry, write_one
@@ -36,7 +46,7 @@ from engine.service.projections import asset_summary, revision_ref
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.vault.core import Unlocked
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, build_streamed_revision
 
 # A file body is never returned, diffed or exported by a generic op (it may be GiBs of
 # binary): `get` shows its metadata, `diff` its title and tags; `file get` streams it.
@@ -58,6 +68,7 @@ class _Upload:
     title: str
     tags: list[str]
     name: str
+    searchable: bool = False
     touched: float = field(default_factory=time.monotonic)
 
 
@@ -171,6 +182,7 @@ SWEEP_DELAY_SECONDS = 3.0
 def _sweep(service: Service) -> None:
     """Remove chunks of uploads a crash cut short (referenced by no revision), bounded."""
     store = service.vault.require_store()
+    store.keep_reserve()  # used on a full disk since; made again once there is room (FI-2)
     try:
         orphans = store.orphan_content(SWEEP_ROWS)
         if orphans:
@@ -238,16 +250,22 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
             raise MemoriesError("conflict")
         asset_id, parents = entry.asset_id, list(entry.heads)
         vault = service.vault.writable_vault(state, asset_id, None)
+        head = max(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
+        current = service.vault.summary_of(state, head)
         title = request.title
         if title is None:  # a new revision keeps the file's title unless one is given
-            head = max(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.seq))
-            title = str(service.vault.summary_of(state, head).get("title", "")) or request.name or "file"
+            title = str(current.get("title", "")) or request.name or "file"
+        # ... and whether its text is searched (issue 27)
+        searchable = request.searchable if request.searchable is not None else is_searchable(current)
     else:
         asset_id, parents = os.urandom(16), []
         vault = service.vault.writable_vault(state, asset_id, vault_for(state, request.vault))
         title = request.title if request.title is not None else (request.name or "file")
+        searchable = bool(request.searchable)
     with transfers.lock:
-        transfers.room()
+        transfers.room()  # first: an ended upload's chunks may be removed now, making room
+        if 0 <= request.size <= MAX_FILE_BYTES:  # else FileUpload refuses the size itself
+            check_room_for_upload(service.vault.require_store(), request.size)
         upload = FileUpload(
             store=service.vault.require_store(),
             vault=vault,
@@ -257,7 +275,7 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
             owner=caller.namespace,
         )
         handle = os.urandom(16).hex()
-        transfers.uploads[handle] = _Upload(upload, caller.namespace, title, list(request.tags), request.name)
+        transfers.uploads[handle] = _Upload(upload, caller.namespace, title, list(request.tags), request.name, searchable)
     return {
         "upload": handle,
         "chunk_bytes": CHUNK_BYTES,
@@ -299,9 +317,15 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
     try:
         digest = upload.complete()  # every chunk stored, or the pipeline's first error
         if digest != request.sha256:
-            raise MemoriesError("invalid_input", "The file changed while it was read; nothing was saved.")
+            raise MemoriesError("file_changed", "The file changed while it was read; nothing was saved.")
         text = text_of_sample(bytes(upload.sample))
-        info = {"size": upload.size, "sha256": digest, "text": text is not None, "name": pending.name}
+        info = {
+            "size": upload.size,
+            "sha256": digest,
+            "text": text is not None,
+            "name": pending.name,
+            "searchable": pending.searchable,
+        }
         summary = make_summary(pending.title, pending.tags, {}, file=info)
         for guard in service.vault.revision_guards:  # the same guards as every revision (no body text here)
             summary, _ = guard(service.vault, state, upload.asset_id, summary, "")
@@ -312,6 +336,7 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
         raise
     with transfers.lock:
         transfers.uploads.pop(request.upload, None)
+    upload.store.keep_reserve()  # if a full disk used it since, now that there was room again (FI-2)
     return {**result, "size": upload.size, "sha256": digest, "title": pending.title}
 
 
@@ -413,7 +438,66 @@ def file_list(service: Service, request: rq.FileList, caller: Caller) -> dict[st
         newest = max(heads, key=lambda r: (r.created_ms, r.seq))
         info = file_info(service.vault.summary_of(state, newest))
         items.append(
-            {**summary, "size": int(newest.body["body_len"]), "name": str(info.get("name", "")), "text": bool(info.get("text"))}
+            {
+                **summary,
+                "size": int(newest.body["body_len"]),
+                "name": str(info.get("name", "")),
+                "text": bool(info.get("text")),
+                "searchable": info.get("searchable") is True,
+            }
         )
     items.sort(key=lambda s: (s["updated_ms"], s["id"]), reverse=True)
     return {"items": items, "total": len(items)}
+
+
+@op(rq.FileEdit)
+def file_edit(service: Service, request: rq.FileEdit, caller: Caller) -> dict[str, Any]:
+    """A new revision with the head's bytes and a changed title, tags or search setting (issue 27).
+
+    The bytes are not copied: the revision names the head's sealed chunks and data key, signed
+    anew (HI-2). Only within the epoch those were sealed in: a data key of an older epoch is
+    known to whoever held that epoch's key, and must not seal the new title and tags.
+    """
+    state = service.require_unlocked()
+    if request.title is None and request.tags is None and request.searchable is None:
+        raise MemoriesError("invalid_input", "Name what to change: a title, tags, or whether the file's text is searched.")
+    entry = _file_entry(state, request.id)
+    if entry.in_conflict:
+        raise MemoriesError("conflict")
+    head = max((r for r in state.index.head_revisions(entry) if not r.tombstone), key=lambda r: (r.created_ms, r.seq))
+    vault = service.vault.writable_vault(state, entry.asset_id, None)
+    if int(head.body["epoch"]) != vault.policy.epoch:
+        raise MemoriesError(
+            "invalid_input",
+            "The vault's key changed since this file was saved; add it again with "
+            "`memories file add PATH --update ID` and the options you want.",
+        )
+    old = service.vault.summary_of(state, head)
+    info = {**file_info(old)}
+    if request.searchable is not None:
+        info["searchable"] = request.searchable
+    summary = make_summary(
+        request.title if request.title is not None else str(old.get("title", "")),
+        list(request.tags) if request.tags is not None else list(old.get("tags", [])),
+        dict(old.get("meta", {})),
+        file=info,
+    )
+    for guard in service.vault.revision_guards:  # the same guards as every revision (no body text here)
+        summary, _ = guard(service.vault, state, entry.asset_id, summary, "")
+    rev = build_streamed_revision(
+        identity=state.identity,
+        vault_id=vault.vault_id,
+        policy_head=vault.policy.head,
+        epoch=vault.policy.epoch,
+        epoch_key=vault.current_key,
+        asset_id=entry.asset_id,
+        kind=FILE_KIND,
+        parents=list(entry.heads),
+        summary=summary,
+        dek=head.data_key(vault.epoch_keys[int(head.body["epoch"])]),
+        body_digests=list(head.body["body"]),
+        body_len=int(head.body["body_len"]),
+        content_seqs=list(head.body_seqs),
+    )
+    result = write_one(service, state, caller, "file_edit", rev, [])
+    return {**result, "title": summary["title"], "tags": summary["tags"], "searchable": info.get("searchable") is True}

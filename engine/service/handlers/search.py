@@ -266,7 +266,8 @@ def _commit_intent(
 ) -> None:
     """The read intent (ST-5, RAG-2), carrying queued search-token records in the same commit (SR-6)."""
     intent = service.vault.audit_record(state, op_name, caller, phase="intent", assets=assets)
-    service.vault.commit(state, [], [], [intent, *runtime.take_pending_records()])
+    # Essential, like every read's intent: search keeps working on a full disk (FI-2).
+    service.vault.commit(state, [], [], [intent, *runtime.take_pending_records()], essential=True)
 
 
 def _config(service: Service) -> RagConfig:
