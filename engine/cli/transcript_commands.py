@@ -102,7 +102,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
         known.update(ctx.request({"op": "transcript_known", "revisions": chunk})["known"])
     totals: dict[str, Any] = {"files": len(files), "unchanged": 0, "imported": 0, "unrecognised": unrecognised, "events_added": 0}
     totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0}
-    sessions: set[str] = set()
+    sessions: dict[str, int] = {}  # session_uid -> its turns after the import (as the user saw them)
     for source, rid in read:
         if rid in known:
             totals["unchanged"] += 1
@@ -133,8 +133,9 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
             totals["events_added"] += result["events_added"]
             totals["sessions_written"] += result["written"]
             for s in result["sessions"]:
-                sessions.add(s["session_uid"])
+                sessions[s["session_uid"]] = s["turns"]
     totals["sessions"] = len(sessions)
+    totals["turns"] = sum(sessions.values())
     totals["seconds"] = round(time.monotonic() - started, 3)
     return totals
 
@@ -144,7 +145,7 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     totals = import_files(ctx, files)
     text = (
         f"Read {totals['files']} file(s): {totals['imported']} imported, {totals['unchanged']} unchanged; "
-        f"{totals['events_added']} new event(s) in {totals['sessions']} session(s)."
+        f"{totals['events_added']} new event(s) in {totals['sessions']} session(s) of {totals['turns']} turn(s)."
     )
     if totals["skipped_lines"]:
         text += f"\nSkipped {totals['skipped_lines']} malformed line(s) (see the warnings above)."
