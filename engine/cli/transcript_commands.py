@@ -101,7 +101,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
         chunk = [rid for _s, rid in read[i : i + KNOWN_CHUNK]]
         known.update(ctx.request({"op": "transcript_known", "revisions": chunk})["known"])
     totals: dict[str, Any] = {"files": len(files), "unchanged": 0, "imported": 0, "unrecognised": unrecognised, "events_added": 0}
-    totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0}
+    totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0, "redacted": 0}
     sessions: dict[str, int] = {}  # session_uid -> its turns after the import (as the user saw them)
     for source, rid in read:
         if rid in known:
@@ -132,6 +132,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
             )
             totals["events_added"] += result["events_added"]
             totals["sessions_written"] += result["written"]
+            totals["redacted"] += result.get("redacted", 0)
             for s in result["sessions"]:
                 sessions[s["session_uid"]] = s["turns"]
     totals["sessions"] = len(sessions)
@@ -147,6 +148,8 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
         f"Read {totals['files']} file(s): {totals['imported']} imported, {totals['unchanged']} unchanged; "
         f"{totals['events_added']} new event(s) in {totals['sessions']} session(s) of {totals['turns']} turn(s)."
     )
+    if totals["redacted"]:
+        text += f"\nReplaced {totals['redacted']} secret(s) (vault values, tokens, passwords) by [redacted:KIND] before storing."
     if totals["skipped_lines"]:
         text += f"\nSkipped {totals['skipped_lines']} malformed line(s) (see the warnings above)."
     if totals["still_being_written"]:

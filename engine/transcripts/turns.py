@@ -170,14 +170,14 @@ def merge(
     session: SessionState,
     events: Iterable[tuple[str, Event]],
     load: Callable[[TurnState], list[TurnEvent]],
-    redact: Callable[[str], str] = lambda text: text,
+    redact: Callable[[str], tuple[str, int]] = lambda text: (text, 0),
 ) -> int:
     """Add the events not already in the session; returns how many were added.
 
     An event joins the latest turn of its thread unless it starts a turn (``starts_turn``); a
     thread's events before any typed message form its first turn. ``load`` reads a stored turn's
     events when one gains events; ``redact`` is applied to each new event's text before it is
-    kept anywhere (AG-10). Changed turns are marked ``changed``.
+    kept anywhere (AG-10) and says how many secrets it replaced. Changed turns are marked ``changed``.
     """
     last: dict[str, TurnState] = {}
     for turn in session.turns.values():
@@ -205,7 +205,8 @@ def merge(
             last[ev.thread_key] = current
         if current.events is None:
             current.events = load(current)
-        text = redact(ev.text)
+        text, secrets = redact(ev.text)
+        current.redacted += secrets
         current.events.append(TurnEvent(euid, ev.role, ev.type, ev.name, ev.ts, text))
         current.event_uids.append(euid)
         session.event_uids.add(euid)

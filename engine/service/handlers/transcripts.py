@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from engine.crypto.canonical import decode_canonical
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests_transcripts as rq
@@ -35,6 +36,7 @@ from engine.service.projections import BODY_REDACTORS
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.transcripts.model import Event, revision_id, session_uid
+from engine.transcripts.redact import Redactor
 from engine.transcripts.session import KIND, Session
 from engine.transcripts.turns import (
     SessionState,
@@ -50,6 +52,7 @@ from engine.transcripts.turns import (
     turn_summary,
 )
 from engine.vault.core import Unlocked
+from engine.vault.credentials import CREDENTIAL_KIND
 from engine.vault.revision import Revision, chunk_count
 
 __all__ = ["KIND", "MAX_HANDLES"]
@@ -71,6 +74,8 @@ class _Runtime:
         self.headers: dict[bytes, TurnHeader] = {}  # asset ID -> header of its current head
         self.turn_session: dict[str, str] = {}  # turn_uid -> session_uid
         self.superseded: dict[str, str] = {}  # turn_uid -> the turn_uid of a later turn that corrects it (AG-9)
+        # ((credentials, their revisions), every value they held): what imports redact (AG-10)
+        self.vault_values: tuple[tuple[int, int], frozenset[str]] | None = None
         self.handles: dict[str, OrderedDict[str, int]] = {}
 
     def clear(self) -> None:
@@ -83,6 +88,7 @@ class _Runtime:
         self.headers.clear()
         self.turn_session.clear()
         self.superseded.clear()
+        self.vault_values = None
 
     def latest(self, turn_uid: str) -> str | None:
         """The turn that finally corrects ``turn_uid`` (following corrections of corrections), or None."""
@@ -224,9 +230,38 @@ def _load(service: Service, state: Unlocked) -> Callable[[TurnState], list[TurnE
     return load
 
 
-def _redactor(service: Service, state: Unlocked) -> Callable[[str], str]:
-    """What every new event's text passes through before it is stored or indexed (AG-10)."""
-    return lambda text: text
+def _redactor(service: Service, state: Unlocked) -> Redactor:
+    """What every new event's text passes through before it is stored or indexed (AG-10): the
+    values every credential of the vault has ever held (logins, protected cards and secret maps
+    keep theirs in credentials), and the well-known token shapes."""
+    runtime = _runtime(service)
+    entries = [e for e in state.index.assets.values() if e.kind == CREDENTIAL_KIND]
+    stamp = (len(entries), sum(len(e.revisions) for e in entries))
+    if runtime.vault_values is None or runtime.vault_values[0] != stamp:
+        values: set[str] = set()
+        for entry in entries:
+            for rev_id in entry.revisions:
+                rev = state.index.revisions[rev_id]
+                if rev.tombstone:
+                    continue
+                try:
+                    secret = decode_canonical(service.vault.body_of(state, rev).encode("utf-8"))
+                except (ValueError, MemoriesError):
+                    continue
+                values.update(_strings(secret))
+        runtime.vault_values = (stamp, frozenset(values))
+    return Redactor(runtime.vault_values[1])
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a decoded credential body (its value, password, token, OTP seed, fields)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 class _Seqs:
@@ -315,7 +350,7 @@ def _migrate(service: Service, state: Unlocked, legacy: list[tuple[bytes, dict[s
                         ),
                     )
                 )
-        merge(session, events, _load(service, state), redact)
+        merge(session, events, _load(service, state), redact.apply)
         changed = [t for t in session.turns.values() if t.changed]
         if changed:
             changed[-1].sources.update(old.sources)
@@ -392,7 +427,7 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
             if session is None:
                 session = SessionState(uid, request.adapter, session_key, instance)
                 sessions[uid] = session
-            added = merge(session, identify(uid, events), load, redact)
+            added = merge(session, identify(uid, events), load, redact.apply)
             changed = [t for t in session.turns.values() if t.changed]
             if request.final and source_revision not in session.sources():
                 # Recorded on a turn this import wrote, else on the session's latest turn.
@@ -416,7 +451,15 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
     except BaseException:
         runtime.forget()  # the in-memory table may hold turns that were never committed
         raise
-    return {"revision_id": source_revision, "events_added": added_total, "written": len(revisions), "sessions": sessions_out}
+    return {
+        "revision_id": source_revision,
+        "events_added": added_total,
+        "written": len(revisions),
+        "sessions": sessions_out,
+        # AG-10: secrets replaced by [redacted:KIND] in this batch, in all and per kind (never the values).
+        "redacted": redact.count,
+        "redacted_kinds": dict(sorted(redact.kinds.items())),
+    }
 
 
 # -- locating ------------------------------------------------------------------------------
