@@ -40,6 +40,7 @@ TOOLS = {
     "annotate",
     "recall_turn",
     "recall_session",
+    "memory_conclude",
 }
 
 

@@ -48,8 +48,9 @@ When = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
 # Chunks embedded on demand by one query; `memories rag index` embeds the rest.
 EMBED_ON_DEMAND = 512
 PASSAGE_CHARS = 1200
-# kind -> what a hit of that kind adds to its result (a transcript turn: its session, the turn
-# as the user saw it, its time and a handle, AG-8); called under the service lock.
+# kind -> fields a hit of that kind adds to its result (a transcript turn: ``turn`` with its
+# session, the turn as the user saw it, its time and a handle, AG-8; a superseded conclusion:
+# ``superseded_by``, AG-9); called under the service lock.
 HIT_DETAILS: dict[str, Callable[[Service, Unlocked, Caller, bytes], dict[str, Any] | None]] = {}
 # Reorderings of a search's hits, under the service lock (a transcript turn that a later turn
 # corrects: the later one first, AG-9). Each may add hits (``snapshot``) and must keep the rest.
@@ -352,7 +353,7 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
 def _details(service: Service, state: Unlocked, caller: Caller, hit: Found) -> dict[str, Any]:
     detail = HIT_DETAILS.get(hit.kind)
     found = detail(service, state, caller, hit.asset_id) if detail is not None else None
-    return {"turn": found} if found is not None else {}
+    return found or {}
 
 
 def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from engine.transcripts.turns import (
     TurnState,
     events_of,
     identify,
+    is_conversation,
     merge,
     note_correction,
     parse_turn_summary,
@@ -619,19 +620,53 @@ def turn_detail(service: Service, state: Unlocked, caller: Caller, asset_id: byt
     session, turn = found
     later = _runtime(service).latest(turn.turn_uid)
     return {
-        "handle": _runtime(service).handle(caller.namespace, f"turn:{turn.turn_uid}"),
-        **({"superseded_by": _runtime(service).handle(caller.namespace, f"turn:{later}")} if later else {}),
-        "session_uid": session.uid,
-        "session_title": session.title(),
-        "source_agent": session.source_agent,
-        "seq": turn.seq,
-        "thread": turn.thread_key,
-        "ts": turn.ts,
-        "turn_uid": turn.turn_uid,
+        "turn": {
+            "handle": _runtime(service).handle(caller.namespace, f"turn:{turn.turn_uid}"),
+            **({"superseded_by": _runtime(service).handle(caller.namespace, f"turn:{later}")} if later else {}),
+            "session_uid": session.uid,
+            "session_title": session.title(),
+            "source_agent": session.source_agent,
+            "seq": turn.seq,
+            "thread": turn.thread_key,
+            "ts": turn.ts,
+            "turn_uid": turn.turn_uid,
+        }
     }
 
 
 HIT_DETAILS[KIND] = turn_detail
+
+
+# -- for the extraction cycle and agent conclusions (handlers/cycle.py) -------------------------
+def turn_labels(service: Service, state: Unlocked, assets: list[bytes]) -> list[str]:
+    """The turn_uid of each turn item."""
+    _sessions(service, state)
+    headers = _runtime(service).headers
+    return [headers[a].turn.turn_uid for a in assets]
+
+
+def conversation_of(service: Service, state: Unlocked, assets: list[bytes]) -> list[tuple[str, int, str, str]]:
+    """(session title, turn number, time, the user's words and the reply) of each turn item."""
+    sessions = _sessions(service, state)
+    headers = _runtime(service).headers
+    out = []
+    for asset_id in assets:
+        header = headers[asset_id]
+        events = events_of(header, service.vault.body_of(state, _head(state, asset_id)))
+        text = "\n".join(f"{e.role}: {e.text}" for e in events if is_conversation(e.role, e.type, e.text))
+        out.append((sessions[header.session_uid].title(), header.turn.seq, header.turn.ts, text))
+    return out
+
+
+def resolve_turns(service: Service, state: Unlocked, caller: Caller, refs: list[str]) -> list[str]:
+    """The turn_uids that handles ([2]) or turn_uids (or unique prefixes) name, in order, once each."""
+    if KIND in caller.hidden_kinds:
+        raise MemoriesError("scope_denied", "This grant does not include transcripts.")
+    return list(dict.fromkeys(_find_turn(service, state, caller, ref)[1].turn_uid for ref in refs))
+
+
+def turn_handle(service: Service, caller: Caller, turn_uid: str) -> str:
+    return _runtime(service).handle(caller.namespace, f"turn:{turn_uid}")
 
 
 def _latest_first(service: Service, state: Unlocked, hits: list[Found]) -> list[Found]:
