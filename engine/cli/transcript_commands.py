@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import signal
 import sys
 import time
@@ -21,7 +22,7 @@ from engine.cli.context import Context
 from engine.errors import MemoriesError
 from engine.terminal_text import block, one_line
 from engine.transcripts import sources
-from engine.transcripts.model import Event
+from engine.transcripts.model import Event, occurrences
 
 __all__ = ["register", "BATCH_EVENTS", "BATCH_BYTES"]
 
@@ -62,7 +63,10 @@ def _roots(args: argparse.Namespace) -> list[Path]:
 
 
 def _wire(event: Event) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    wire = {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    if event.occurrence < 0:
+        del wire["occurrence"]
+    return wire
 
 
 def _batches(events: list[Event]) -> Iterator[list[dict[str, Any]]]:
@@ -83,8 +87,28 @@ def _warn(text: str) -> None:
     print(block(f"warning: {text}"), file=sys.stderr)
 
 
-def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[str, Any]:
-    """Import ``files``; the totals. Used by `import` and by each round of `watch`."""
+# What `watch` already sent of a file: (bytes of complete lines read, their SHA-256, events sent).
+Progress = dict[Path, tuple[int, str, int]]
+
+
+def _tail(source: sources.Source, events: list[Event], progress: Progress | None) -> list[Event]:
+    """The events to send: for a file that only grew since `watch` last sent it, just the new
+    ones, each with its occurrence number counted over the whole file (AG-8: an append costs the
+    engine the new turn, not the session); otherwise all of them."""
+    if progress is None:
+        return events
+    done = progress.get(source.path)
+    if done is None:
+        return events
+    consumed, digest, sent = done
+    if len(source.data) < consumed or sent > len(events) or hashlib.sha256(source.data[:consumed]).hexdigest() != digest:
+        return events  # rewritten, not appended to: the engine skips what it has
+    counts = occurrences(events)
+    return [dataclasses.replace(e, occurrence=n) for e, n in zip(events[sent:], counts[sent:], strict=True)]
+
+
+def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Import ``files``; the totals. Used by `import` and by each round of `watch` (with ``progress``)."""
     started = time.monotonic()
     read: list[tuple[sources.Source, str]] = []
     unrecognised = 0
@@ -117,7 +141,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
         if not parsed.events:
             continue
         totals["imported"] += 1
-        batches = list(_batches(parsed.events))
+        batches = list(_batches(_tail(source, parsed.events, progress)))
         for n, batch in enumerate(batches, start=1):
             result = ctx.request(
                 {
@@ -135,6 +159,12 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
             totals["redacted"] += result.get("redacted", 0)
             for s in result["sessions"]:
                 sessions[s["session_uid"]] = s["turns"]
+        if progress is not None:
+            progress[source.path] = (
+                parsed.consumed,
+                hashlib.sha256(source.data[: parsed.consumed]).hexdigest(),
+                len(parsed.events),
+            )
     totals["sessions"] = len(sessions)
     totals["turns"] = sum(sessions.values())
     totals["seconds"] = round(time.monotonic() - started, 3)
@@ -169,6 +199,7 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     seen: dict[Path, tuple[int, int]] = {}
+    progress: Progress = {}
     if not ctx.json_output:
         print("Watching for new turns (Ctrl-C stops).", flush=True)
     try:
@@ -185,7 +216,7 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
                     seen[path] = mark
                     changed.append(path)
             if changed:
-                totals = import_files(ctx, changed, quiet=True)
+                totals = import_files(ctx, changed, quiet=True, progress=progress)
                 if totals["events_added"]:
                     ctx.emit(totals, f"{time.strftime('%H:%M:%S')} {totals['events_added']} new event(s)")
                     sys.stdout.flush()

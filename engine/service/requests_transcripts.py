@@ -42,6 +42,8 @@ class EventIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     turn_key: Key = ""
     parent_thread: Key = ""
     agent_instance_id: Key = ""
+    # The event's occurrence number in its file, when the importer sends only new events (watch).
+    occurrence: Annotated[int, msgspec.Meta(ge=-1, le=1_000_000_000)] | None = None  # -1 or absent: count here
 
 
 class TranscriptKnown(Request, tag="transcript_known"):

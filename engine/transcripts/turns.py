@@ -125,10 +125,29 @@ class SessionState:
     threads: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (thread_uid, parent key)
     turns: dict[str, TurnState] = field(default_factory=dict)  # turn_uid -> turn
     event_uids: set[str] = field(default_factory=set)
+    # Kept as turns arrive, so that an append costs the same in a long session (AG-8):
+    last: dict[str, TurnState] = field(default_factory=dict)  # thread key -> its turn with the highest seq
+    source_ids: set[str] = field(default_factory=set)  # every revision_id any turn records
+    changed: dict[str, TurnState] = field(default_factory=dict)  # turns changed since the last write
 
     def add_turn(self, turn: TurnState) -> None:
+        old = self.turns.get(turn.turn_uid)
         self.turns[turn.turn_uid] = turn
         self.event_uids.update(turn.event_uids)
+        self.source_ids.update(turn.sources)
+        latest = self.last.get(turn.thread_key)
+        if latest is None or turn.seq >= latest.seq or latest is old:
+            self.last[turn.thread_key] = turn
+
+    def mark(self, turn: TurnState) -> None:
+        turn.changed = True
+        self.changed[turn.turn_uid] = turn
+        self.source_ids.update(turn.sources)
+
+    def take_changed(self) -> list[TurnState]:
+        out = [t for t in self.changed.values() if t.changed]
+        self.changed.clear()
+        return out
 
     def thread_turns(self, key: str) -> list[TurnState]:
         return sorted((t for t in self.turns.values() if t.thread_key == key), key=lambda t: t.seq)
@@ -148,7 +167,7 @@ class SessionState:
         return min((t.ts for t in self.turns.values() if t.ts), default="")
 
     def sources(self) -> set[str]:
-        return {rid for t in self.turns.values() for rid in t.sources}
+        return self.source_ids
 
 
 def identify(session_uid: str, events: Sequence[Event]) -> list[tuple[str, Event]]:
@@ -157,11 +176,14 @@ def identify(session_uid: str, events: Sequence[Event]) -> list[tuple[str, Event
     longer version of the same file gives the same identities for what it shared."""
     seen: Counter[tuple[str, str, str]] = Counter()
     out: list[tuple[str, Event]] = []
+    threads: dict[str, str] = {}
     for ev in events:
-        tuid = thread_uid(session_uid, ev.thread_key)
+        tuid = threads.get(ev.thread_key) or threads.setdefault(ev.thread_key, thread_uid(session_uid, ev.thread_key))
         chash = content_hash(ev.role, ev.type, ev.name, ev.text)
         key = (tuid, ev.native_key, chash)
-        out.append((event_uid(tuid, ev.native_key, chash, seen[key]), ev))
+        # An importer that sends only a file's new events counted the earlier ones itself.
+        occurrence = ev.occurrence if ev.occurrence >= 0 else seen[key]
+        out.append((event_uid(tuid, ev.native_key, chash, occurrence), ev))
         seen[key] += 1
     return out
 
@@ -179,10 +201,7 @@ def merge(
     events when one gains events; ``redact`` is applied to each new event's text before it is
     kept anywhere (AG-10) and says how many secrets it replaced. Changed turns are marked ``changed``.
     """
-    last: dict[str, TurnState] = {}
-    for turn in session.turns.values():
-        if turn.thread_key not in last or turn.seq > last[turn.thread_key].seq:
-            last[turn.thread_key] = turn
+    last = session.last
     added = 0
     for euid, ev in events:
         if euid in session.event_uids:
@@ -214,7 +233,7 @@ def merge(
             current.ts = ev.ts
         if not current.title and starts_turn(ev.role, ev.type, text):
             current.title = _title(text)
-        current.changed = True
+        session.mark(current)
         added += 1
     return added
 

@@ -127,6 +127,12 @@ class _Runtime:
         turn = session.turns.pop(header.turn.turn_uid, None)
         if turn is not None:
             session.event_uids.difference_update(turn.event_uids)
+            if session.last.get(turn.thread_key) is turn:
+                rest = session.thread_turns(turn.thread_key)
+                if rest:
+                    session.last[turn.thread_key] = rest[-1]
+                else:
+                    del session.last[turn.thread_key]
         self.turn_session.pop(header.turn.turn_uid, None)
         if not session.turns:
             del self.sessions[header.session_uid]
@@ -352,9 +358,10 @@ def _migrate(service: Service, state: Unlocked, legacy: list[tuple[bytes, dict[s
                     )
                 )
         merge(session, events, _load(service, state), redact.apply)
-        changed = [t for t in session.turns.values() if t.changed]
+        changed = session.take_changed()
         if changed:
             changed[-1].sources.update(old.sources)
+            session.source_ids.update(old.sources)
         seqs = _Seqs(service)
         revisions, rows = _write(service, state, session, changed, seqs)
         tomb, tomb_rows = service.vault.new_revision(
@@ -410,6 +417,7 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
             turn_key=e.turn_key,
             parent_thread=e.parent_thread,
             agent_instance_id=e.agent_instance_id,
+            occurrence=-1 if e.occurrence is None else e.occurrence,
         )
         groups.setdefault((e.session_key, e.agent_instance_id), []).append(event)
     sessions = _sessions(service, state)
@@ -429,17 +437,18 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
                 session = SessionState(uid, request.adapter, session_key, instance)
                 sessions[uid] = session
             added = merge(session, identify(uid, events), load, redact.apply)
-            changed = [t for t in session.turns.values() if t.changed]
+            changed = session.take_changed()
             if request.final and source_revision not in session.sources():
-                # Recorded on a turn this import wrote, else on the session's latest turn.
-                target = changed[-1] if changed else max(session.turns.values(), key=lambda t: (t.ts, t.seq), default=None)
+                # Recorded on a turn this import wrote, else on the session's latest main-thread turn.
+                target = changed[-1] if changed else session.last.get("main") or next(iter(session.last.values()), None)
                 if target is not None:
                     target.sources[source_revision] = request.adapter_version
+                    session.source_ids.add(source_revision)
                     if not target.changed:
                         target.changed = True
                         changed.append(target)
             added_total += added
-            main = sum(1 for t in session.turns.values() if t.thread_key == "main")
+            main = main_turns.seq if (main_turns := session.last.get("main")) is not None else 0
             sessions_out.append({"session_uid": uid, "added": added, "turns": main, "written": len(changed)})
             new_revs, new_rows = _write(service, state, session, changed, seqs)
             revisions.extend(new_revs)
