@@ -15,8 +15,8 @@ English and Chinese), starts a real daemon on a temp vault and measures:
     The goal is MCP p50 ≤ 1.5 × IPC p50 + 2 ms, as for the other tools.
   * appending one turn to a session of 500 and of 2,000 turns (AG-8): the engine's time for
     the import request `transcript watch` sends (the file's new events, each with its
-    occurrence number counted by the importer) and the bytes the store grew by (its WAL
-    included); neither may grow with the session;
+    occurrence number counted by the importer) and the bytes of sealed rows the store gained;
+    neither may grow with the session;
   * the eval over the shipped sample sessions (tests/data/agent-eval, AG-8/AG-9): turn-level
     recall@5 and MRR per kind of question (exact, Chinese, paraphrase, corrected, inside tool
     noise, long session) through `search` (the request `memories search --kind transcript`
@@ -232,7 +232,18 @@ def _append_cost(root: Path, sizes: tuple[int, ...] = (500, 2000), appends: int 
 
 
 def _store_bytes(store: Path) -> int:
-    return sum(p.stat().st_size for p in store.parent.glob(store.name + "*"))
+    """Bytes of every sealed row in the store (page and WAL reuse would hide a write's size)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return int(
+            conn.execute("SELECT (SELECT total(length(blob)) FROM content) + (SELECT total(length(blob)) FROM state)").fetchone()[
+                0
+            ]
+        )
+    finally:
+        conn.close()
 
 
 def _eval(root: Path) -> None:

@@ -356,9 +356,15 @@ def _details(service: Service, state: Unlocked, caller: Caller, hit: Found) -> d
     return found or {}
 
 
-def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:
+def _passages(service: Service, state: Unlocked, caller: Caller, hits: list[Found]) -> list[dict[str, Any]]:
     return [
-        {"label": f"S{i}", **_source_view(state, hit), "text": hit.passage[:PASSAGE_CHARS]} for i, hit in enumerate(hits, start=1)
+        {
+            "label": f"S{i}",
+            **_source_view(state, hit),
+            "text": hit.passage[:PASSAGE_CHARS],
+            **_details(service, state, caller, hit),
+        }
+        for i, hit in enumerate(hits, start=1)
     ]
 
 
@@ -379,14 +385,14 @@ def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, A
     )
     with service.lock:
         state = _checked_state(service, found.generation)
-        hits = _still_current(runtime, state, found.hits)
+        hits = _ordered(service, state, _still_current(runtime, state, found.hits), request.limit)
         _commit_intent(service, runtime, state, "retrieve", caller, [h.asset_id for h in hits])
         return {
             "query": request.query,
             "mode": found.mode,
             "partial": found.partial,
             "truncated": found.truncated,
-            "passages": _passages(state, hits),
+            "passages": _passages(service, state, caller, hits),
         }
 
 

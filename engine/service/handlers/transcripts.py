@@ -147,10 +147,15 @@ class _Runtime:
             entry = state.index.assets.get(rev.asset_id)
             if entry is None or entry.vault_id != state.default_vault:
                 continue
-            self.drop(rev.asset_id)
-            if rev.tombstone or state.index.is_deleted(entry):
-                continue
-            header = parse_turn_summary(service.vault.summary_of(state, _head(state, rev.asset_id)), rev.asset_id)
+            header = None
+            if not rev.tombstone and not state.index.is_deleted(entry):
+                header = parse_turn_summary(service.vault.summary_of(state, _head(state, rev.asset_id)), rev.asset_id)
+            old = self.headers.get(rev.asset_id)
+            # A new revision of the same turn replaces it in place (no rescan of its session).
+            if header is None or (
+                old is not None and (old.session_uid, old.turn.turn_uid) != (header.session_uid, header.turn.turn_uid)
+            ):
+                self.drop(rev.asset_id)
             if header is not None:
                 self.apply(header)
 
