@@ -559,11 +559,18 @@ def _find_session(service: Service, state: Unlocked, caller: Caller, locator: st
     return matches[0]
 
 
-def _visible(service: Service, state: Unlocked, asset_id: bytes, text: str) -> str:
-    """An event's text as clients may see it: values protected after the import are masked (CD-7)."""
-    for redactor in BODY_REDACTORS:
-        text = redactor(service.vault, state, asset_id, text)
-    return text
+def _visible(service: Service, state: Unlocked, asset_id: bytes, events: list[TurnEvent]) -> list[str]:
+    """The events' texts as clients may see them: values protected after the import are masked
+    (CD-7). The redactors run once on the whole turn; only a turn they change is done per event."""
+
+    def masked(text: str) -> str:
+        for redactor in BODY_REDACTORS:
+            text = redactor(service.vault, state, asset_id, text)
+        return text
+
+    texts = [e.text for e in events]
+    whole = "\x00".join(texts)
+    return texts if masked(whole) == whole else [masked(t) for t in texts]
 
 
 def _superseded(service: Service, caller: Caller, turn: TurnState) -> dict[str, Any]:
@@ -595,9 +602,9 @@ def _turn_out(service: Service, state: Unlocked, caller: Caller, session: Sessio
                 "type": e.type,
                 **({"name": e.name} if e.name else {}),
                 "ts": e.ts,
-                "text": _visible(service, state, turn.asset_id, e.text),
+                "text": text,
             }
-            for e in turn.events
+            for e, text in zip(turn.events, _visible(service, state, turn.asset_id, turn.events), strict=True)
         ],
     }
 
