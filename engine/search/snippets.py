@@ -1,8 +1,8 @@
 """Short highlighted snippets (SR-5): the sentence that matched best, matched terms wrapped in **.
 
 A term is highlighted where a word begins with it (SR-7 prefixes: "cabi" marks "**cabi**n"),
-never inside a word; a Latin term under three letters only as a whole word, so the "s" of
-"what's" marks no letter s anywhere (AG-8). CJK terms match anywhere (no spaces between words).
+never inside a word; a Latin term under three letters only as a whole word, and a single
+letter never, so the "s" of "what's" marks no letter s anywhere (AG-8). CJK terms match anywhere (no spaces between words).
 The window opens at the sentence holding the most distinct terms, not at the first hit.
 """
 
@@ -28,6 +28,8 @@ def _pattern(term: str) -> re.Pattern[str] | None:
     escaped = re.escape(term)
     if has_cjk(term):
         return re.compile(escaped)
+    if len(term) == 1 and not term.isdigit():
+        return None  # the "s" of "what's", the "t" of "don't": marking them marks noise
     if len(term) < _SHORT:
         return re.compile(rf"(?<!\w){escaped}(?!\w)")
     return re.compile(rf"(?<!\w){escaped}")
