@@ -170,7 +170,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "memory": ("memories memory cycle once", "memories memory cycle once --replies replies.jsonl"),
     "memory cycle": ("memories memory cycle once",),
     "memory cycle once": ("memories memory cycle once", "memories memory cycle once --replies replies.jsonl --limit 20"),
-    "transcript watch": ("memories transcript watch", "memories transcript watch --interval 5 ~/.claude/projects"),
+    "transcript watch": (
+        "memories transcript watch",
+        "memories transcript watch --interval 5 ~/.claude/projects",
+        "memories transcript watch --cycle",
+    ),
     "quarantine": ("memories quarantine", "memories quarantine show 5e0b71c2"),
     "quarantine list": ("memories quarantine list",),
     "quarantine show": ("memories quarantine show 5e0b71c2",),

@@ -188,3 +188,32 @@ def test_agent_records_a_conclusion_citing_handles(shop: tuple[Cli, Path]) -> No
         assert exc.value.code == "scope_denied"
     finally:
         owner.close()
+
+
+def test_watch_runs_the_cycle_after_imports(shop: tuple[Cli, Path], fake: FakeOpenAI) -> None:
+    """AG-9: `transcript watch --cycle` distils the turns it imported, without the user running anything."""
+    import subprocess
+    import time
+
+    cli, live = shop
+    _seat(cli, fake.port)
+    fake.answers.append(_reply({"kind": "entity", "title": "The shop backend runs on docker compose", "turns": ["t1"]}))
+    proc = subprocess.Popen(
+        cli.command("transcript", "watch", str(live.parent), "--interval", "0.2", "--cycle"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli.environ(),
+        text=True,
+    )
+    try:
+        shutil.copyfile(next(agent_eval.DATA.rglob(f"{SHOP}.jsonl")), live)  # the session goes on: new turns
+        deadline = time.monotonic() + 60
+        titles: list[str] = []
+        while time.monotonic() < deadline and "The shop backend runs on docker compose" not in titles:
+            titles = [i["title"] for i in cli.ok("list")["items"]]
+            time.sleep(0.2)
+        assert "The shop backend runs on docker compose" in titles
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert [p for p, _b, _h in fake.requests].count("/v1/chat/completions") == 1
