@@ -1,6 +1,6 @@
-"""Agent memory benchmark (issue 18), transcript half: import and recall.
+"""Agent memory benchmark (issues 18, 28), transcript half: import, append, recall and turn-level quality.
 
-    .venv/bin/python bench/agent.py [--sessions 100] [--turns 200] [--rounds 200]
+    .venv/bin/python bench/agent.py [--sessions 100] [--turns 200] [--rounds 200] [--only eval|append|import]
 
 Writes ``--sessions`` sessions of ``--turns`` turns each in the real on-disk formats (four
 in five Claude Code projects files, one in five Codex rollouts; each turn is a user
@@ -13,6 +13,15 @@ English and Chinese), starts a real daemon on a temp vault and measures:
     turns) latency: over IPC as the owner (the CLI's client), and through the MCP server
     (official MCP client → ``memories mcp`` on stdio → daemon), interleaved round by round.
     The goal is MCP p50 ≤ 1.5 × IPC p50 + 2 ms, as for the other tools.
+  * appending one turn to a session of 500 and of 2,000 turns (AG-8): the engine's time for
+    the import request `transcript watch` sends (the file's new events, each with its
+    occurrence number counted by the importer) and the bytes of sealed rows the store gained;
+    neither may grow with the session;
+  * the eval over the shipped sample sessions (tests/data/agent-eval, AG-8/AG-9): turn-level
+    recall@5 and MRR per kind of question (exact, Chinese, paraphrase, corrected, inside tool
+    noise, long session) through `search` (the request `memories search --kind transcript`
+    sends) and MCP `recall_turn` (official MCP client → `memories mcp` on stdio). Goal:
+    recall@5 ≥ 0.9 overall on both, every kind ≥ 0.75.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ sys.path.insert(0, str(ROOT))
 
 from engine.config import Paths  # noqa: E402
 from engine.ipc.client import IpcClient  # noqa: E402
+from engine.transcripts import claude_code  # noqa: E402
+from engine.transcripts.model import occurrences  # noqa: E402
+from tests.transcripts import agent_eval  # noqa: E402
 
 PASSWORD = "bench agent transcripts 1"  # a throwaway vault
 WORDS = ["cabin", "booking", "overlap", "timezone", "backup", "rsync", "release", "migration", "sync", "vault", "search", "index"]
@@ -156,14 +168,139 @@ async def _latency(
     return times
 
 
+def _append_cost(root: Path, sizes: tuple[int, ...] = (500, 2000), appends: int = 20) -> None:
+    """AG-8: the cost of one more turn in a session of each size: engine time and store growth."""
+    import hashlib
+
+    rng = random.Random(28)
+    for n, size in enumerate(sizes):
+        # A vault of its own per size: only the session's length differs between the rows.
+        home = root / f"append-home-{size}"
+        _cli(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+        ipc = IpcClient(Paths(home).socket)
+        ipc.connect()
+        try:
+            path = root / f"append-{size}.jsonl"
+            _claude_session(path, 900 + n, size, rng)
+            _cli(home, "transcript", "import", str(path))
+            store = home / "store.db"
+            times: list[float] = []
+            grown: list[int] = []
+            for k in range(appends):
+                lines = path.read_text().splitlines(keepends=True)
+                extra = json.loads(lines[-4])
+                extra["uuid"] = f"append-{size}-{k}"
+                extra["message"] = {"role": "user", "content": f"one more question number {k} about the backup window"}
+                path.write_text("".join(lines) + json.dumps(extra) + "\n")
+                data = path.read_bytes()
+                parsed = claude_code.parse(data)
+                counts = occurrences(parsed.events)
+                keep = ("text", "native_key")
+                new = list(zip(parsed.events, counts, strict=True))[-1:]  # what watch sends: the new line's events
+                events = [
+                    {
+                        **{key: v for key, v in vars(e).items() if (v != "" or key in keep) and key != "occurrence"},
+                        "occurrence": n,
+                    }
+                    for e, n in new
+                ]
+                before = _store_bytes(store)
+                t = time.perf_counter()
+                result = ipc.request(
+                    {
+                        "op": "transcript_import",
+                        "adapter": parsed.adapter,
+                        "adapter_version": parsed.adapter_version,
+                        "source_sha256": hashlib.sha256(data).hexdigest(),
+                        "events": events,
+                    },
+                    timeout=600,
+                )
+                times.append(time.perf_counter() - t)
+                grown.append(_store_bytes(store) - before)
+                assert result["events_added"] == 1 and result["written"] == 1, result
+            print(
+                f"append 1 turn to a {size:>5}-turn session: engine p50 {_p50(times):6.1f} ms "
+                f"({len(parsed.events)} events in the file, {len(events)} sent), "
+                f"store +{statistics.median(grown) / 1024:5.1f} KiB, 1 turn written"
+            )
+        finally:
+            ipc.close()
+            subprocess.run(
+                [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"], capture_output=True, cwd=ROOT
+            )
+
+
+def _store_bytes(store: Path) -> int:
+    """Bytes of every sealed row in the store (page and WAL reuse would hide a write's size)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return int(
+            conn.execute("SELECT (SELECT total(length(blob)) FROM content) + (SELECT total(length(blob)) FROM state)").fetchone()[
+                0
+            ]
+        )
+    finally:
+        conn.close()
+
+
+def _eval(root: Path) -> None:
+    """Turn-level recall@5 / MRR over the shipped sample sessions: IPC `search` and MCP `recall_turn`."""
+    from mcp import Client, StdioServerParameters
+
+    home = root / "eval-home"
+    _cli(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+    _cli(home, "transcript", "import", str(agent_eval.DATA))
+    _cli(home, "sudo", "--password-stdin", stdin=PASSWORD + "\n")
+    token = _cli(home, "mcp", "grant", "--name", "eval", "--scope", "read", "--transcripts")["token"]
+    ipc = IpcClient(Paths(home).socket)
+    ipc.connect()
+    questions = agent_eval.questions()
+
+    async def recall_all() -> dict[str, dict[str, Any]]:
+        env = dict(os.environ, MEMORIES_MCP_TOKEN=token)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "engine.cli", "--home", str(home), "mcp"], env=env, cwd=str(ROOT)
+        )
+        out: dict[str, dict[str, Any]] = {}
+        async with Client(params, read_timeout_seconds=60) as client:
+            for q in questions:
+                call = await client.call_tool("recall_turn", {"query": q["query"], "before": 0, "after": 0})
+                if call.is_error:
+                    raise SystemExit(f"recall_turn failed over MCP: {call.content}")
+                out[q["query"]] = dict(call.structured_content or {})
+        return out
+
+    try:
+        recalled = asyncio.run(recall_all())
+        scores = agent_eval.run(ipc.request, lambda inner: recalled[inner["query"]])
+    finally:
+        ipc.close()
+        subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"], capture_output=True, cwd=ROOT)
+    print(agent_eval.report(scores))
+    for surface in ("search", "recall_turn"):
+        worst = min(scores[surface][k].recall for k in agent_eval.KINDS)
+        verdict = "meets" if scores[surface]["all"].recall >= 0.9 and worst >= 0.75 else "MISSES"
+        print(f"{surface}: recall@5 {scores[surface]['all'].recall:.2f} overall, worst kind {worst:.2f}; goal: {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--only", choices=("import", "append", "eval"), help="run one part only")
     args = parser.parse_args()
     rng = random.Random(18)
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        if args.only in (None, "eval"):
+            _eval(Path(tmp))
+        if args.only in (None, "append"):
+            _append_cost(Path(tmp))
+        if args.only in ("eval", "append"):
+            return
         root = Path(tmp)
         data = root / "sessions"
         (data / "claude").mkdir(parents=True)

@@ -86,6 +86,7 @@ OP_CAPABILITY: Final[dict[str, str]] = {
     "card_link_many": "write",
     "card_unlink": "write",
     "annotate": "write",  # AG-7: a note on a memory or card (a new revision, body unchanged)
+    "conclusion_write": "write",  # AG-9: a conclusion citing transcript turns (MCP memory_conclude)
     # deletes
     "delete": "delete",
 }

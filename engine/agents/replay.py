@@ -31,7 +31,7 @@ __all__ = ["Replays", "REPLAYED_OPS", "WINDOW_MS", "CAPACITY"]
 
 # The agent ops whose repetition would add something (a second item, revision or note).
 # Links are sets (adding one twice changes nothing) and deletes are idempotent already.
-REPLAYED_OPS: Final = frozenset({"put", "edit", "card_write", "annotate"})
+REPLAYED_OPS: Final = frozenset({"put", "edit", "card_write", "annotate", "conclusion_write"})
 # Longer than any client's retry loop (the SDK's default request timeout is 60 s).
 WINDOW_MS: Final = 10 * 60 * 1000
 # The most recent writes remembered (a retry comes right after its original).

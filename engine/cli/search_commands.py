@@ -106,8 +106,17 @@ def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
     color = ctx.color
     lines = []
     for item in result["results"]:
-        tags = f"  [{', '.join(one_line(t) for t in item['tags'])}]" if item["tags"] else ""
-        lines.append(f"{item['rank']:>2}. {one_line(item['short_id'])}  {one_line(item['title'])}{tags}")
+        turn = item.get("turn")
+        if turn:  # a transcript turn (AG-8): its handle (for `recall_turn`), session, turn number and time
+            thread = "" if turn["thread"] == "main" else f" ({one_line(turn['thread'])})"
+            lines.append(
+                f"{item['rank']:>2}. {one_line(turn['handle'])} turn {turn['seq']}{thread}  {one_line(turn['ts'][:19])}"
+                f"  {one_line(turn['session_title'])}  session {turn['session_uid'][:12]}"
+                + (f"  (superseded by {one_line(turn['superseded_by'])})" if turn.get("superseded_by") else "")
+            )
+        else:
+            tags = f"  [{', '.join(one_line(t) for t in item['tags'])}]" if item["tags"] else ""
+            lines.append(f"{item['rank']:>2}. {one_line(item['short_id'])}  {one_line(item['title'])}{tags}")
         if item["snippet"]:
             # Escape first, then style: stored text cannot inject sequences, our bold still works.
             lines.append("    " + bold_highlights(one_line(item["snippet"]), color))

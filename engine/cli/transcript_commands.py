@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import signal
 import sys
 import time
@@ -21,7 +22,7 @@ from engine.cli.context import Context
 from engine.errors import MemoriesError
 from engine.terminal_text import block, one_line
 from engine.transcripts import sources
-from engine.transcripts.model import Event
+from engine.transcripts.model import Event, occurrences
 
 __all__ = ["register", "BATCH_EVENTS", "BATCH_BYTES"]
 
@@ -51,6 +52,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--interval", type=float, default=2.0, metavar="SECONDS", help="how often to look for changes (0.2 to 300, default 2)"
     )
+    p.add_argument(
+        "--cycle",
+        action="store_true",
+        help="after each import with new turns, distil them with the model seat ([rag.extraction]), like `memory cycle once`",
+    )
     p.set_defaults(func=cmd_watch)
 
 
@@ -62,7 +68,10 @@ def _roots(args: argparse.Namespace) -> list[Path]:
 
 
 def _wire(event: Event) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    wire = {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    if event.occurrence < 0:
+        del wire["occurrence"]
+    return wire
 
 
 def _batches(events: list[Event]) -> Iterator[list[dict[str, Any]]]:
@@ -83,8 +92,28 @@ def _warn(text: str) -> None:
     print(block(f"warning: {text}"), file=sys.stderr)
 
 
-def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[str, Any]:
-    """Import ``files``; the totals. Used by `import` and by each round of `watch`."""
+# What `watch` already sent of a file: (bytes of complete lines read, their SHA-256, events sent).
+Progress = dict[Path, tuple[int, str, int]]
+
+
+def _tail(source: sources.Source, events: list[Event], progress: Progress | None) -> list[Event]:
+    """The events to send: for a file that only grew since `watch` last sent it, just the new
+    ones, each with its occurrence number counted over the whole file (AG-8: an append costs the
+    engine the new turn, not the session); otherwise all of them."""
+    if progress is None:
+        return events
+    done = progress.get(source.path)
+    if done is None:
+        return events
+    consumed, digest, sent = done
+    if len(source.data) < consumed or sent > len(events) or hashlib.sha256(source.data[:consumed]).hexdigest() != digest:
+        return events  # rewritten, not appended to: the engine skips what it has
+    counts = occurrences(events)
+    return [dataclasses.replace(e, occurrence=n) for e, n in zip(events[sent:], counts[sent:], strict=True)]
+
+
+def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Import ``files``; the totals. Used by `import` and by each round of `watch` (with ``progress``)."""
     started = time.monotonic()
     read: list[tuple[sources.Source, str]] = []
     unrecognised = 0
@@ -101,8 +130,8 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
         chunk = [rid for _s, rid in read[i : i + KNOWN_CHUNK]]
         known.update(ctx.request({"op": "transcript_known", "revisions": chunk})["known"])
     totals: dict[str, Any] = {"files": len(files), "unchanged": 0, "imported": 0, "unrecognised": unrecognised, "events_added": 0}
-    totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0}
-    sessions: set[str] = set()
+    totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0, "redacted": 0}
+    sessions: dict[str, int] = {}  # session_uid -> its turns after the import (as the user saw them)
     for source, rid in read:
         if rid in known:
             totals["unchanged"] += 1
@@ -117,7 +146,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
         if not parsed.events:
             continue
         totals["imported"] += 1
-        batches = list(_batches(parsed.events))
+        batches = list(_batches(_tail(source, parsed.events, progress)))
         for n, batch in enumerate(batches, start=1):
             result = ctx.request(
                 {
@@ -132,9 +161,17 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False) -> dict[s
             )
             totals["events_added"] += result["events_added"]
             totals["sessions_written"] += result["written"]
+            totals["redacted"] += result.get("redacted", 0)
             for s in result["sessions"]:
-                sessions.add(s["session_uid"])
+                sessions[s["session_uid"]] = s["turns"]
+        if progress is not None:
+            progress[source.path] = (
+                parsed.consumed,
+                hashlib.sha256(source.data[: parsed.consumed]).hexdigest(),
+                len(parsed.events),
+            )
     totals["sessions"] = len(sessions)
+    totals["turns"] = sum(sessions.values())
     totals["seconds"] = round(time.monotonic() - started, 3)
     return totals
 
@@ -144,8 +181,10 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     totals = import_files(ctx, files)
     text = (
         f"Read {totals['files']} file(s): {totals['imported']} imported, {totals['unchanged']} unchanged; "
-        f"{totals['events_added']} new event(s) in {totals['sessions']} session(s)."
+        f"{totals['events_added']} new event(s) in {totals['sessions']} session(s) of {totals['turns']} turn(s)."
     )
+    if totals["redacted"]:
+        text += f"\nReplaced {totals['redacted']} secret(s) (vault values, tokens, passwords) by [redacted:KIND] before storing."
     if totals["skipped_lines"]:
         text += f"\nSkipped {totals['skipped_lines']} malformed line(s) (see the warnings above)."
     if totals["still_being_written"]:
@@ -165,6 +204,7 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     seen: dict[Path, tuple[int, int]] = {}
+    progress: Progress = {}
     if not ctx.json_output:
         print("Watching for new turns (Ctrl-C stops).", flush=True)
     try:
@@ -181,16 +221,31 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
                     seen[path] = mark
                     changed.append(path)
             if changed:
-                totals = import_files(ctx, changed, quiet=True)
+                totals = import_files(ctx, changed, quiet=True, progress=progress)
                 if totals["events_added"]:
                     ctx.emit(totals, f"{time.strftime('%H:%M:%S')} {totals['events_added']} new event(s)")
                     sys.stdout.flush()
+                    if args.cycle:
+                        args.cycle = _cycle(ctx)
             deadline = time.monotonic() + args.interval
             while not stop and time.monotonic() < deadline:
                 time.sleep(min(0.1, args.interval))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _cycle(ctx: Context) -> bool:
+    """One extraction cycle after an import (AG-9); False when there is no seat (stop asking)."""
+    try:
+        result = ctx.request({"op": "memory_cycle"}, timeout=3600)
+    except MemoriesError as exc:
+        _warn(f"memory cycle: {exc.message}")
+        return exc.code != "provider_not_configured"
+    if result["written"]:
+        ctx.emit(result, f"{time.strftime('%H:%M:%S')} {result['written']} conclusion(s) distilled")
+        sys.stdout.flush()
+    return True
 
 
 # -- reads ---------------------------------------------------------------------------------

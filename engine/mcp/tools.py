@@ -181,6 +181,37 @@ class RecallSessionArgs(_Args):
     limit: Annotated[int, msgspec.Meta(ge=1, le=50, description="Turns per page.")] = 20
 
 
+class ConcludeArgs(_Args):
+    title: Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="The conclusion in one line.")]
+    turns: Annotated[
+        list[TurnLocator],
+        msgspec.Meta(min_length=1, max_length=20, description="The turns it rests on: handles ([3]) or turn_uids."),
+    ]
+    body: Annotated[str, msgspec.Meta(max_length=4000, description="The conclusion, self-contained (Markdown).")] = ""
+    kind: Annotated[
+        Literal["decision", "fact", "preference", "entity"], msgspec.Meta(description="What sort of conclusion it is.")
+    ] = "fact"
+    key: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=80,
+                description="What it is about (e.g. staging-db-port); a conclusion with the key of a current one supersedes it.",
+            ),
+        ]
+        | None
+    ) = None
+
+
+def _conclude(args: ConcludeArgs) -> dict[str, Any]:
+    body: dict[str, Any] = {"op": "conclusion_write", "title": args.title, "body": args.body, "kind": args.kind}
+    body["turns"] = args.turns
+    if args.key is not None:
+        body["key"] = args.key
+    return body
+
+
 def _recall_turn(args: RecallTurnArgs) -> dict[str, Any]:
     body: dict[str, Any] = {"op": "recall_turn", "before": args.before, "after": args.after}
     if args.turn is not None:
@@ -382,6 +413,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         lambda a: {"op": "recall_session", "session": a.session, "offset": a.offset, "limit": a.limit},
     ),
     ToolSpec(
+        "memory_conclude",
+        "Record a conclusion from past turns",
+        "Record a decision, fact, preference or entity you concluded from imported agent turns, citing the "
+        "turns it rests on by their handles ([3]) from recall_turn or search. It becomes an ordinary memory "
+        "that points at those turns; give the same `key` as an earlier conclusion to supersede it (the old "
+        "one is kept, marked superseded). Never record passwords, keys or other secrets.",
+        ConcludeArgs,
+        _conclude,
+        read_only=False,
+    ),
+    ToolSpec(
         "annotate",
         "Annotate a memory or card",
         "Attach a dated note, signed as you, to a memory or card without rewriting it: corrections, "
@@ -394,7 +436,7 @@ TOOLS: tuple[ToolSpec, ...] = (
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 # Tools that read imported transcripts: listed only to grants that include them (AG-5).
-TRANSCRIPT_TOOLS: frozenset[str] = frozenset({"recall_turn", "recall_session"})
+TRANSCRIPT_TOOLS: frozenset[str] = frozenset({"recall_turn", "recall_session", "memory_conclude"})
 _BY_NAME = {t.name: t for t in TOOLS}
 
 

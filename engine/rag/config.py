@@ -12,13 +12,20 @@ from engine.errors import MemoriesError
 
 __all__ = ["Endpoint", "RagConfig", "load_rag_config", "IndexBounds"]
 
-_PROVIDER_KINDS = {"embedding": ("openai", "gemini", "onnx", "fastembed"), "generation": ("openai",), "rerank": ("openai",)}
+_PROVIDER_KINDS = {
+    "embedding": ("openai", "gemini", "onnx", "fastembed"),
+    "generation": ("openai",),
+    "rerank": ("openai",),
+    # AG-9: the model seat of the extraction cycle (`memory cycle once`): any OpenAI-compatible
+    # chat-completions endpoint (a local llama.cpp or Ollama server included) or Anthropic's Messages API.
+    "extraction": ("openai", "anthropic"),
+}
 _SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    kind: str  # "openai" (OpenAI-compatible wire format), "gemini", "onnx" or "fastembed" (local model dirs)
+    kind: str  # "openai" (OpenAI-compatible wire format), "anthropic", "gemini", "onnx" or "fastembed" (local model dirs)
     url: str
     model: str
     api_key_env: str | None = None
@@ -50,6 +57,7 @@ class RagConfig:
     embedding: Endpoint | None = None
     generation: Endpoint | None = None
     rerank: Endpoint | None = None
+    extraction: Endpoint | None = None
     timeout_seconds: float = 30.0
     retries: int = 3
     backoff_seconds: float = 0.5
@@ -62,7 +70,12 @@ class RagConfig:
         return [f"{name}:{ep.kind}" for name, ep in self.endpoints() if ep is not None]
 
     def endpoints(self) -> list[tuple[str, Endpoint | None]]:
-        return [("embedding", self.embedding), ("generation", self.generation), ("rerank", self.rerank)]
+        return [
+            ("embedding", self.embedding),
+            ("generation", self.generation),
+            ("rerank", self.rerank),
+            ("extraction", self.extraction),
+        ]
 
 
 def _bad(sentence: str) -> MemoriesError:
@@ -129,6 +142,7 @@ def parse_rag_config(data: dict[str, Any]) -> RagConfig:
         embedding=_endpoint("embedding", rag["embedding"]) if "embedding" in rag else None,
         generation=_endpoint("generation", rag["generation"]) if "generation" in rag else None,
         rerank=_endpoint("rerank", rag["rerank"]) if "rerank" in rag else None,
+        extraction=_endpoint("extraction", rag["extraction"]) if "extraction" in rag else None,
         timeout_seconds=_number(rag, "timeout_seconds", 30, 0.05, 600),
         retries=int(_number(rag, "retries", 3, 0, 10)),
         backoff_seconds=_number(rag, "backoff_seconds", 0.5, 0, 60),

@@ -24,10 +24,14 @@ _MAX_RETRY_AFTER = 30.0
 
 def _headers(endpoint: Endpoint) -> dict[str, str]:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if endpoint.kind == "anthropic":
+        headers["anthropic-version"] = "2023-06-01"  # the Messages API version this client speaks
     key = endpoint.api_key()
     if key:
         if endpoint.kind == "gemini":
             headers["x-goog-api-key"] = key
+        elif endpoint.kind == "anthropic":
+            headers["x-api-key"] = key
         else:
             headers["Authorization"] = f"Bearer {key}"
     return headers

@@ -11,7 +11,7 @@ from engine.errors import MemoriesError
 from engine.rag.config import Endpoint, RagConfig
 from engine.rag.http import post_json
 
-__all__ = ["embed", "chat", "rerank_scores", "run_sync"]
+__all__ = ["embed", "chat", "complete", "rerank_scores", "run_sync"]
 
 T = TypeVar("T")
 
@@ -91,6 +91,35 @@ async def chat(config: RagConfig, messages: list[dict[str, str]]) -> str:
             "provider_not_configured",
             "`ask` needs a generation provider: add [rag.generation] (url, model) to config.toml.",
         )
+    answer = await post_json(config, ep, ep.url, {"model": ep.model, "messages": messages, "temperature": 0})
+    try:
+        content = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise _malformed("chat") from None
+    if not isinstance(content, str):
+        raise _malformed("chat")
+    return content
+
+
+async def complete(config: RagConfig, ep: Endpoint, system: str, user: str, max_tokens: int = 2048) -> str:
+    """One reply of a model seat (AG-9): OpenAI-compatible chat completions, or Anthropic's Messages API."""
+    if ep.kind == "anthropic":
+        payload: dict[str, Any] = {
+            "model": ep.model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+            "temperature": 0,
+        }
+        answer = await post_json(config, ep, ep.url, payload)
+        try:
+            parts = [b["text"] for b in answer["content"] if isinstance(b, dict) and b.get("type") == "text"]
+        except (KeyError, TypeError):
+            raise _malformed("messages") from None
+        if not parts or not all(isinstance(p, str) for p in parts):
+            raise _malformed("messages")
+        return "".join(parts)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     answer = await post_json(config, ep, ep.url, {"model": ep.model, "messages": messages, "temperature": 0})
     try:
         content = answer["choices"][0]["message"]["content"]

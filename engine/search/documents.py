@@ -10,10 +10,18 @@ from typing import Any
 from engine.search.chunker import CHUNKER_VERSION, Chunk, chunk_text
 from engine.search.segment import SEGMENTER_VERSION, Segmented, Segmenter
 
-__all__ = ["Document", "Prepared", "PreparedChunk", "prepare", "PREPARED_VERSION", "TOKENS_KIND"]
+__all__ = ["Document", "Prepared", "PreparedChunk", "prepare", "PREPARED_VERSION", "TOKENS_KIND", "AUX_MARK", "AUX_INDEX_CHARS"]
 
 PREPARED_VERSION = f"{SEGMENTER_VERSION}/chunker-{CHUNKER_VERSION}/record-2"
 TOKENS_KIND = "search_tokens"
+# A body may put low-weight text after this line (AG-8: a transcript turn's tool calls, tool
+# output and client-injected events after the conversation). Its chunks are indexed as rows of
+# their own, flagged ``aux``, whose scores count AUX_WEIGHT (engine/search/index.py): searchable,
+# but never drowning the conversation. Invisible separators, so that typed text never holds it.
+AUX_MARK = "\n\n\u2063\u2063\u2063\n\n"
+# Low-weight text indexed per document (the stored item keeps all of it): a tool that printed
+# a megabyte is not worth a thousand rows.
+AUX_INDEX_CHARS = 12_000
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,8 @@ class Document:
     tags: tuple[str, ...]
     meta: tuple[tuple[str, str], ...]
     updated_ms: int
+
+    aux: bool = False  # the body may hold AUX_MARK (only where the summary says so)
 
     # Tags and metadata values, searched in the metadata field (weight 2). Computed once here:
     # functools.cached_property takes a lock per first access on 3.11, a cost per indexed note.
@@ -51,7 +61,17 @@ class Document:
             tags=tuple(str(t) for t in summary.get("tags", []) if isinstance(t, str)),
             meta=tuple(sorted((str(k), str(v)) for k, v in meta.items())),
             updated_ms=updated_ms,
+            aux=summary.get("aux") is True,
         )
+
+    def parts(self) -> tuple[str, int]:
+        """(conversation part, offset of the low-weight part or len(body) if none)."""
+        if not self.aux:
+            return self.body, len(self.body)
+        at = self.body.find(AUX_MARK)
+        if at < 0:
+            return self.body, len(self.body)
+        return self.body[:at], at + len(AUX_MARK)
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,7 @@ class PreparedChunk:
     end: int
     words: str
     bigrams: str
+    aux: bool = False  # a chunk of the low-weight part (AUX_MARK)
 
 
 @dataclass(frozen=True)
@@ -87,7 +108,7 @@ class Prepared:
             "v": self.version,
             "title": [self.title.words, self.title.bigrams],
             "meta": [self.meta.words, self.meta.bigrams],
-            "chunks": [[c.start, c.end, c.words, c.bigrams] for c in self.chunks],
+            "chunks": [[c.start, c.end, c.words, c.bigrams, *((1,) if c.aux else ())] for c in self.chunks],
             "summary": self.summary,
             "body": self.body,
         }
@@ -106,7 +127,7 @@ class Prepared:
             title, meta = record["title"], record["meta"]
             if type(summary) is not dict or type(body) is not str:
                 return None
-            chunks = tuple(PreparedChunk(*c) for c in record["chunks"])
+            chunks = tuple(PreparedChunk(c[0], c[1], c[2], c[3], len(c) > 4 and c[4] == 1) for c in record["chunks"])
             if not all(
                 type(c.start) is int
                 and type(c.end) is int
@@ -129,6 +150,7 @@ class Prepared:
                     "title": str(summary.get("title", "")),
                     "tags": [str(t) for t in summary.get("tags", [])],
                     "meta": {str(k): str(v) for k, v in dict(raw_meta).items()},
+                    **({"aux": True} if summary.get("aux") is True else {}),
                 },
                 body=body,
             )
@@ -143,19 +165,27 @@ class Prepared:
 
 
 def prepare(doc: Document, segmenter: Segmenter) -> Prepared:
+    main, aux_at = doc.parts()
     chunks = tuple(
         PreparedChunk(c.start, c.end, seg.words, seg.bigrams)
         # An empty body still gets one (empty) chunk so the title and tags are findable.
-        for c in (chunk_text(doc.body) or [Chunk(0, 0, "")])
+        for c in (chunk_text(main) or [Chunk(0, 0, "")])
         for seg in (segmenter.segment(c.text),)
     )
+    if aux_at < len(doc.body):
+        aux = doc.body[aux_at : aux_at + AUX_INDEX_CHARS]
+        chunks += tuple(
+            PreparedChunk(aux_at + c.start, aux_at + c.end, seg.words, seg.bigrams, True)
+            for c in chunk_text(aux)
+            for seg in (segmenter.segment(c.text),)
+        )
     return Prepared(
         rev_id=doc.rev_id,
         version=PREPARED_VERSION,
         title=segmenter.segment(doc.title),
         meta=segmenter.segment(doc.meta_text),
         chunks=chunks,
-        summary={"title": doc.title, "tags": list(doc.tags), "meta": dict(doc.meta)},
+        summary={"title": doc.title, "tags": list(doc.tags), "meta": dict(doc.meta), **({"aux": True} if doc.aux else {})},
         body=doc.body,
     )
 

@@ -24,6 +24,9 @@ __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
 
 Mode = Literal["lexical", "vector", "hybrid"]
 CANDIDATES = 100  # chunk rows fetched per retriever before grouping by asset
+# A low-weight row's BM25 score counts this much (AG-8: a transcript turn's tool output is
+# searchable, but a reply that matches as well ranks above it).
+AUX_WEIGHT = 0.3
 FILTERED_CANDIDATES = 2000  # the same with a filter (time window, author, source), which drops many
 
 
@@ -42,6 +45,7 @@ class ChunkInfo:
     ordinal: int
     text: str
     key: bytes
+    aux: bool = False
 
 
 @dataclass
@@ -81,6 +85,7 @@ class VaultIndex:
         self.text_bytes = 0
         self.truncated: set[bytes] = set()
         self._next_rowid = 1
+        self.aux_rows = 0  # rows of low-weight text (documents.AUX_MARK)
         # Eviction order (least recently changed first) as a lazy min-heap: entries of
         # removed or re-indexed assets are skipped when popped. Sorting every asset on each
         # write would make one edit cost O(n log n) in a large vault (ST-6).
@@ -117,7 +122,8 @@ class VaultIndex:
             rowid = self._next_rowid
             self._next_rowid += 1
             key = chunk_key(title_bytes, text_bytes)
-            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, key)
+            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, key, chunk.aux)
+            self.aux_rows += chunk.aux
             self.by_key.setdefault(key, []).append(rowid)
             rowids.append(rowid)
             rows.append(
@@ -154,6 +160,7 @@ class VaultIndex:
         self.fts.delete(info.rowids)
         for rowid in info.rowids:
             chunk = self.chunks.pop(rowid)
+            self.aux_rows -= chunk.aux
             self._simplified.pop(rowid, None)
             keyed = self.by_key.get(chunk.key, [])
             if rowid in keyed:
@@ -195,6 +202,8 @@ class VaultIndex:
         for info in sorted(self.assets.values(), key=lambda a: a.doc.updated_ms, reverse=True):
             for rowid in info.rowids:
                 chunk = self.chunks[rowid]
+                if chunk.aux:
+                    continue  # tool output is found by its words; embedding it would crowd out replies
                 if not self.vectors.has(chunk.key) and chunk.key not in seen:
                     seen.add(chunk.key)
                     out.append((chunk.key, f"{info.doc.title}\n\n{chunk.text}"))
@@ -261,6 +270,15 @@ class VaultIndex:
     def _lexical_rows(self, query: ParsedQuery, depth: int) -> list[tuple[int, float]]:
         """The best ``depth`` chunk rows by BM25: from the word postings for a query of bare words
         (the common case, and the costly one when a word is in most notes), else from FTS5."""
+        if self.aux_rows:
+            # Low-weight rows count AUX_WEIGHT of their score: look deeper, then reorder.
+            rows = self._raw_rows(query, depth * 3)
+            scaled = [(r, s * AUX_WEIGHT if (c := self.chunks.get(r)) is not None and c.aux else s) for r, s in rows]
+            scaled.sort(key=lambda item: -item[1])
+            return scaled
+        return self._raw_rows(query, depth)
+
+    def _raw_rows(self, query: ParsedQuery, depth: int) -> list[tuple[int, float]]:
         words = query.bare_words()
         if words is not None:
             rows = self.fts.query_words(words, depth, lone=query.lone_prefix is not None)

@@ -8,7 +8,17 @@ import msgspec
 
 from engine.service.requests import Request
 
-__all__ = ["EventIn", "TranscriptKnown", "TranscriptImport", "TranscriptList", "TranscriptShow", "RecallTurn", "RecallSession"]
+__all__ = [
+    "EventIn",
+    "TranscriptKnown",
+    "TranscriptImport",
+    "TranscriptList",
+    "TranscriptShow",
+    "RecallTurn",
+    "RecallSession",
+    "MemoryCycle",
+    "ConclusionWrite",
+]
 
 Hex64 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 Key = Annotated[str, msgspec.Meta(max_length=512)]
@@ -32,6 +42,8 @@ class EventIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     turn_key: Key = ""
     parent_thread: Key = ""
     agent_instance_id: Key = ""
+    # The event's occurrence number in its file, when the importer sends only new events (watch).
+    occurrence: Annotated[int, msgspec.Meta(ge=-1, le=1_000_000_000)] | None = None  # -1 or absent: count here
 
 
 class TranscriptKnown(Request, tag="transcript_known"):
@@ -78,3 +90,21 @@ class RecallSession(Request, tag="recall_session"):
     session: Locator
     offset: Annotated[int, msgspec.Meta(ge=0)] = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 20
+
+
+class MemoryCycle(Request, tag="memory_cycle"):
+    """AG-9: distil new turns into conclusions with the model seat, or with recorded ``replies`` (in order)."""
+
+    replies: Annotated[list[Annotated[str, msgspec.Meta(max_length=1_000_000)]], msgspec.Meta(max_length=10_000)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 40  # turns per batch (one seat call)
+    batches: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
+
+
+class ConclusionWrite(Request, tag="conclusion_write", kw_only=True):
+    """AG-9: a conclusion an agent distilled, citing the turns it rests on."""
+
+    title: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    body: Annotated[str, msgspec.Meta(max_length=4000)] = ""
+    kind: Literal["decision", "fact", "preference", "entity"] = "fact"
+    turns: Annotated[list[Locator], msgspec.Meta(min_length=1, max_length=20)]
+    key: Annotated[str, msgspec.Meta(min_length=1, max_length=80)] | None = None

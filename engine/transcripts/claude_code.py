@@ -56,7 +56,7 @@ def parse(data: bytes) -> Parsed:
         ts = line.get("timestamp") if isinstance(line.get("timestamp"), str) else ""
         role: Role = "assistant" if kind == "assistant" else "user"
         content = message.get("content")
-        base = {"session_key": session, "thread_key": thread_key, "ts": str(ts), "parent_thread": parent}
+        base: dict[str, Any] = {"session_key": session, "thread_key": thread_key, "ts": str(ts), "parent_thread": parent}
         if isinstance(content, str):
             parsed.events.append(Event(native_key=uuid, role=role, type="message", text=clip(content), **base))
             continue

@@ -69,7 +69,7 @@ def parse(data: bytes) -> Parsed:
         if not session:
             parsed.warnings.append((lineno, "record before session_meta"))
             continue
-        base = {"session_key": session, "thread_key": thread, "ts": str(ts), "parent_thread": parent}
+        base: dict[str, Any] = {"session_key": session, "thread_key": thread, "ts": str(ts), "parent_thread": parent}
         ptype = payload.get("type")
         native = f"{ts}/{ptype}"
         if ptype == "message":

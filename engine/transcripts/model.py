@@ -33,6 +33,7 @@ __all__ = [
     "event_uid",
     "content_hash",
     "revision_id",
+    "occurrences",
     "MAX_EVENT_TEXT",
 ]
 
@@ -71,6 +72,19 @@ def event_uid(thread: str, native_key: str, chash: str, occurrence: int) -> str:
     return sha256_hex(thread, native_key, chash, str(occurrence))
 
 
+def occurrences(events: list[Event]) -> list[int]:
+    """Each event's occurrence number in its file: equal (thread, native key, content) events before it."""
+    seen: dict[tuple[str, str, str, str, str], int] = {}
+    out: list[int] = []
+    for ev in events:
+        chash = content_hash(ev.role, ev.type, ev.name, ev.text)
+        key = (ev.session_key, ev.agent_instance_id, ev.thread_key, ev.native_key, chash)
+        n = seen.get(key, 0)
+        out.append(n)
+        seen[key] = n + 1
+    return out
+
+
 def revision_id(source_sha256: str, adapter_version: str, ingest_version: str = INGEST_VERSION) -> str:
     return sha256_hex(source_sha256, adapter_version, ingest_version)
 
@@ -90,6 +104,9 @@ class Event:
     turn_key: str = ""  # the source's own turn ID, when it has one
     parent_thread: str = ""  # for a sub-agent thread: the thread that started it
     agent_instance_id: str = ""
+    # Equal (thread, native key, content) events before this one in its file, when the importer
+    # counted them (it then sends only a growing file's new events, AG-8); -1: count here.
+    occurrence: int = -1
 
 
 @dataclass

@@ -40,9 +40,10 @@ TOOLS = {
     "annotate",
     "recall_turn",
     "recall_session",
+    "memory_conclude",
 }
 # What tools/list shows each grant (issue 27: only the tools it can call).
-TRANSCRIPT_TOOLS = {"recall_turn", "recall_session"}
+TRANSCRIPT_TOOLS = {"recall_turn", "recall_session", "memory_conclude"}
 READ_TOOLS = {
     "search",
     "retrieve",

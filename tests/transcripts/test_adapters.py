@@ -168,3 +168,20 @@ def test_arbitrary_json_lines_give_events_or_warnings(values: list[object]) -> N
         session.merge(parsed.events)
         summary, body = session.to_stored()
         assert Session.from_stored(summary, body).merge(parsed.events) == 0
+
+
+def test_counted_occurrences_give_the_same_identities() -> None:
+    """AG-8: `watch` sends a grown file's new events with occurrence numbers it counted over the
+    whole file; the identities are those of sending every event (duplicates included)."""
+    import dataclasses
+
+    from engine.transcripts.model import occurrences
+    from engine.transcripts.turns import identify
+
+    data = next(DATA.rglob("5f1c2d3e-*.jsonl")).read_bytes()
+    events = claude_code.parse(data).events
+    events = [*events, events[1], events[1]]  # equal events: occurrences 1 and 2
+    whole = [uid for uid, _ in identify("s" * 64, events)]
+    counted = [dataclasses.replace(e, occurrence=n) for e, n in zip(events, occurrences(events), strict=True)]
+    assert [uid for uid, _ in identify("s" * 64, counted[-3:])] == whole[-3:]
+    assert len(set(whole)) == len(whole)

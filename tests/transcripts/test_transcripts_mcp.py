@@ -80,7 +80,9 @@ def test_recall_turn_and_session_with_handles_over_mcp(agent_vault: tuple[Cli, s
             page = result_of(await client.call_tool("recall_session", {"session": session, "limit": 2}))
             assert page["total"] == 5 and page["next_offset"] == 2 and [t["seq"] for t in page["turns"]] == [1, 2]
             last = result_of(await client.call_tool("recall_session", {"session": session, "offset": 4, "limit": 2}))
-            assert last["next_offset"] is None and [t["seq"] for t in last["turns"]] == [5]
+            # Turn numbers count per thread (the main thread's as the user saw them): the fifth turn
+            # of the session in time order is the main thread's third.
+            assert last["next_offset"] is None and [(t["thread"], t["seq"]) for t in last["turns"]] == [("main", 3)]
             bad = error_of(await client.call_tool("recall_turn", {"turn": "[999]"}))
             assert bad["code"] == "not_found"
             both = error_of(await client.call_tool("recall_turn", {}))
@@ -93,7 +95,7 @@ def test_memory_source_points_at_a_turn(agent_vault: tuple[Cli, str, str]) -> No
     """AG-5: a memory whose `source` is a turn_uid leads recall_turn back to that turn."""
     cli, with_tx, _without = agent_vault
     session = next(s for s in cli.ok("transcript", "list")["sessions"] if s["source_agent"] == "codex")
-    turn = cli.ok("transcript", "show", session["session_uid"][:12], "--turn", "3")["turns"][0]
+    turn = cli.ok("transcript", "show", session["session_uid"][:12], "--turn", "2")["turns"][0]
     owner = ipc(cli)
     try:
         memory = owner.request({"op": "put", "title": "Backups go to /srv/backup", "meta": {"source": turn["turn_uid"]}})

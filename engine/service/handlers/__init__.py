@@ -8,6 +8,7 @@ from engine.service.handlers import (
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
     cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
+    cycle,  # memory cycle once and agent conclusions: distilled memories pointing at turns (issue 28, AG-9)
     dashboard,  # the dashboard's listing of ordinary items (issue 17)
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     files,  # file add/get/list/history: chunked upload and download (issue 16, FI-1)
@@ -33,6 +34,7 @@ __all__ = [
     "cards",
     "cloud",
     "credentials",
+    "cycle",
     "dashboard",
     "devices",
     "files",

@@ -39,7 +39,7 @@ from engine.service.requests import Kind, Request
 from engine.service.search_runtime import SearchRuntime, runtime_of
 from engine.service.service import Service, Unlocked
 
-__all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex"]
+__all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex", "HIT_DETAILS", "HIT_ORDER", "Found", "retrieve_hits", "snapshot"]
 
 QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
 ModeName = Literal["auto", "lexical", "vector", "hybrid"]
@@ -48,6 +48,13 @@ When = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
 # Chunks embedded on demand by one query; `memories rag index` embeds the rest.
 EMBED_ON_DEMAND = 512
 PASSAGE_CHARS = 1200
+# kind -> fields a hit of that kind adds to its result (a transcript turn: ``turn`` with its
+# session, the turn as the user saw it, its time and a handle, AG-8; a superseded conclusion:
+# ``superseded_by``, AG-9); called under the service lock.
+HIT_DETAILS: dict[str, Callable[[Service, Unlocked, Caller, bytes], dict[str, Any] | None]] = {}
+# Reorderings of a search's hits, under the service lock (a transcript turn that a later turn
+# corrects: the later one first, AG-9). Each may add hits (``snapshot``) and must keep the rest.
+HIT_ORDER: list[Callable[[Service, Unlocked, list[Found]], list[Found]]] = []
 
 
 class Search(Request, tag="search"):
@@ -209,6 +216,27 @@ def _retrieve(
     return result
 
 
+def retrieve_hits(service: Service, query: str, kinds: frozenset[str], limit: int, wait_ms: int = 5000) -> Retrieved:
+    """Ranked hits of ``kinds`` for ``query`` (lexical, or hybrid with an embedding provider), without
+    the service lock held: the engine behind ``search``, for other ops that rank (recall_turn)."""
+    return _retrieve(service, runtime_of(service), _config(service), query, "auto", limit, kinds, wait_ms)
+
+
+def snapshot(service: Service, state: Unlocked, asset_id: bytes, score: float) -> Found | None:
+    """A hit on ``asset_id`` (its first passage) from the default vault's index, or None if it is not indexed."""
+    index = runtime_of(service).cache.peek(state.default_vault)
+    info = index.assets.get(asset_id) if index is not None else None
+    if index is None or info is None or not info.rowids:
+        return None
+    return _snapshot(index, asset_id, info.rowids[0], score)
+
+
+def _ordered(service: Service, state: Unlocked, hits: list[Found], limit: int) -> list[Found]:
+    for reorder in HIT_ORDER:
+        hits = reorder(service, state, hits)
+    return hits[:limit]
+
+
 def _snapshot(index: VaultIndex, asset_id: bytes, rowid: int, score: float) -> Found:
     doc = index.assets[asset_id].doc
     return Found(
@@ -300,7 +328,7 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     )
     with service.lock:
         state = _checked_state(service, found.generation)
-        hits = _still_current(runtime, state, found.hits, found.vault_id)
+        hits = _ordered(service, state, _still_current(runtime, state, found.hits, found.vault_id), request.limit)
         _commit_intent(service, runtime, state, "search", caller, [h.asset_id for h in hits])
         terms = found.parsed.terms + found.parsed.phrases
         results = [
@@ -309,6 +337,7 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
                 **_source_view(state, hit),
                 "snippet": snippet(hit.passage or hit.title, terms),
                 "score": round(hit.score, 4),
+                **_details(service, state, caller, hit),
             }
             for rank, hit in enumerate(hits, start=1)
         ]
@@ -322,9 +351,21 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
     }
 
 
-def _passages(state: Unlocked, hits: list[Found]) -> list[dict[str, Any]]:
+def _details(service: Service, state: Unlocked, caller: Caller, hit: Found) -> dict[str, Any]:
+    detail = HIT_DETAILS.get(hit.kind)
+    found = detail(service, state, caller, hit.asset_id) if detail is not None else None
+    return found or {}
+
+
+def _passages(service: Service, state: Unlocked, caller: Caller, hits: list[Found]) -> list[dict[str, Any]]:
     return [
-        {"label": f"S{i}", **_source_view(state, hit), "text": hit.passage[:PASSAGE_CHARS]} for i, hit in enumerate(hits, start=1)
+        {
+            "label": f"S{i}",
+            **_source_view(state, hit),
+            "text": hit.passage[:PASSAGE_CHARS],
+            **_details(service, state, caller, hit),
+        }
+        for i, hit in enumerate(hits, start=1)
     ]
 
 
@@ -345,14 +386,14 @@ def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, A
     )
     with service.lock:
         state = _checked_state(service, found.generation)
-        hits = _still_current(runtime, state, found.hits)
+        hits = _ordered(service, state, _still_current(runtime, state, found.hits), request.limit)
         _commit_intent(service, runtime, state, "retrieve", caller, [h.asset_id for h in hits])
         return {
             "query": request.query,
             "mode": found.mode,
             "partial": found.partial,
             "truncated": found.truncated,
-            "passages": _passages(state, hits),
+            "passages": _passages(service, state, caller, hits),
         }
 
 
