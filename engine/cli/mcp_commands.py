@@ -72,12 +72,15 @@ def _token() -> str:
 def _agent_token(ctx: Context, name: str) -> str:
     from pathlib import Path
 
-    from engine.agents.connect import load_token
+    from engine.agents.connect import load_token, reconnect_command
 
-    token = load_token(Path(ctx.paths.home), name)
+    home = Path(ctx.paths.home)
+    token = load_token(home, name)
     if not token:
         raise MemoriesError(
-            "unauthorized", f"No token is stored for agent {name} in this data home; run `memories agent connect {name}`."
+            "unauthorized",
+            f"No token is stored for agent {name} in this data home (or the OS keyring is out of reach); "
+            f"run `{reconnect_command(home, name)}`.",
         )
     return token
 
@@ -90,9 +93,13 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
         except MemoriesError as exc:
             if exc.code != "unauthorized":
                 raise
+            from pathlib import Path
+
+            from engine.agents.connect import reconnect_command
+
+            fix = reconnect_command(Path(ctx.paths.home), args.agent)
             raise MemoriesError(
-                "unauthorized",
-                f"The grant of agent {args.agent} is revoked or unknown here; run `memories agent connect {args.agent}`.",
+                "unauthorized", f"The grant of agent {args.agent} is revoked or unknown here; run `{fix}`."
             ) from None
     return _serve(ctx, args, _token())
 
