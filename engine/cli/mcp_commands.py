@@ -86,6 +86,14 @@ def _agent_token(ctx: Context, name: str) -> str:
 
 
 def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
+    early = None
+    if not args.http:
+        # AG-11: answer `initialize` first, before the token lookup and the SDK's imports
+        # (seconds on a busy machine; a client waits only so long). Stdlib only.
+        from engine.agents.handshake import answer_initialize
+
+        early = answer_initialize()
+    args.early_init = early
     if args.agent:
         token = _agent_token(ctx, args.agent)
         try:
@@ -113,7 +121,7 @@ def _serve(ctx: Context, args: argparse.Namespace, token: str) -> int:
         return serve_http(ctx.paths.socket, token, args.port)
     from engine.mcp.server import serve_stdio
 
-    return serve_stdio(ctx.paths.socket, token)
+    return serve_stdio(ctx.paths.socket, token, getattr(args, "early_init", None))
 
 
 # -- grants -------------------------------------------------------------------------------
