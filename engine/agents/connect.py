@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,11 @@ __all__ = [
     "ensure_session_bus",
     "CODEX_FORWARDED_ENV",
     "reconnect_command",
+    "hooks_path",
+    "capture_command",
+    "prepare_hooks",
+    "remove_hooks",
+    "CLAUDE_HOOK_EVENTS",
 ]
 
 CLIENTS = ("claude-code", "codex", "opencode")
@@ -301,6 +306,88 @@ def remove_config(client: str, path: Path, created: bool) -> bool:
     return True
 
 
+# -- automatic capture: the client's own hooks ---------------------------------------------
+# Claude Code runs each hook command with a JSON object on stdin that names the session's
+# `transcript_path` (https://code.claude.com/docs/en/hooks): Stop after every answer,
+# SessionEnd when the session closes.
+CLAUDE_HOOK_EVENTS = ("Stop", "SessionEnd")
+
+
+def hooks_path(client: str, project: Path | None, user_home: Path | None = None) -> Path | None:
+    """Where connect installs the capture hooks (None: this client has no such hooks here)."""
+    if client != "claude-code":
+        return None
+    base = project if project is not None else (user_home if user_home is not None else Path.home())
+    return base / ".claude" / "settings.json"
+
+
+def capture_command(home: Path, name: str) -> str:
+    """The hook's shell command line: ``memories --home HOME agent capture NAME`` (absolute paths)."""
+    words = agent_command(home, name)[:-3]  # drop "mcp --agent NAME"
+    return shlex.join([*words, "agent", "capture", name])
+
+
+def _is_ours(entry: Any, command: str) -> bool:
+    hooks = entry.get("hooks") if isinstance(entry, dict) else None
+    return isinstance(hooks, list) and any(isinstance(h, dict) and h.get("command") == command for h in hooks)
+
+
+def prepare_hooks(path: Path, command: str) -> tuple[bytes | None, bytes]:
+    """The settings file now and with our Stop/SessionEnd hooks merged; writes nothing."""
+    if path.is_symlink():
+        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
+    try:
+        old: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    data = _read_json(path) or {}
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise MemoriesError("invalid_input", f"{path}: 'hooks' is not an object; nothing was changed.")
+    hooks = dict(hooks)
+    for event in CLAUDE_HOOK_EVENTS:
+        entries = hooks.get(event, [])
+        if not isinstance(entries, list):
+            raise MemoriesError("invalid_input", f"{path}: hooks.{event} is not a list; nothing was changed.")
+        if not any(_is_ours(e, command) for e in entries):
+            hooks[event] = [*entries, {"hooks": [{"type": "command", "command": command, "timeout": 60}]}]
+    if data.get("hooks") == hooks and old is not None:
+        return old, old
+    data["hooks"] = hooks
+    return old, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def remove_hooks(path: Path, command: str, created: bool) -> bool:
+    """Remove our hook entries (only ours); delete the file if connect created it and nothing else is left."""
+    data = _read_json(path)
+    if data is None or not isinstance(data.get("hooks"), dict):
+        return False
+    hooks = dict(data["hooks"])
+    changed = False
+    for event in CLAUDE_HOOK_EVENTS:
+        entries = hooks.get(event)
+        if isinstance(entries, list):
+            kept = [e for e in entries if not _is_ours(e, command)]
+            changed |= len(kept) != len(entries)
+            if kept:
+                hooks[event] = kept
+            else:
+                hooks.pop(event, None)
+    if not changed:
+        return False
+    if hooks:
+        data["hooks"] = hooks
+    else:
+        data.pop("hooks")
+    if created and not data:
+        path.unlink()
+        with contextlib.suppress(OSError):  # the .claude folder connect may have made, if empty
+            path.parent.rmdir()
+    else:
+        _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
+    return True
+
+
 # -- tokens ---------------------------------------------------------------------------------
 def _keyring_user(home: Path, name: str) -> str:
     return f"{home.resolve()}:{name}"
@@ -411,6 +498,7 @@ class Manifest:
     skills: list[str]  # SKILL.md paths connect created
     project: str | None = None  # AG-11: the project this grant is for (None: the user's config)
     transcripts: bool = False
+    hooks: dict[str, bool] = field(default_factory=dict)  # settings path -> connect created the file
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -422,6 +510,7 @@ class Manifest:
             "skills": self.skills,
             "project": self.project,
             "transcripts": self.transcripts,
+            "hooks": self.hooks,
         }
 
 
@@ -438,6 +527,7 @@ def load_manifest(home: Path, name: str) -> Manifest | None:
             skills=[str(s) for s in raw["skills"]],
             project=str(raw["project"]) if raw.get("project") else None,
             transcripts=raw.get("transcripts") is True,
+            hooks={str(k): bool(v) for k, v in dict(raw.get("hooks") or {}).items()},
         )
     except FileNotFoundError:
         return None

@@ -40,6 +40,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     a.set_defaults(func=cmd_connect)
 
+    a = actions.add_parser(
+        "capture",
+        parents=[common],
+        help="import the session a client hook names on stdin (installed by connect; quiet)",
+        description="Run by Claude Code's Stop/SessionEnd hooks: reads the hook's JSON on stdin and imports "
+        "its transcript_path. Prints nothing on success; on failure one line on stderr and exit 1 (never 2, "
+        "which would block the agent).",
+    )
+    a.add_argument("name", help="the agent whose hook this is")
+    a.set_defaults(func=cmd_capture)
+
     a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
     a.set_defaults(func=cmd_list)
 
@@ -87,6 +98,9 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     command = c.agent_command(home, name)
     path = c.config_path(client, project)
     old_config, new_config = c.prepare_config(client, path, name, command)
+    hooks_file = c.hooks_path(client, project)
+    hook_command = c.capture_command(home, name)
+    old_hooks, new_hooks = c.prepare_hooks(hooks_file, hook_command) if hooks_file else (None, None)
     c.check_token_store(home, name)
     manifest = c.load_manifest(home, name)
     grant = _active_grant(ctx, name)  # needs `memories sudo`: refused here, before any write
@@ -108,6 +122,9 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
             c.put_config(path, new_config)
             undo.append(("config", lambda: c.put_config(path, old_config)))
         skill_note = _install_skill(client, project, skills, undo)
+        if hooks_file is not None and new_hooks is not None and new_hooks != old_hooks:
+            c.put_config(hooks_file, new_hooks)
+            undo.append(("hooks", lambda: c.put_config(hooks_file, old_hooks)))
         if reuse:
             store = manifest.token_store if manifest else "file"
         else:
@@ -124,7 +141,10 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         configs = dict(manifest.configs) if manifest else {}
         configs[str(path)] = configs.get(str(path), old_config is None)
         project_text = str(project) if project else None
-        c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts))
+        hooks = dict(manifest.hooks) if manifest else {}
+        if hooks_file is not None:
+            hooks[str(hooks_file)] = hooks.get(str(hooks_file), old_hooks is None)
+        c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks))
     except BaseException:
         for what, step in reversed(undo):
             try:
@@ -143,6 +163,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         "config": str(path),
         "command": command,
         "skills": skills,
+        "hooks": str(hooks_file) if hooks_file else None,
     }
     where = "the OS keyring" if store == "keyring" else f"{home / 'agents' / (name + '.token')} (0600)"
     text = (
@@ -150,6 +171,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         f"config: {path}\n"
         f"command: {' '.join(command)}\n"
         f"token: in {where}, never in the config{skill_note}"
+        + (f"\ncapture: Stop and SessionEnd hooks in {hooks_file} import each session as it happens" if hooks_file else "")
     )
     ctx.emit(result, text)
     return 0
@@ -234,6 +256,9 @@ def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
         for path, created in manifest.configs.items():
             if c.remove_config(manifest.client, Path(path), created):
                 removed.append(path)
+        for hooks_file, created in manifest.hooks.items():
+            if c.remove_hooks(Path(hooks_file), c.capture_command(home, name), created):
+                removed.append(hooks_file)
         for skill in manifest.skills:
             if _still_used(home, name, skill):
                 continue  # another project's connect of the same client shares this skill file
@@ -243,6 +268,26 @@ def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
     c.delete_manifest(home, name)
     result = {"name": name, "revoked": revoked, "removed": removed}
     ctx.emit(result, f"disconnected {name}" + "".join(f"\nremoved {p}" for p in removed))
+    return 0
+
+
+def cmd_capture(ctx: Context, args: argparse.Namespace) -> int:
+    """A client hook: import the transcript it names, quietly (AG-11 automatic capture)."""
+    import json
+    import sys
+
+    from engine.cli.transcript_commands import import_files
+
+    try:
+        event = json.loads(sys.stdin.read(1024 * 1024) or "{}")
+    except ValueError:
+        raise MemoriesError("invalid_input", "The hook's input is not JSON.") from None
+    transcript = event.get("transcript_path") if isinstance(event, dict) else None
+    if not isinstance(transcript, str) or not transcript.endswith(".jsonl") or not Path(transcript).is_file():
+        raise MemoriesError("invalid_input", "The hook's input names no transcript_path of an existing .jsonl file.")
+    totals = import_files(ctx, [Path(transcript)], quiet=True)
+    if ctx.json_output:
+        ctx.emit(totals, "")
     return 0
 
 

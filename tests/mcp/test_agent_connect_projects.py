@@ -230,3 +230,62 @@ def test_ag11_codex_environment_reads_a_keyring_token_through_forwarded_variable
         )
         assert failed.returncode != 0 and "memories agent connect codex --project" in failed.stderr
         vault.ok("agent", "disconnect", "codex", "--project", str(project))
+
+
+SESSION = REPO / "tests" / "data" / "transcripts" / "claude" / "projects" / "-home-ana-cabin"
+
+
+def _hook(cli: Cli, command: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a hook command as Claude Code does: through the shell, the event's JSON on stdin."""
+    return subprocess.run(
+        ["/bin/sh", "-c", command], input=stdin, capture_output=True, text=True, timeout=120, env=cli.environ(), cwd=cwd
+    )
+
+
+def test_ag11_claude_code_hooks_capture_sessions_quietly_and_go_on_disconnect(connected: Cli, tmp_path: Path) -> None:
+    """AG-11 automatic capture: connect merges Stop and SessionEnd hooks into the project's
+    .claude/settings.json (the user's settings kept); the hook, given Claude Code's JSON with a
+    transcript_path, imports that session and prints nothing; bad input fails with exit 1 (never 2,
+    which would block the agent); disconnect leaves the user's settings as they were."""
+    project = _project(tmp_path, "proj")
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    user_settings = {
+        "permissions": {"allow": ["Bash(ls)"]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]},
+    }
+    settings.write_text(json.dumps(user_settings))
+    out = connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    assert out["hooks"] == str(settings)
+    merged = json.loads(settings.read_text())
+    assert merged["permissions"] == {"allow": ["Bash(ls)"]}
+    stop = [h["command"] for e in merged["hooks"]["Stop"] for h in e["hooks"]]
+    end = [h["command"] for e in merged["hooks"]["SessionEnd"] for h in e["hooks"]]
+    assert stop[0] == "true" and len(stop) == 2 and end == [stop[1]]
+    ours = stop[1]
+    assert ours.endswith(f"agent capture {out['name']}") and "--home" in ours
+    # Idempotent: connecting again adds nothing.
+    connected.ok("agent", "connect", "claude-code", "--project", str(project))
+    assert json.loads(settings.read_text()) == merged
+
+    session = tmp_path / "sessions" / "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a.jsonl"
+    session.parent.mkdir()
+    session.write_bytes((SESSION / session.name).read_bytes())
+    event = {
+        "session_id": "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a",
+        "transcript_path": str(session),
+        "cwd": str(project),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    ran = _hook(connected, ours, json.dumps(event), project)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+    assert len(connected.ok("transcript", "list")["sessions"]) == 1
+    again = _hook(connected, ours, json.dumps({**event, "hook_event_name": "SessionEnd", "reason": "exit"}), project)
+    assert again.returncode == 0 and len(connected.ok("transcript", "list")["sessions"]) == 1
+
+    bad = _hook(connected, ours, '{"hook_event_name": "Stop"}', project)
+    assert bad.returncode == 1 and "transcript_path" in bad.stderr and bad.stdout == ""
+
+    connected.ok("agent", "disconnect", "claude-code", "--project", str(project))
+    assert json.loads(settings.read_text()) == user_settings
