@@ -23,11 +23,12 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,18 @@ __all__ = [
     "save_manifest",
     "delete_manifest",
     "manifests",
+    "agent_name",
+    "prepare_config",
+    "put_config",
+    "check_token_store",
+    "ensure_session_bus",
+    "CODEX_FORWARDED_ENV",
+    "reconnect_command",
+    "hooks_path",
+    "capture_command",
+    "prepare_hooks",
+    "remove_hooks",
+    "CLAUDE_HOOK_EVENTS",
 ]
 
 CLIENTS = ("claude-code", "codex", "opencode")
@@ -58,6 +71,11 @@ _BEGIN = "# >>> memories agent connect (managed; `memories agent disconnect {nam
 _END = "# <<< memories agent connect"
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+# Codex starts MCP servers with only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM,
+# TMPDIR, TZ (openai/codex codex-rs/rmcp-client/src/utils.rs, DEFAULT_ENV_VARS) plus the
+# names its `env_vars` lists. These two let a keyring token (Secret Service on the session
+# bus) be read there; the 0600 file needs nothing (AG-11).
+CODEX_FORWARDED_ENV = ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
 
 
 # -- where things are ------------------------------------------------------------------------
@@ -69,6 +87,22 @@ def _check_name(name: str) -> str:
     if not _NAME.match(name):
         raise MemoriesError("invalid_input", "An agent name is 1-32 lowercase letters, digits, '-' or '_'.")
     return name
+
+
+def agent_name(client: str, project: Path | None) -> str:
+    """AG-11: one grant per client and project. The user-level connect is the client's name;
+    a project's is ``CLIENT-FOLDER-HASH`` (the folder's name for people, a digest of its
+    resolved path so two folders of the same name never share a grant)."""
+    if client not in CLIENTS:
+        raise MemoriesError("invalid_input", "The client must be claude-code, codex or opencode.")
+    if project is None:
+        return client
+    import hashlib
+
+    resolved = str(project.resolve())
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:6]
+    slug = re.sub(r"[^a-z0-9]+", "-", project.resolve().name.lower()).strip("-")[: 31 - len(client) - 8]
+    return _check_name("-".join(p for p in (client, slug.strip("-"), digest) if p))
 
 
 def agent_command(home: Path, name: str) -> list[str]:
@@ -154,7 +188,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _toml_block(name: str, command: list[str]) -> str:
     args = ", ".join(json.dumps(a) for a in command[1:])
-    table = f"[mcp_servers.{SERVER_KEY}]\ncommand = {json.dumps(command[0])}\nargs = [{args}]\n"
+    forwarded = ", ".join(json.dumps(v) for v in CODEX_FORWARDED_ENV)
+    table = f"[mcp_servers.{SERVER_KEY}]\ncommand = {json.dumps(command[0])}\nargs = [{args}]\nenv_vars = [{forwarded}]\n"
     return f"{_BEGIN.format(name=name)}\n{table}{_END}\n"
 
 
@@ -171,15 +206,25 @@ def _strip_block(text: str) -> str:
     return text[:start] + text[end:]
 
 
-def write_config(client: str, path: Path, name: str, command: list[str]) -> bool:
-    """Merge the server entry into ``path``; returns whether the file was created."""
+def prepare_config(client: str, path: Path, name: str, command: list[str]) -> tuple[bytes | None, bytes]:
+    """The config's bytes now (None: no file) and with our entry merged; writes nothing.
+
+    Every refusal (unparsable file, a table of the user's own, a symlink) happens here,
+    before connect changes anything (AG-11)."""
+    if path.is_symlink():
+        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
+    try:
+        old: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    except IsADirectoryError:
+        raise MemoriesError("invalid_input", f"{path} is a directory; nothing was changed.") from None
     if client == "codex":
         try:
-            old = path.read_text(encoding="utf-8")
-            created = False
-        except FileNotFoundError:
-            old, created = "", True
-        rest = _strip_block(old)
+            text_old = (old or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            raise MemoriesError("invalid_input", f"{path} is not valid TOML; fix it first, nothing was changed.") from None
+        rest = _strip_block(text_old)
         try:
             parsed = tomllib.loads(rest)
         except tomllib.TOMLDecodeError:
@@ -190,9 +235,7 @@ def write_config(client: str, path: Path, name: str, command: list[str]) -> bool
             )
         text = rest + ("\n" if rest and not rest.endswith("\n") else "") + _toml_block(name, command)
         tomllib.loads(text)  # what we write must parse
-        if text != old:
-            _write_atomic(path, text.encode(), _mode_of(path, 0o644))
-        return created
+        return old, text.encode()
     data = _read_json(path)
     created = data is None
     data = {} if data is None else data
@@ -203,11 +246,27 @@ def write_config(client: str, path: Path, name: str, command: list[str]) -> bool
     if servers is not None and not isinstance(servers, dict):
         raise MemoriesError("invalid_input", f"{path}: '{section}' is not an object; nothing was changed.")
     servers = dict(servers or {})
-    if servers.get(SERVER_KEY) != entry:
-        servers[SERVER_KEY] = entry
-        data[section] = servers
-        _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
-    return created
+    if servers.get(SERVER_KEY) == entry and old is not None:
+        return old, old
+    servers[SERVER_KEY] = entry
+    data[section] = servers
+    return old, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def put_config(path: Path, data: bytes | None) -> None:
+    """Write ``data`` to ``path`` atomically (keeping its mode), or remove it for None."""
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        _write_atomic(path, data, _mode_of(path, 0o644))
+
+
+def write_config(client: str, path: Path, name: str, command: list[str]) -> bool:
+    """Merge the server entry into ``path``; returns whether the file was created."""
+    old, new = prepare_config(client, path, name, command)
+    if new != old:
+        put_config(path, new)
+    return old is None
 
 
 def remove_config(client: str, path: Path, created: bool) -> bool:
@@ -247,15 +306,118 @@ def remove_config(client: str, path: Path, created: bool) -> bool:
     return True
 
 
+# -- automatic capture: the client's own hooks ---------------------------------------------
+# Claude Code runs each hook command with a JSON object on stdin that names the session's
+# `transcript_path` (https://code.claude.com/docs/en/hooks): Stop after every answer,
+# SessionEnd when the session closes.
+CLAUDE_HOOK_EVENTS = ("Stop", "SessionEnd")
+
+
+def hooks_path(client: str, project: Path | None, user_home: Path | None = None) -> Path | None:
+    """Where connect installs the capture hooks (None: this client has no such hooks here)."""
+    if client != "claude-code":
+        return None
+    base = project if project is not None else (user_home if user_home is not None else Path.home())
+    return base / ".claude" / "settings.json"
+
+
+def capture_command(home: Path, name: str) -> str:
+    """The hook's shell command line: ``memories --home HOME agent capture NAME`` (absolute paths)."""
+    words = agent_command(home, name)[:-3]  # drop "mcp --agent NAME"
+    return shlex.join([*words, "agent", "capture", name])
+
+
+def _is_ours(entry: Any, command: str) -> bool:
+    hooks = entry.get("hooks") if isinstance(entry, dict) else None
+    return isinstance(hooks, list) and any(isinstance(h, dict) and h.get("command") == command for h in hooks)
+
+
+def prepare_hooks(path: Path, command: str) -> tuple[bytes | None, bytes]:
+    """The settings file now and with our Stop/SessionEnd hooks merged; writes nothing."""
+    if path.is_symlink():
+        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
+    try:
+        old: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    data = _read_json(path) or {}
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise MemoriesError("invalid_input", f"{path}: 'hooks' is not an object; nothing was changed.")
+    hooks = dict(hooks)
+    for event in CLAUDE_HOOK_EVENTS:
+        entries = hooks.get(event, [])
+        if not isinstance(entries, list):
+            raise MemoriesError("invalid_input", f"{path}: hooks.{event} is not a list; nothing was changed.")
+        if not any(_is_ours(e, command) for e in entries):
+            hooks[event] = [*entries, {"hooks": [{"type": "command", "command": command, "timeout": 60}]}]
+    if data.get("hooks") == hooks and old is not None:
+        return old, old
+    data["hooks"] = hooks
+    return old, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def remove_hooks(path: Path, command: str, created: bool) -> bool:
+    """Remove our hook entries (only ours); delete the file if connect created it and nothing else is left."""
+    data = _read_json(path)
+    if data is None or not isinstance(data.get("hooks"), dict):
+        return False
+    hooks = dict(data["hooks"])
+    changed = False
+    for event in CLAUDE_HOOK_EVENTS:
+        entries = hooks.get(event)
+        if isinstance(entries, list):
+            kept = [e for e in entries if not _is_ours(e, command)]
+            changed |= len(kept) != len(entries)
+            if kept:
+                hooks[event] = kept
+            else:
+                hooks.pop(event, None)
+    if not changed:
+        return False
+    if hooks:
+        data["hooks"] = hooks
+    else:
+        data.pop("hooks")
+    if created and not data:
+        path.unlink()
+        with contextlib.suppress(OSError):  # the .claude folder connect may have made, if empty
+            path.parent.rmdir()
+    else:
+        _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
+    return True
+
+
 # -- tokens ---------------------------------------------------------------------------------
 def _keyring_user(home: Path, name: str) -> str:
     return f"{home.resolve()}:{name}"
+
+
+def ensure_session_bus() -> None:
+    """Find the user's session bus when the client passed no D-Bus address (AG-11).
+
+    Codex forwards only a few variables to its servers; without DBUS_SESSION_BUS_ADDRESS the
+    Secret Service is unreachable. The bus of a systemd user session is a fixed socket,
+    ``$XDG_RUNTIME_DIR/bus`` (``/run/user/UID/bus``): use it when it exists and is ours."""
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS") or not hasattr(os, "getuid"):
+        return
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    bus = Path(runtime) / "bus"
+    try:
+        st = bus.stat()
+    except OSError:
+        return
+    import stat as stat_mod
+
+    if stat_mod.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={bus}"
 
 
 def _keyring() -> Any | None:
     """The keyring module if a real backend is there (not the 'fail' or a null one), else None."""
     if os.environ.get("MEMORIES_AGENT_KEYRING") == "0":
         return None
+    ensure_session_bus()
     try:
         import keyring
         from keyring.backends import fail
@@ -270,6 +432,16 @@ def _keyring() -> Any | None:
 
 def _token_file(home: Path, name: str) -> Path:
     return _agents_dir(home) / f"{_check_name(name)}.token"
+
+
+def check_token_store(home: Path, name: str) -> None:
+    """Refuse before anything changes when the token could not be stored in the data home (AG-11)."""
+    for path in (_agents_dir(home), _token_file(home, name)):
+        if path.is_symlink():
+            raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
+    for path in (_token_file(home, name),):
+        if path.is_dir():
+            raise MemoriesError("invalid_input", f"{path} is a directory; nothing was changed.")
 
 
 def save_token(home: Path, name: str, token: str) -> str:
@@ -324,6 +496,9 @@ class Manifest:
     token_store: str
     configs: dict[str, bool]  # config path -> connect created the file
     skills: list[str]  # SKILL.md paths connect created
+    project: str | None = None  # AG-11: the project this grant is for (None: the user's config)
+    transcripts: bool = False
+    hooks: dict[str, bool] = field(default_factory=dict)  # settings path -> connect created the file
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,6 +508,9 @@ class Manifest:
             "token_store": self.token_store,
             "configs": self.configs,
             "skills": self.skills,
+            "project": self.project,
+            "transcripts": self.transcripts,
+            "hooks": self.hooks,
         }
 
 
@@ -347,6 +525,9 @@ def load_manifest(home: Path, name: str) -> Manifest | None:
             token_store=str(raw["token_store"]),
             configs={str(k): bool(v) for k, v in dict(raw["configs"]).items()},
             skills=[str(s) for s in raw["skills"]],
+            project=str(raw["project"]) if raw.get("project") else None,
+            transcripts=raw.get("transcripts") is True,
+            hooks={str(k): bool(v) for k, v in dict(raw.get("hooks") or {}).items()},
         )
     except FileNotFoundError:
         return None
@@ -371,3 +552,17 @@ def manifests(home: Path) -> list[Manifest]:
         return []
     found = [load_manifest(home, p.stem) for p in sorted(directory.glob("*.json")) if _NAME.match(p.stem)]
     return [m for m in found if m is not None]
+
+
+def reconnect_command(home: Path, name: str) -> str:
+    """The command that repairs agent ``name``'s grant or token (named in the server's errors)."""
+    try:
+        manifest = load_manifest(home, name)
+    except MemoriesError:
+        manifest = None
+    if manifest is None:
+        return f"memories agent connect {name}"
+    project = f" --project {shlex.quote(manifest.project)}" if manifest.project else ""
+    scope = f" --scope {manifest.scope}" if manifest.scope != "read_write" else ""
+    transcripts = " --transcripts all" if manifest.transcripts else ""
+    return f"memories agent connect {manifest.client}{project}{scope}{transcripts}"

@@ -8,6 +8,7 @@ absolute command ``memories --home HOME mcp --agent NAME``, and installs the ski
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from engine.cli.context import Context
 from engine.errors import MemoriesError
 
 _CLIENTS = ("claude-code", "codex", "opencode")
+log = logging.getLogger(__name__)
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -25,14 +27,36 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a = actions.add_parser("connect", parents=[common], help="grant, store the token, write the client config, install the skill")
     a.add_argument("client", choices=_CLIENTS, help="the agent client to connect (also the agent's name)")
     a.add_argument("--scope", choices=("read", "read_write"), default="read_write", help="what the agent may do")
-    a.add_argument("--project", metavar="DIR", help="write the project's config in DIR (else the client's user config)")
+    a.add_argument(
+        "--project",
+        metavar="DIR",
+        help="a grant of its own for this project, config in DIR (else the client's user config)",
+    )
+    a.add_argument(
+        "--transcripts",
+        choices=("none", "all"),
+        default="none",
+        help="let the agent read imported agent transcripts (default: none)",
+    )
     a.set_defaults(func=cmd_connect)
+
+    a = actions.add_parser(
+        "capture",
+        parents=[common],
+        help="import the session a client hook names on stdin (installed by connect; quiet)",
+        description="Run by Claude Code's Stop/SessionEnd hooks: reads the hook's JSON on stdin and imports "
+        "its transcript_path. Prints nothing on success; on failure one line on stderr and exit 1 (never 2, "
+        "which would block the agent).",
+    )
+    a.add_argument("name", help="the agent whose hook this is")
+    a.set_defaults(func=cmd_capture)
 
     a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
     a.set_defaults(func=cmd_list)
 
     a = actions.add_parser("disconnect", parents=[common], help="revoke the grant and remove what connect wrote")
-    a.add_argument("name", help="the agent's name (see `memories agent list`)")
+    a.add_argument("name", help="the agent's name (see `memories agent list`), or the client with --project")
+    a.add_argument("--project", metavar="DIR", help="disconnect only this project's grant of the client NAME")
     a.set_defaults(func=cmd_disconnect)
 
 
@@ -51,64 +75,129 @@ def _token_works(ctx: Context, token: str) -> bool:
     return True
 
 
+def _project_of(args: argparse.Namespace) -> Path | None:
+    if not args.project:
+        return None
+    project = Path(args.project).resolve()
+    if not project.is_dir():
+        raise MemoriesError("invalid_input", "--project must be an existing directory.")
+    return project
+
+
 def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-11: one grant per client and project; everything is checked before anything is
+    written, and a step that still fails undoes the steps before it."""
     from engine.agents import connect as c
-    from engine.skills.inject import inject
 
     home = Path(ctx.paths.home)
-    name = client = args.client
-    project = Path(args.project).resolve() if args.project else None
-    if project is not None and not project.is_dir():
-        raise MemoriesError("invalid_input", "--project must be an existing directory.")
+    client = args.client
+    project = _project_of(args)
+    name = c.agent_name(client, project)
+    transcripts = args.transcripts == "all"
+    # 1. Everything that can be refused, refused before any change.
+    command = c.agent_command(home, name)
+    path = c.config_path(client, project)
+    old_config, new_config = c.prepare_config(client, path, name, command)
+    hooks_file = c.hooks_path(client, project)
+    hook_command = c.capture_command(home, name)
+    old_hooks, new_hooks = c.prepare_hooks(hooks_file, hook_command) if hooks_file else (None, None)
+    c.check_token_store(home, name)
     manifest = c.load_manifest(home, name)
-    grant = _active_grant(ctx, name)
+    grant = _active_grant(ctx, name)  # needs `memories sudo`: refused here, before any write
     token = c.load_token(home, name)
     reuse = (
         grant is not None
         and token is not None
         and grant["scope"] == args.scope
+        and bool(grant.get("transcripts")) == transcripts
         and manifest is not None
         and _token_works(ctx, token)
     )
-    if not reuse:
-        if grant is not None:  # its token is lost or its scope changes: replace the grant
-            ctx.request({"op": "mcp_revoke", "name": name})
-        token = str(ctx.request({"op": "mcp_grant", "name": name, "scope": args.scope})["token"])
-    assert token is not None
-    store = c.save_token(home, name, token) if not reuse else (manifest.token_store if manifest else "file")
-    command = c.agent_command(home, name)
-    path = c.config_path(client, project)
-    created = c.write_config(client, path, name, command)
-    configs = dict(manifest.configs) if manifest else {}
-    configs[str(path)] = configs.get(str(path), created)
+    # 2. The changes, each with its undo (run newest first if a later step fails).
+    undo: list[tuple[str, Any]] = []
     skills = list(manifest.skills) if manifest else []
     skill_note = ""
     try:
-        for item in inject([client], "project" if project else "user", project=project):
-            if item["action"] == "created" and item["path"] not in skills:
-                skills.append(item["path"])
-    except MemoriesError as exc:  # a SKILL.md the user changed is kept as it is
-        skill_note = f" (skill kept: {exc.message})"
-    c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills))
+        if new_config != old_config:
+            c.put_config(path, new_config)
+            undo.append(("config", lambda: c.put_config(path, old_config)))
+        skill_note = _install_skill(client, project, skills, undo)
+        if hooks_file is not None and new_hooks is not None and new_hooks != old_hooks:
+            c.put_config(hooks_file, new_hooks)
+            undo.append(("hooks", lambda: c.put_config(hooks_file, old_hooks)))
+        if reuse:
+            store = manifest.token_store if manifest else "file"
+        else:
+            if grant is not None:  # its token is lost or its scope changes: replace the grant
+                ctx.request({"op": "mcp_revoke", "name": name})
+            body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope}
+            if transcripts:
+                body["transcripts"] = True
+            token = str(ctx.request(body)["token"])
+            undo.append(("grant", lambda: ctx.request({"op": "mcp_revoke", "name": name})))
+            old_token = c.load_token(home, name)
+            store = c.save_token(home, name, token)
+            undo.append(("token", lambda: _restore_token(home, name, old_token)))
+        configs = dict(manifest.configs) if manifest else {}
+        configs[str(path)] = configs.get(str(path), old_config is None)
+        project_text = str(project) if project else None
+        hooks = dict(manifest.hooks) if manifest else {}
+        if hooks_file is not None:
+            hooks[str(hooks_file)] = hooks.get(str(hooks_file), old_hooks is None)
+        c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks))
+    except BaseException:
+        for what, step in reversed(undo):
+            try:
+                step()
+            except Exception as exc:  # keep undoing the rest; the original error is what the user sees
+                log.warning("agent connect: undoing the %s step failed (%s)", what, type(exc).__name__)
+        raise
     result = {
         "name": name,
         "client": client,
+        "project": str(project) if project else None,
         "scope": args.scope,
+        "transcripts": transcripts,
         "grant": "kept" if reuse else "created",
         "token_store": store,
         "config": str(path),
         "command": command,
         "skills": skills,
+        "hooks": str(hooks_file) if hooks_file else None,
     }
     where = "the OS keyring" if store == "keyring" else f"{home / 'agents' / (name + '.token')} (0600)"
     text = (
-        f"connected {name} ({args.scope}; grant {result['grant']})\n"
+        f"connected {name} ({args.scope}{', transcripts' if transcripts else ''}; grant {result['grant']})\n"
         f"config: {path}\n"
         f"command: {' '.join(command)}\n"
         f"token: in {where}, never in the config{skill_note}"
+        + (f"\ncapture: Stop and SessionEnd hooks in {hooks_file} import each session as it happens" if hooks_file else "")
     )
     ctx.emit(result, text)
     return 0
+
+
+def _install_skill(client: str, project: Path | None, skills: list[str], undo: list[tuple[str, Any]]) -> str:
+    from engine.skills.inject import inject
+
+    try:
+        for item in inject([client], "project" if project else "user", project=project):
+            if item["action"] == "created" and item["path"] not in skills:
+                skills.append(item["path"])
+                created = Path(item["path"])
+                undo.append(("skill", lambda created=created: _remove_skill(created)))
+    except MemoriesError as exc:  # a SKILL.md the user changed is kept as it is
+        return f" (skill kept: {exc.message})"
+    return ""
+
+
+def _restore_token(home: Path, name: str, old: str | None) -> None:
+    from engine.agents import connect as c
+
+    if old is None:
+        c.delete_token(home, name)
+    else:
+        c.save_token(home, name, old)
 
 
 def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
@@ -123,7 +212,9 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
             {
                 "name": m.name,
                 "client": m.client,
-                "scope": m.scope,
+                "project": m.project,
+                "scope": grant["scope"] if grant else m.scope,
+                "transcripts": bool(grant["transcripts"]) if grant else m.transcripts,
                 "active": grant is not None,
                 "token_store": m.token_store,
                 "token_present": c.load_token(home, m.name) is not None,
@@ -132,8 +223,10 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
             }
         )
     lines = [
-        f"{i['name']:<12} {i['scope']:<10} {'active' if i['active'] else 'REVOKED':<8} token:{i['token_store']}"
-        f"{'' if i['token_present'] else ' (missing)'}  {', '.join(i['configs'])}"
+        f"{i['name']:<28} {i['scope']:<10}{' +transcripts' if i['transcripts'] else ''} "
+        f"{'active' if i['active'] else 'REVOKED':<8} token:{i['token_store']}"
+        f"{'' if i['token_present'] else ' (missing)'}  project: {i['project'] or '(user config)'}"
+        f"  {', '.join(i['configs'])}"
         for i in items
     ]
     ctx.emit({"agents": items}, "\n".join(lines) or "(no connected agents; `memories agent connect claude-code`)")
@@ -144,10 +237,17 @@ def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
     from engine.agents import connect as c
 
     home = Path(ctx.paths.home)
-    manifest = c.load_manifest(home, args.name)
+    project = _project_of(args)
+    if project is not None:
+        if args.name not in _CLIENTS:
+            raise MemoriesError("invalid_input", "With --project, name the client: claude-code, codex or opencode.")
+        name = c.agent_name(args.name, project)
+    else:
+        name = args.name
+    manifest = c.load_manifest(home, name)
     revoked = False
-    if _active_grant(ctx, args.name) is not None:
-        ctx.request({"op": "mcp_revoke", "name": args.name})
+    if _active_grant(ctx, name) is not None:
+        ctx.request({"op": "mcp_revoke", "name": name})
         revoked = True
     if manifest is None and not revoked:
         raise MemoriesError("not_found", "No connected agent has that name (see `memories agent list`).")
@@ -156,14 +256,45 @@ def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
         for path, created in manifest.configs.items():
             if c.remove_config(manifest.client, Path(path), created):
                 removed.append(path)
+        for hooks_file, created in manifest.hooks.items():
+            if c.remove_hooks(Path(hooks_file), c.capture_command(home, name), created):
+                removed.append(hooks_file)
         for skill in manifest.skills:
+            if _still_used(home, name, skill):
+                continue  # another project's connect of the same client shares this skill file
             _remove_skill(Path(skill))
             removed.append(skill)
-    c.delete_token(home, args.name)
-    c.delete_manifest(home, args.name)
-    result = {"name": args.name, "revoked": revoked, "removed": removed}
-    ctx.emit(result, f"disconnected {args.name}" + "".join(f"\nremoved {p}" for p in removed))
+    c.delete_token(home, name)
+    c.delete_manifest(home, name)
+    result = {"name": name, "revoked": revoked, "removed": removed}
+    ctx.emit(result, f"disconnected {name}" + "".join(f"\nremoved {p}" for p in removed))
     return 0
+
+
+def cmd_capture(ctx: Context, args: argparse.Namespace) -> int:
+    """A client hook: import the transcript it names, quietly (AG-11 automatic capture)."""
+    import json
+    import sys
+
+    from engine.cli.transcript_commands import import_files
+
+    try:
+        event = json.loads(sys.stdin.read(1024 * 1024) or "{}")
+    except ValueError:
+        raise MemoriesError("invalid_input", "The hook's input is not JSON.") from None
+    transcript = event.get("transcript_path") if isinstance(event, dict) else None
+    if not isinstance(transcript, str) or not transcript.endswith(".jsonl") or not Path(transcript).is_file():
+        raise MemoriesError("invalid_input", "The hook's input names no transcript_path of an existing .jsonl file.")
+    totals = import_files(ctx, [Path(transcript)], quiet=True)
+    if ctx.json_output:
+        ctx.emit(totals, "")
+    return 0
+
+
+def _still_used(home: Path, name: str, skill: str) -> bool:
+    from engine.agents import connect as c
+
+    return any(skill in m.skills for m in c.manifests(home) if m.name != name)
 
 
 def _remove_skill(path: Path) -> None:

@@ -93,10 +93,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "agent": ("memories agent connect claude-code", "memories agent list"),
     "agent connect": (
         "memories sudo && memories agent connect claude-code",
-        "memories agent connect codex --scope read --project .",
+        "memories agent connect codex --scope read --project .   # a grant of its own for this project",
+        "memories agent connect claude-code --project ~/shop --transcripts all",
+    ),
+    "agent capture": (
+        'echo \'{"transcript_path": "/home/me/.claude/projects/-home-me-shop/S.jsonl"}\' | memories agent capture claude-code',
     ),
     "agent list": ("memories agent list",),
-    "agent disconnect": ("memories agent disconnect claude-code",),
+    "agent disconnect": (
+        "memories agent disconnect claude-code",
+        "memories agent disconnect codex --project .   # only this project's grant",
+    ),
     "credential": ("memories credential list", "memories credential new postgres --name db --host db.lan --password-stdin"),
     "credential new": (
         "printf '%s' \"$PW\" | memories credential new postgres --name db --host db.lan --password-stdin",

@@ -72,17 +72,28 @@ def _token() -> str:
 def _agent_token(ctx: Context, name: str) -> str:
     from pathlib import Path
 
-    from engine.agents.connect import load_token
+    from engine.agents.connect import load_token, reconnect_command
 
-    token = load_token(Path(ctx.paths.home), name)
+    home = Path(ctx.paths.home)
+    token = load_token(home, name)
     if not token:
         raise MemoriesError(
-            "unauthorized", f"No token is stored for agent {name} in this data home; run `memories agent connect {name}`."
+            "unauthorized",
+            f"No token is stored for agent {name} in this data home (or the OS keyring is out of reach); "
+            f"run `{reconnect_command(home, name)}`.",
         )
     return token
 
 
 def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
+    early = None
+    if not args.http:
+        # AG-11: answer `initialize` first, before the token lookup and the SDK's imports
+        # (seconds on a busy machine; a client waits only so long). Stdlib only.
+        from engine.agents.handshake import answer_initialize
+
+        early = answer_initialize()
+    args.early_init = early
     if args.agent:
         token = _agent_token(ctx, args.agent)
         try:
@@ -90,9 +101,13 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
         except MemoriesError as exc:
             if exc.code != "unauthorized":
                 raise
+            from pathlib import Path
+
+            from engine.agents.connect import reconnect_command
+
+            fix = reconnect_command(Path(ctx.paths.home), args.agent)
             raise MemoriesError(
-                "unauthorized",
-                f"The grant of agent {args.agent} is revoked or unknown here; run `memories agent connect {args.agent}`.",
+                "unauthorized", f"The grant of agent {args.agent} is revoked or unknown here; run `{fix}`."
             ) from None
     return _serve(ctx, args, _token())
 
@@ -106,7 +121,7 @@ def _serve(ctx: Context, args: argparse.Namespace, token: str) -> int:
         return serve_http(ctx.paths.socket, token, args.port)
     from engine.mcp.server import serve_stdio
 
-    return serve_stdio(ctx.paths.socket, token)
+    return serve_stdio(ctx.paths.socket, token, getattr(args, "early_init", None))
 
 
 # -- grants -------------------------------------------------------------------------------

@@ -142,16 +142,24 @@ class StdinStream(_ClosedOnExit):
         self._exchange = exchange
         self._queued: list[SessionMessage] = []
         self._closed = False
+        self._first: bytes | None = None
+
+    def prepend_line(self, line: bytes) -> None:
+        """A line read from stdin before this stream existed (engine/agents/handshake.py), read first."""
+        self._first = line
 
     async def receive(self) -> SessionMessage:
         if self._closed:
             raise anyio.ClosedResourceError
         while not self._queued:
-            try:
-                line = await self._lines.readline()
-            except ValueError:  # longer than MAX_LINE_BYTES: the reader dropped it
-                await self._answer([error_line(too_large())])
-                continue
+            if self._first is not None:
+                line, self._first = self._first, None
+            else:
+                try:
+                    line = await self._lines.readline()
+                except ValueError:  # longer than MAX_LINE_BYTES: the reader dropped it
+                    await self._answer([error_line(too_large())])
+                    continue
             if not line:
                 raise anyio.EndOfStream
             messages, answers = self._exchange.inbound(line)

@@ -65,14 +65,16 @@ def test_connect_claude_code_project_runs_the_written_command_without_a_secret(c
     project.mkdir()
     out = connected.ok("agent", "connect", "claude-code", "--project", str(project))
     assert out["grant"] == "created" and out["token_store"] == "file"
+    name = out["name"]
+    assert name.startswith("claude-code-project-") and out["project"] == str(project.resolve())
 
     config = json.loads((project / ".mcp.json").read_text())
     server = config["mcpServers"]["memories"]
     assert set(server) == {"type", "command", "args"}
     assert os.path.isabs(server["command"]) and Path(server["command"]).is_file()
-    assert server["args"] == ["--home", str(connected.home.resolve()), "mcp", "--agent", "claude-code"]
+    assert server["args"] == ["--home", str(connected.home.resolve()), "mcp", "--agent", name]
 
-    token_file = _token_file(connected, "claude-code")
+    token_file = _token_file(connected, name)
     token = token_file.read_text().strip()
     assert len(token) >= 20
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
@@ -91,10 +93,10 @@ def test_connect_claude_code_project_runs_the_written_command_without_a_secret(c
     assert (project / ".mcp.json").read_bytes() == before
     assert token_file.read_text().strip() == token
     grants = connected.ok("mcp", "grants", "--all")["grants"]
-    assert [g["name"] for g in grants] == ["claude-code"]
+    assert [g["name"] for g in grants] == [name]
 
     listed = connected.ok("agent", "list")["agents"]
-    assert [(a["name"], a["active"], a["token_present"]) for a in listed] == [("claude-code", True, True)]
+    assert [(a["name"], a["active"], a["token_present"]) for a in listed] == [(name, True, True)]
 
 
 def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, tmp_path: Path) -> None:
@@ -111,23 +113,23 @@ def test_disconnect_revokes_and_removes_only_what_connect_wrote(connected: Cli, 
     theirs.parent.mkdir(parents=True)
     theirs.write_text("the user's own skill\n")
 
-    connected.ok("agent", "connect", "opencode", "--project", str(project), "--scope", "read")
+    opencode_name = connected.ok("agent", "connect", "opencode", "--project", str(project), "--scope", "read")["name"]
     connected.ok("agent", "connect", "codex")
     assert (Path(connected.env["HOME"]) / ".agents" / "skills" / "memories" / "SKILL.md").is_file()
     opencode = json.loads((project / "opencode.json").read_text())
     assert opencode["theme"] == "dark" and set(opencode["mcp"]) == {"other", "memories"}
-    assert opencode["mcp"]["memories"]["command"][-2:] == ["--agent", "opencode"]
+    assert opencode["mcp"]["memories"]["command"][-2:] == ["--agent", opencode_name]
     codex = tomllib.loads((codex_home / "config.toml").read_text())
     assert codex["model"] == "o3" and set(codex["mcp_servers"]) == {"other", "memories"}
     assert codex["mcp_servers"]["memories"]["args"][-2:] == ["--agent", "codex"]
     scopes = {g["name"]: g["scope"] for g in connected.ok("mcp", "grants")["grants"]}
-    assert scopes == {"opencode": "read", "codex": "read_write"}
+    assert scopes == {opencode_name: "read", "codex": "read_write"}
 
     connected.ok("agent", "disconnect", "codex")
-    connected.ok("agent", "disconnect", "opencode")
+    connected.ok("agent", "disconnect", "opencode", "--project", str(project))
     assert json.loads((project / "opencode.json").read_text()) == user_opencode
     assert (codex_home / "config.toml").read_text() == 'model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n'
-    assert not _token_file(connected, "codex").exists() and not _token_file(connected, "opencode").exists()
+    assert not _token_file(connected, "codex").exists() and not _token_file(connected, opencode_name).exists()
     assert connected.ok("mcp", "grants")["grants"] == []
     assert connected.ok("agent", "list")["agents"] == []
     assert connected.err("agent", "disconnect", "codex")["code"] == "not_found"
@@ -155,25 +157,26 @@ def test_revoked_or_missing_token_names_the_command_that_fixes_it(connected: Cli
     error naming `memories agent connect`; connecting again repairs it."""
     project = tmp_path / "project"
     project.mkdir()
-    connected.ok("agent", "connect", "claude-code", "--project", str(project))
-    token = _token_file(connected, "claude-code").read_text().strip()
+    name = connected.ok("agent", "connect", "claude-code", "--project", str(project))["name"]
+    token = _token_file(connected, name).read_text().strip()
+    fix = f"memories agent connect claude-code --project {project.resolve()}"
 
-    connected.ok("mcp", "revoke", "claude-code")
+    connected.ok("mcp", "revoke", name)
     revoked = _run_server(connected, project)
     assert revoked.returncode != 0
-    assert "revoked" in revoked.stderr and "memories agent connect claude-code" in revoked.stderr
+    assert "revoked" in revoked.stderr and fix in revoked.stderr
     assert token not in revoked.stderr + revoked.stdout
 
-    _token_file(connected, "claude-code").unlink()
+    _token_file(connected, name).unlink()
     missing = _run_server(connected, project)
     assert missing.returncode != 0
-    assert "No token is stored" in missing.stderr and "memories agent connect claude-code" in missing.stderr
+    assert "No token is stored" in missing.stderr and fix in missing.stderr
 
     again = connected.ok("agent", "connect", "claude-code", "--project", str(project))
     assert again["grant"] == "created"
-    assert _token_file(connected, "claude-code").read_text().strip() != token
+    assert _token_file(connected, name).read_text().strip() != token
     listed = connected.ok("agent", "list")["agents"]
-    assert [(a["name"], a["active"]) for a in listed] == [("claude-code", True)]
+    assert [(a["name"], a["active"]) for a in listed] == [(name, True)]
 
 
 def test_annotate_attaches_a_dated_attributed_note_without_rewriting(vault: Cli) -> None:
@@ -254,11 +257,12 @@ def test_token_goes_to_the_os_keyring_when_one_exists(vault: Cli, tmp_path: Path
         project.mkdir()
         out = vault.ok("agent", "connect", "claude-code", "--project", str(project), "--scope", "read")
         assert out["token_store"] == "keyring"
+        name = out["name"]
         stored = _secret_items(keyring_env)
-        assert list(stored) == [f"memories-agent\n{vault.home.resolve()}:claude-code"]
+        assert list(stored) == [f"memories-agent\n{vault.home.resolve()}:{name}"]
         token = next(iter(stored.values()))
         assert token
-        assert not _token_file(vault, "claude-code").exists()
+        assert not _token_file(vault, name).exists()
         # The keyring's own files live under the user's home too: encrypted, so the sweep covers them.
         for path in _files_under(project, user_home, vault.home):
             assert token.encode() not in path.read_bytes(), path
@@ -275,5 +279,5 @@ def test_token_goes_to_the_os_keyring_when_one_exists(vault: Cli, tmp_path: Path
                 assert denied["code"] == "scope_denied"
 
         asyncio.run(read_only())
-        vault.ok("agent", "disconnect", "claude-code")
+        vault.ok("agent", "disconnect", "claude-code", "--project", str(project))
         assert _secret_items(keyring_env) == {}
