@@ -12,8 +12,9 @@ is consumed), answers a well-formed ``initialize`` on stdout at once, and the SD
 afterwards. The SDK still sees the request (engine/mcp/server.py puts the same line first into
 the screened stdin stream, so its session state is exactly what it would be, and a malformed
 first line gets the same JSON-RPC error as any other) and its own answer to that one request
-id is dropped (``DroppingWriter``). Anything else on the first line (a ``server/discover`` of
-the 2026 era, a malformed request) gets no early answer: the server answers it as before.
+id is noted but not written (engine/mcp/jsonrpc.py, ``Exchange.answered_early``). Anything
+else on the first line (a ``server/discover`` of the 2026 era, a malformed request) gets no
+early answer: the server answers it as before.
 
 tests/mcp/test_mcp_start.py compares the early answer with the SDK's own for every protocol
 version, so the constants below cannot drift from the SDK unnoticed. Stdlib only.
@@ -27,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["INSTRUCTIONS", "HANDSHAKE_VERSIONS", "EarlyInit", "answer_initialize", "initialize_result", "DroppingWriter"]
+__all__ = ["INSTRUCTIONS", "HANDSHAKE_VERSIONS", "EarlyInit", "answer_initialize", "initialize_result"]
 
 INSTRUCTIONS: Final = (
     "Memories is the user's encrypted, local memory vault. Search or recall before answering "
@@ -129,27 +130,3 @@ def answer_initialize() -> EarlyInit | None:
     answer = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(version)}
     _write_all(1, json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
     return EarlyInit(line, request_id)
-
-
-class DroppingWriter:
-    """The SDK's write stream, minus its (second) answer to the request answered early."""
-
-    def __init__(self, inner: Any, answered_id: int | str) -> None:
-        self._inner = inner
-        self._answered: int | str | None = answered_id
-
-    async def send(self, item: Any, /) -> None:
-        message = getattr(item, "message", None)
-        if self._answered is not None and getattr(message, "id", None) == self._answered and not hasattr(message, "method"):
-            self._answered = None
-            return
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> DroppingWriter:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -209,6 +209,9 @@ class Exchange:
 
     def __init__(self) -> None:
         self.negotiated: str | None = None
+        # The id of an ``initialize`` already answered before the SDK was loaded
+        # (engine/agents/handshake.py): the SDK's own answer to it is noted, then not written.
+        self.answered_early: str | int | None = None
         self._initialize_ids: set[str | int] = set()
         self._batches: list[_PendingBatch] = []
 
@@ -272,6 +275,9 @@ class Exchange:
                 if isinstance(message, types.JSONRPCResponse):
                     version = message.result.get("protocolVersion")
                     self.negotiated = version if isinstance(version, str) else None
+            if self.answered_early is not None and message.id == self.answered_early:
+                self.answered_early = None
+                return []
             for pending in self._batches:
                 if message.id in pending.waiting:
                     pending.waiting.discard(message.id)

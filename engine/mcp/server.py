@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from engine import __version__
-from engine.agents.handshake import INSTRUCTIONS, SERVER_TITLE, DroppingWriter, EarlyInit
+from engine.agents.handshake import INSTRUCTIONS, SERVER_TITLE, EarlyInit
 from engine.errors import MemoriesError
 from engine.mcp import tools
 from engine.mcp.bridge import DaemonBridge
@@ -170,11 +170,11 @@ async def _run_stdio(server: Server[Any], bridge: DaemonBridge, early: EarlyInit
 def _after_early(early: EarlyInit | None, read: StdinStream, write: Any) -> tuple[Any, Any]:
     """The screened streams after ``answer_initialize``: the line it read goes through the same
     screening as every other (a malformed first line is answered, not handed to the SDK), and the
-    SDK's own answer to an ``initialize`` already answered is dropped."""
-    if early is None or not early.line:
-        return read, write
-    read.prepend_line(early.line)
-    return read, (write if early.answered_id is None else DroppingWriter(write, early.answered_id))
+    SDK's own answer to an ``initialize`` already answered is noted (its protocol version decides
+    whether batches exist) but not written."""
+    if early is not None and early.line:
+        read.prepend_line(early.line, early.answered_id)
+    return read, write
 
 
 def serve_stdio(socket_path: Path, token: str, early: EarlyInit | None = None) -> int:

@@ -144,9 +144,11 @@ class StdinStream(_ClosedOnExit):
         self._closed = False
         self._first: bytes | None = None
 
-    def prepend_line(self, line: bytes) -> None:
-        """A line read from stdin before this stream existed (engine/agents/handshake.py), read first."""
+    def prepend_line(self, line: bytes, answered_id: str | int | None) -> None:
+        """A line read from stdin before this stream existed (engine/agents/handshake.py), read
+        first; ``answered_id``: the request it answered already, whose second answer is dropped."""
         self._first = line
+        self._exchange.answered_early = answered_id
 
     async def receive(self) -> SessionMessage:
         if self._closed:

@@ -124,7 +124,8 @@ def test_stdio_survives_an_engine_restart(vault: Cli) -> None:
 
 def test_a_grant_revoked_while_its_call_runs_gets_nothing_more(vault: Cli) -> None:
     """AG-2 (issue 27): a grant revoked while its MCP call runs: the call's result is delivered
-    only if the engine finished it before the revocation (otherwise `unauthorized`), and every
+    only if the engine finished it before the revocation (otherwise `unauthorized`, or, when the
+    write was saved just before, `committed_with_errors` naming `unauthorized`), and every
     later call, read or write, is refused; the server keeps answering (no hang)."""
     vault.sudo()
     token = grant(vault, "running", "read_write")
@@ -138,7 +139,12 @@ def test_a_grant_revoked_while_its_call_runs_gets_nothing_more(vault: Cli) -> No
             await asyncio.to_thread(vault.ok, "mcp", "revoke", "running")
             outcome = await running
             if outcome.is_error:
-                assert error_of(outcome)["code"] == "unauthorized"
+                # Refused before it ran, or saved just before the revocation was seen: then the
+                # agent is told so (and not to repeat it) without the result.
+                error = error_of(outcome)
+                assert error["code"] == "unauthorized" or (
+                    error["code"] == "committed_with_errors" and "(unauthorized)" in error["message"]
+                ), error
             else:
                 assert result_of(outcome)["id"]
             for name, arguments in (
