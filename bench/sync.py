@@ -115,10 +115,50 @@ def offline(count: int, root: Path) -> None:
         b.stop()
 
 
+def member(n: int, root: Path) -> None:
+    """Issue 29 (PO-3): another person's first sync of an N-item shared vault, then one edit."""
+    home = root / f"member{n}"
+    home.mkdir()
+    ann, ben = Cli(home=home / "ann"), Cli(home=home / "ben")
+    try:
+        ann.init()
+        ben.init()
+        ann.ok("vault", "new", "family")
+        source = home / "family.jsonl"
+        filler = "lorem ipsum " * 20
+        lines = (json.dumps({"title": f"family note {i}", "body": f"family body {i} {filler}"}) for i in range(n))
+        source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        ann.ok("import", str(source), "--vault", "family")
+        ben.sudo()
+        invite = ben.ok("whoami", "--invite", "--owner", str(ann.ok("whoami")["user_fingerprint"]))
+        ann.sudo()
+        ann.ok("vault", "member", "add", str(invite["invite"]), "--role", "editor", "--vault", "family", "--yes")
+        token = token_for(ann, ben)
+        with Listener(ann, free_port()).start() as listener:
+            start = time.perf_counter()
+            first = sync(ben, listener.url, token, timeout=3600)
+            seconds = time.perf_counter() - start
+            moved = first["sent_bytes"] + first["received_bytes"]
+            print(f"member N={n}: first sync of the shared vault {seconds:.2f} s, {moved / 2**20:.2f} MiB moved")
+            target = ann.ok("list", "--vault", "family", "--limit", "1")["items"][0]["id"]
+            ann.ok("edit", target, "--body", f"zebracorn member edit at size {n}")
+            start = time.perf_counter()
+            edit = sync(ben, listener.url, token)
+            seconds = time.perf_counter() - start
+            print(
+                f"member N={n}: one edit: sent {edit['sent_bytes']} B, received {edit['received_bytes']} B by the member; "
+                f"{seconds:.2f} s"
+            )
+    finally:
+        ann.stop()
+        ben.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--offline", type=int, default=1000)
+    parser.add_argument("--member", default="10000", help="sizes of a shared vault another person syncs (issue 29)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memories-bench-sync-") as tmp:
         root = Path(tmp)
@@ -126,6 +166,8 @@ def main() -> int:
             one_size(n, root)
         if args.offline:
             offline(args.offline, root)
+        for n in (int(x) for x in args.member.split(",") if x):
+            member(n, root)
     return 0
 
 

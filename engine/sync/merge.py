@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from engine.sync.forks import FORK_RECORD, RESOLUTION_RECORD, Resolution, parse_
 from engine.sync.quarantine import QUARANTINE_RECORD, quarantined_ids
 from engine.vault.core import AUDIT_TAG, Actor, Unlocked, VaultCore, VaultKeys
 from engine.vault.index import HIDE_FIELD
+from engine.vault.invite import pinned_user
 from engine.vault.policy import Policy, verify_chain
 from engine.vault.revision import Revision
 
@@ -99,7 +101,11 @@ class _AuditItem(msgspec.Struct, tag_field="k", tag="audit", forbid_unknown_fiel
     device: bytes
 
 
-_Item = _PolicyItem | _ResolutionItem | _KeyItem | _RevItem | _PartItem | _AuditItem
+class _NameItem(msgspec.Struct, tag_field="k", tag="name", forbid_unknown_fields=True):
+    name: str
+
+
+_Item = _PolicyItem | _ResolutionItem | _KeyItem | _RevItem | _PartItem | _AuditItem | _NameItem
 
 
 class _Chunk(msgspec.Struct, forbid_unknown_fields=True):
@@ -128,6 +134,7 @@ class _Bundle:
     revisions: list[Revision] = field(default_factory=list)
     parts: dict[bytes, list[bytes]] = field(default_factory=dict)
     audits: list[_AuditItem] = field(default_factory=list)
+    name: str | None = None
 
 
 def _decode(chunks: Sequence[bytes], max_chunk_bytes: int, max_chunks: int, max_total: int) -> _Bundle:
@@ -178,6 +185,10 @@ def _collect(bundle: _Bundle, item: _Item, expected: dict[bytes, int]) -> None:
         bundle.resolutions.append(parse_resolution(item.rec))
     elif isinstance(item, _KeyItem):
         bundle.keys.append(item.env)
+    elif isinstance(item, _NameItem):
+        if bundle.name is not None or len(item.name) > 256:
+            raise _invalid("The bundle names its vault twice or at length.")
+        bundle.name = item.name
     elif isinstance(item, _RevItem):
         try:
             rev = Revision(item.signed, item.sig, [])
@@ -578,6 +589,54 @@ def _own_offline(
     return rows
 
 
+# -- a vault that arrives (PO-3, SY-5) -------------------------------------------------------
+
+
+def _local_name(state: Unlocked, offered: str | None, vault_id: bytes) -> str:
+    """The name a vault that arrives gets here: the sender's (names are local, shown only), made
+    printable and unique among this device's vaults."""
+    name = " ".join(offered.split())[:48] if isinstance(offered, str) else ""
+    if not name or not name.isprintable():
+        name = f"shared {vault_id.hex()[:8]}"
+    taken = {v.name for v in state.vaults.values()}
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name} ({n})", n + 1
+    return candidate
+
+
+def _arriving_vault(state: Unlocked, bundle: _Bundle, peer_device: bytes) -> VaultKeys:
+    """A vault this device does not hold yet, from a peer it trusts for it: checked whole.
+
+    Taken only when the bundle carries its complete signed history from genesis, that history
+    verifies, its head authorizes this device for this user (a member), authorizes the peer,
+    and the peer is a device of this user (SY-5: vaults follow a user's devices) or of the user
+    an invitation made here pins (PO-3). Anything else is the old refusal.
+    """
+    policies = bundle.policies
+    if not policies or policies[0].seq != 1:
+        raise _rejected("The bundle is of a vault this device does not hold")
+    _verify(policies)
+    head = policies[-1]
+    if bytes(head.body["vault"]) != bundle.vault_id:
+        raise _rejected("The incoming policy history is of another vault")
+    own = state.identity
+    if not head.authorizes_device(own.device_pub) or head.device_user(own.device_pub) != own.user_pub:
+        raise _rejected("The bundle is of a vault whose policy does not authorize this device")
+    if not head.authorizes_device(bytes(peer_device)):
+        raise _rejected("The peer device is not authorized by the vault policy")
+    peer_user = head.device_user(bytes(peer_device))
+    if peer_user is None or (
+        peer_user != own.user_pub and not pinned_user(state.extra_records, peer_user, int(time.time() * 1000))
+    ):
+        raise _rejected(
+            "The bundle is of a vault this device does not hold, from another person no invitation made here "
+            "names (`memories whoami --invite --owner FINGERPRINT`)"
+        )
+    name = _local_name(state, bundle.name, bundle.vault_id)
+    return VaultKeys(bundle.vault_id, name, head, {}, list(policies))
+
+
 # -- the entry point -------------------------------------------------------------------------
 
 
@@ -603,9 +662,14 @@ def merge(
         return MergeReport(b"")
     bundle = _decode(chunks, max_chunk_bytes, max_chunks, max_total_bytes)
     vault = state.vaults.get(bundle.vault_id)
-    if vault is None or is_device_only(state, vault.vault_id):
+    arriving = vault is None
+    if vault is None:
+        vault = _arriving_vault(state, bundle, bytes(peer_device))
+        outcome, fork = _PolicyOutcome(vault.history, len(vault.history)), None
+    elif is_device_only(state, vault.vault_id):
         raise _rejected("The bundle is of a vault this device does not hold")
-    outcome, fork = _merge_policies(state, vault, bundle)
+    else:
+        outcome, fork = _merge_policies(state, vault, bundle)
     if fork is not None:
         # Nothing of the bundle is merged; the other branch is kept for `vault fork resolve`.
         known = {bytes(r["fork"]) for _, r in state.extra_records.get(FORK_RECORD, [])}
@@ -720,14 +784,21 @@ def merge(
             )
         ]
     )
-    previous = state.vaults[vault.vault_id]
+    previous = state.vaults.get(vault.vault_id)
     # The committed hooks (search index, links) read revisions with the merged epoch keys.
     state.vaults[vault.vault_id] = merged
     try:
-        core.commit(state, applied, content, [*vault_rows, *quarantine_rows, *audit_rows, *audit])
+        if arriving:  # its rows before its revisions: unlock reads a vault before its revisions
+            core.commit(state, applied, content, [*quarantine_rows, *audit_rows, *audit], lead=vault_rows)
+        else:
+            core.commit(state, applied, content, [*vault_rows, *quarantine_rows, *audit_rows, *audit])
     except MemoriesError as exc:
         if exc.code in ("io_error", "disk_full", "locked"):
-            state.vaults[vault.vault_id] = previous  # nothing was written (ST-5)
+            # nothing was written (ST-5)
+            if previous is None:
+                state.vaults.pop(vault.vault_id, None)
+            else:
+                state.vaults[vault.vault_id] = previous
         raise
     touched = {rev.asset_id for rev in applied}
     report.conflicts = sorted(state.index.short_id(asset_id) for asset_id in touched if state.index.assets[asset_id].in_conflict)

@@ -402,11 +402,23 @@ class VaultCore:
         revisions: list[Revision],
         content_rows: list[tuple[int, bytes]],
         extra_records: Records,
+        *,
+        lead: Records | None = None,
     ) -> None:
-        """Persist in one transaction, then (only then) update memory (ST-5)."""
+        """Persist in one transaction, then (only then) update memory (ST-5).
+
+        ``lead`` records are stored before the revisions (a vault that arrives by sync with its
+        first revisions: unlock reads a vault's row before any revision of it).
+        """
         store = self.require_store()
-        records = [rev.to_record() for rev in revisions] + extra_records
+        if lead:
+            extra_records = [*lead, *extra_records]
+            records = [*lead, *(rev.to_record() for rev in revisions), *extra_records[len(lead) :]]
+        else:
+            records = [rev.to_record() for rev in revisions] + extra_records
         seqs = store.commit(records, content_rows)
+        if lead:  # the same seqs in the order the code below reads them: revisions, then records
+            seqs = [*seqs[len(lead) : len(lead) + len(revisions)], *seqs[: len(lead)], *seqs[len(lead) + len(revisions) :]]
         for listener in self.durable:
             listener(revisions, extra_records)
         for rev, seq in zip(revisions, seqs, strict=False):
@@ -453,26 +465,31 @@ class VaultCore:
         """
         certificates = [(state.identity.certificate, state.identity.certificate_sig)]
         updated: list[VaultKeys] = []
+        # Several changes of one vault are consecutive policies (an invited member and their
+        # devices, PO-3): each is proposed on the one before it, and each is stored as a row.
+        working: dict[bytes, VaultKeys] = {}
         for vault_id, change in changes:
-            vault = state.vaults.get(vault_id)
+            vault = working.get(vault_id) or state.vaults.get(vault_id)
             if vault is None:
                 raise MemoriesError("not_found", "No vault has that name.")
             policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
             keys = dict(vault.epoch_keys)
             if policy.epoch != vault.policy.epoch:
                 keys[policy.epoch] = os.urandom(32)
-            updated.append(VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy], vault.discarded))
+            step = VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy], vault.discarded)
+            working[vault_id] = step
+            updated.append(step)
         audit = self.audit_record(
             state,
             "policy_change",
             actor,
             outcome="ok",
             changes=[type(change).__name__ for _, change in changes],
-            vaults=[vault.vault_id for vault in updated],
+            vaults=list(dict.fromkeys(vault.vault_id for vault in updated)),
         )
         rows = [vault.record(default=vault.vault_id == state.default_vault) for vault in updated]
         self.commit(state, [], [], [*rows, *(extra_records or []), audit])
-        for vault in updated:  # only once the new policies are durable (ST-5)
+        for vault in working.values():  # only once the new policies are durable (ST-5)
             state.vaults[vault.vault_id] = vault
         return updated
 

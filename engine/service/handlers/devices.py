@@ -44,6 +44,7 @@ from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import StoreFile, create_store
 from engine.vault.core import VaultKeys
+from engine.vault.invite import PIN_RECORD, make_invite, parse_fingerprint
 from engine.vault.joining import (
     JoinRequest,
     decode_request,
@@ -57,7 +58,14 @@ from engine.vault.joining import (
 )
 from engine.vault.policy import AddDevice, Change, Policy, RevokeDevice, verify_chain
 
-__all__ = ["PENDING_FILE", "NAME_RECORD", "CONSUMED_RECORD", "device_names", "consumed_requests"]
+__all__ = [
+    "PENDING_FILE",
+    "NAME_RECORD",
+    "CONSUMED_RECORD",
+    "device_names",
+    "consumed_requests",
+    "own_devices",
+]
 
 PENDING_FILE = "join-pending.bin"
 NAME_RECORD = "device_name"
@@ -91,6 +99,22 @@ def device_names(state: Unlocked) -> dict[bytes, str]:
 def consumed_requests(state: Unlocked) -> set[bytes]:
     """IDs of the join requests approved here (ID-3: a request is used once)."""
     return {bytes(record["request_id"]) for _, record in state.extra_records.get(CONSUMED_RECORD, [])}
+
+
+def own_devices(state: Unlocked) -> list[tuple[dict[str, Any], bytes]]:
+    """(certificate, signature) of every device of this user that no vault held here revokes,
+    this device first: what an invitation names, and the devices a vault follows (SY-5)."""
+    identity = state.identity
+    out: dict[bytes, tuple[dict[str, Any], bytes]] = {identity.device_pub: (identity.certificate, identity.certificate_sig)}
+    revoked: set[bytes] = set()
+    for vault_id, vault in state.vaults.items():
+        if is_device_only(state, vault_id):
+            continue
+        revoked |= vault.policy.revoked()
+        for device, (cert, sig) in vault.policy.certificates().items():
+            if bytes(cert["user"]) == identity.user_pub and device not in out:
+                out[device] = (cert, sig)
+    return [pair for device, pair in out.items() if device not in revoked]
 
 
 def _shared_vaults(state: Unlocked) -> list[VaultKeys]:
@@ -380,6 +404,38 @@ def whoami(service: Service, request: rq.Whoami, caller: Caller) -> dict[str, An
         "device_id": identity.device_pub.hex(),
         "device_fingerprint": fingerprint(identity.device_pub),
         "device_name": device_names(state)[identity.device_pub],
+    }
+
+
+@op(rq.InviteNew, needs_elevation=True)
+def invite_new(service: Service, request: rq.InviteNew, caller: Caller) -> dict[str, Any]:
+    """PO-3: an invitation for another person's vault, and the pin of that person's user here."""
+    state = service.require_unlocked()
+    owner_fp = parse_fingerprint(request.owner)
+    identity = state.identity
+    now = _now_ms()
+    devices = own_devices(state)
+    name = request.name if request.name is not None else device_names(state)[identity.device_pub]
+    invite, text = make_invite(identity.user_key, devices, name, owner_fp, now, request.hours * 3600 * 1000)
+    pin = {"t": PIN_RECORD, "owner": owner_fp, "expires_ms": invite.expires_ms, "created_ms": now}
+    audit = service.vault.audit_record(state, "invite_new", caller, outcome="ok")
+    service.vault.commit(state, [], [], [pin, audit])
+    names = device_names(state)
+    return {
+        "invite": text,
+        "user_id": identity.user_pub.hex(),
+        "user_fingerprint": fingerprint(identity.user_pub),
+        "owner_fingerprint": owner_fp.hex(),
+        "name": invite.name,
+        "devices": [
+            {
+                "device_id": bytes(c["device"]).hex(),
+                "fingerprint": fingerprint(bytes(c["device"])),
+                "name": names.get(bytes(c["device"])),
+            }
+            for c, _ in devices
+        ],
+        "expires_ms": invite.expires_ms,
     }
 
 
