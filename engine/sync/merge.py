@@ -548,6 +548,26 @@ def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Polic
     return out
 
 
+def _accepted_before_revocation(revisions: list[Revision], held: dict[bytes, Revision], vault: VaultKeys) -> set[bytes]:
+    """SY-6: revisions a revocation in the vault's history records as accepted, and their
+    ancestors (a revision is applied only with its parents). The Owner's signature over that
+    policy vouches for them, so no clock of the revoked device is trusted: a write it made
+    after the revocation is in no recorded set and stays quarantined."""
+    recorded = [r for policy in vault.history for r in policy.accepted()]
+    if not recorded:
+        return set()
+    by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
+    out: set[bytes] = set()
+    stack = list(recorded)
+    while stack:
+        rid = stack.pop()
+        if rid in out or rid not in by_id:
+            continue
+        out.add(rid)
+        stack.extend(by_id[rid].parents)
+    return out
+
+
 def _own_offline(
     core: VaultCore, state: Unlocked, vault: VaultKeys, head: Policy, added: int, peer_holds: set[bytes] | None
 ) -> list[dict[str, Any]]:
@@ -703,7 +723,7 @@ def merge(
         _verify_revision(core, state, candidate, rev, bundle.parts[rev.rev_id])
     audit_rows = _merge_audits(state, head, outcome.history, bundle.audits)
 
-    adopted = _adopted(ordered, held, head)
+    adopted = _adopted(ordered, held, head) | _accepted_before_revocation(ordered, held, merged)
     applied: list[Revision] = []
     quarantine_rows: list[dict[str, Any]] = []
     dropped: set[bytes] = set()

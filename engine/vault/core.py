@@ -27,7 +27,7 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.store.database import SealedRows, StoreFile
 from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
-from engine.vault.policy import Change, Policy, propose, verify_chain
+from engine.vault.policy import Change, Policy, RemoveMember, RevokeDevice, propose, verify_chain
 from engine.vault.revision import Revision, build_revision
 
 __all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
@@ -92,6 +92,29 @@ class VaultKeys:
             "epoch_keys": [{"epoch": epoch, "key": key} for epoch, key in sorted(self.epoch_keys.items())],
             **({"discarded": [p.to_record() for p in self.discarded]} if self.discarded else {}),
         }
+
+
+def _accepted_heads(state: Unlocked, vault: VaultKeys, change: Change) -> list[bytes]:
+    """SY-6: for a change that revokes devices, the heads of those devices' revisions in the
+    vault this device holds (applied, so accepted; quarantined ones are not in the index). A
+    device joining later applies these and their ancestors instead of quarantining them."""
+    prev = vault.policy
+    if isinstance(change, RevokeDevice):
+        gone = {bytes(change.device)}
+    elif isinstance(change, RemoveMember):
+        gone = {d for d in prev.devices() if prev.device_user(d) == bytes(change.user)}
+    else:
+        return []
+    gone -= prev.revoked()
+    if not gone:
+        return []
+    theirs = [
+        rev
+        for rev in state.index.revisions.values()
+        if rev.author in gone and bytes(rev.body["vault"]) == vault.vault_id and rev.rev_id not in state.index.hidden
+    ]
+    parents = {p for rev in theirs for p in rev.parents}
+    return sorted(rev.rev_id for rev in theirs if rev.rev_id not in parents)
 
 
 @dataclass
@@ -472,7 +495,13 @@ class VaultCore:
             vault = working.get(vault_id) or state.vaults.get(vault_id)
             if vault is None:
                 raise MemoriesError("not_found", "No vault has that name.")
-            policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
+            policy = propose(
+                vault.policy,
+                state.identity.user_key,
+                change,
+                certificates=certificates,
+                accepted=_accepted_heads(state, vault, change),
+            )
             keys = dict(vault.epoch_keys)
             if policy.epoch != vault.policy.epoch:
                 keys[policy.epoch] = os.urandom(32)
