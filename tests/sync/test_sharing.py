@@ -196,3 +196,20 @@ def test_a_vault_of_a_person_no_invitation_pins_is_refused(people: tuple[Cli, Cl
     with Listener(ann, free_port()).start() as listener:
         assert sync_err(ben2, listener.url, token)["code"] == "sync_unauthorized"
     assert "family" not in _vaults(ben2)
+
+
+def test_a_vault_made_after_a_device_joined_follows_it(pair: tuple[Cli, Cli]) -> None:
+    """SY-5: a vault created on A after B joined is authorized on B from the start and reaches B
+    on its next sync, with its notes; the device-only vault stays on A."""
+    a, b = pair
+    made = a.ok("vault", "new", "later")
+    assert made["policy_seq"] == 2  # the genesis, then B's device
+    a.ok("put", "--title", "made after the join", "--body", "x", "--vault", "later")
+    a.ok("local-config", "record")  # makes the device-only vault "local"
+    a.ok("put", "--title", "only here", "--body", "y", "--vault", "local")
+    token = token_for(a, b)
+    with Listener(a, free_port()).start() as listener:
+        sync(b, listener.url, token)
+    assert _titles(b, "later") == {"made after the join"}
+    assert "only here" not in {str(r["title"]) for r in b.ok("list", "--all")["items"]}
+    assert "local" not in _vaults(b) and "later" in _vaults(b)
