@@ -180,7 +180,10 @@ def cmd_devices(ctx: Context, args: argparse.Namespace) -> int:
         lines.append(f"{name}{'  [' + ', '.join(marks) + ']' if marks else ''}")
         lines.append(f"  fingerprint {grouped(row['fingerprint'])}")
         lines.append(f"  user {row['user_id'][:12] + '…' if row['user_id'] else '(unknown)'}")
-        lines.append(f"  added {_time(row['added_ms'], 'with the vault')}, last seen {_time(row['last_seen_ms'], 'never here')}")
+        lines.append(
+            f"  added {_time(row['added_ms'], 'with the vault')}, last synced {_time(row['last_seen_ms'], 'never here')}, "
+            f"last write {_time(row.get('last_write_ms'), 'none')}"
+        )
     lines.append(f"(policy {result['policy_seq']}, epoch {result['epoch']})")
     ctx.emit(result, "\n".join(lines))
     return 0
@@ -227,6 +230,8 @@ def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "device_approve", "request": text}, timeout=120)
     if args.out:
         _write_out(args.out, result["approval"])
+    if result.get("warning") and not ctx.json_output:
+        print(f"warning: {result['warning']}", file=sys.stderr)
     lines = [
         result["approval"],
         "",

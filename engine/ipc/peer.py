@@ -22,8 +22,11 @@ from typing import Protocol
 
 from engine.errors import MemoriesError
 
-__all__ = ["Peer", "peer_of", "caller_namespace", "parent_pid_from_stat", "session_from_stat"]
+__all__ = ["ALSO", "Peer", "peer_of", "caller_namespace", "parent_pid_from_stat", "session_from_stat"]
 
+# Separates the keys of one namespace: elevating it elevates each; it is elevated if any key is
+# (engine/service/session.py). Only this module makes such namespaces, never a client.
+ALSO = "|"
 _UCRED = struct.Struct("3i")  # pid_t, uid_t, gid_t - all 32-bit on Linux
 _U32 = 0xFFFFFFFF
 _BSD_PLATFORMS = ("darwin", "freebsd", "openbsd", "netbsd", "dragonfly")
@@ -163,8 +166,9 @@ def _linux_parent_pid(pid: int, expected_uid: int) -> int | None:
 
 
 def caller_namespace(peer: Peer) -> str:
-    """Return the elevation namespace of a local caller (SPEC API-3): ``cli:tty{N}:sid{S}``
-    for a process on a terminal (its controlling terminal and session), else ``cli:{pid}``.
+    """Return the elevation namespace of a local caller (SPEC API-3): ``cli:{pid}`` of its
+    parent, plus for a process on a terminal ``|tty{N}:sid{S}`` (its controlling terminal and
+    session): elevation of either key counts (engine/service/session.py).
 
     ``pid`` is the *parent* of the connecting process, not the process itself. Every CLI
     invocation is a new short-lived process, so keying elevation on the peer pid would make
@@ -198,11 +202,11 @@ def caller_namespace(peer: Peer) -> str:
             ppid = parent_pid_from_stat(data) if data is not None else None
         except (OSError, ValueError):
             session, tty, ppid = 0, 0, None
+        base = f"cli:{ppid}" if ppid is not None and ppid > 1 else f"cli:{pid}"
         if tty != 0 and session > 1:
-            # A process on a terminal: the terminal session, as sudo's tty tickets (issue 29),
-            # so `memories sudo && X=$(memories …)` works (a subshell is another parent, the same
-            # session and terminal) while another terminal (another session) stays unelevated.
-            return f"cli:tty{tty}:sid{session}"
-        if ppid is not None and ppid > 1:
-            return f"cli:{ppid}"
+            # A process on a terminal also answers to its terminal session, as sudo's tty
+            # tickets (issue 29): `memories sudo && X=$(memories …)` works (a subshell is another
+            # parent, the same session and terminal), another terminal (another session) does not.
+            return f"{base}{ALSO}tty{tty}:sid{session}"
+        return base
     return f"cli:{pid}"

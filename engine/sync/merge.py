@@ -56,9 +56,12 @@ class MergeReport:
     audits_added: int = 0
     quarantined: int = 0
     conflicts: list[str] = field(default_factory=list)  # short IDs now in conflict
+    # Policies of this device's branch an Owner's fork resolution discarded (SY-3): told, not
+    # dropped silently (issue 29). Revisions written under them still verify and stay.
+    discarded_policies: int = 0
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "vault": self.vault_id.hex(),
             "revisions_added": self.revisions_added,
             "policies_added": self.policies_added,
@@ -66,6 +69,9 @@ class MergeReport:
             "quarantined": self.quarantined,
             "conflicts": list(self.conflicts),
         }
+        if self.discarded_policies:
+            wire["discarded_policies"] = self.discarded_policies
+        return wire
 
 
 # -- decoding (bounded, strict) --------------------------------------------------------------
@@ -776,6 +782,7 @@ def merge(
         )
 
     report = MergeReport(vault.vault_id, len(applied), outcome.added, len(audit_rows), len(quarantine_rows))
+    report.discarded_policies = len(outcome.discarded) if outcome.replaced else 0
     if not (applied or vault_rows or audit_rows or quarantine_rows):
         return report  # everything was already here: idempotent, nothing written
     store = core.require_store()

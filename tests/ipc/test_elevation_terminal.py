@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from engine.ipc.peer import session_from_stat
+from engine.service.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
@@ -64,10 +65,32 @@ def _on_terminal(script: str) -> list[str]:
 @linux_only
 def test_a_subshell_of_the_same_terminal_shares_elevation_another_terminal_does_not() -> None:
     py = sys.executable
-    first = _on_terminal(f"'{py}' -c '{PROBE}'; echo \"$('{py}' -c '{PROBE}')\"")
-    assert len(first) == 2 and first[0] == first[1] and first[0].startswith("cli:tty"), first
+    # "; true" keeps the shell from exec-ing the probe in place of the subshell: a real subshell.
+    first = _on_terminal(f"'{py}' -c '{PROBE}'; echo \"$('{py}' -c '{PROBE}'; true)\"")
+    assert len(first) == 2 and all("|tty" in ns for ns in first), first
     other = _on_terminal(f"'{py}' -c '{PROBE}'")
-    assert other[0].startswith("cli:tty") and other[0] != first[0]
+    # What the engine's session makes of them: `sudo` in the first command elevates the subshell
+    # (another parent, the same terminal session), not the other terminal.
+    session = Session(idle_seconds=900, sudo_seconds=300, max_failures_per_minute=5)
+    session.elevate(first[0])
+    assert first[0] != first[1] and session.is_elevated(first[1])
+    assert not session.is_elevated(other[0])
+    # Without a terminal nothing changes: one key, the parent process.
+    assert not session.is_elevated("cli:4242") and "|" not in _off_terminal()
+
+
+def _off_terminal() -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout.strip()
 
 
 def test_session_fields_parse_after_the_last_paren() -> None:

@@ -61,8 +61,8 @@ def test_namespace_is_parent_of_peer() -> None:
     expected = f"cli:{ppid}" if ppid > 1 else f"cli:{os.getpid()}"
     with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
         session, tty = session_from_stat(fh.read())
-    if tty != 0 and session > 1:  # run from a terminal: its session (tests/ipc/test_elevation_terminal.py)
-        expected = f"cli:tty{tty}:sid{session}"
+    if tty != 0 and session > 1:  # run from a terminal: also its session (tests/ipc/test_elevation_terminal.py)
+        expected += f"|tty{tty}:sid{session}"
     assert caller_namespace(peer) == expected
 
 

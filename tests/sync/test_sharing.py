@@ -10,6 +10,7 @@ step is a real CLI process against each home's own daemon.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.sync.support import (
     sync_err,
     token_for,
 )
+from tests.sync.test_relay import _relay_sync, _start_relay
 
 BEN_PASSWORD = "ben's own vault password 3"
 
@@ -213,3 +215,26 @@ def test_a_vault_made_after_a_device_joined_follows_it(pair: tuple[Cli, Cli]) ->
     assert _titles(b, "later") == {"made after the join"}
     assert "only here" not in {str(r["title"]) for r in b.ok("list", "--all")["items"]}
     assert "local" not in _vaults(b) and "later" in _vaults(b)
+
+
+def test_the_shared_vault_arrives_through_a_relay(people: tuple[Cli, Cli, Cli]) -> None:
+    """PO-3, SY-4: the same invitation and add; Ben's device receives the vault through a relay
+    room, where neither side holds a token of the other."""
+    ann, ben, _ = people
+    invite = _invite(ben, ann)
+    ann.sudo()
+    ann.ok("vault", "member", "add", str(invite["invite"]), "--role", "reader", "--vault", "family", "--yes")
+    relay, url = _start_relay(free_port())
+    try:
+        room = secrets.token_hex(16)
+        first, second = _relay_sync(ann, url, room), _relay_sync(ben, url, room)
+        outs = [proc.communicate(timeout=120) for proc in (first, second)]
+    finally:
+        relay.terminate()
+        relay.wait(30)
+        for stream in (relay.stdout, relay.stderr):
+            if stream is not None:
+                stream.close()
+    assert first.returncode == 0 and second.returncode == 0, outs
+    assert _titles(ben, "family") == {"shared recipe"}
+    assert _vaults(ben)["family"]["role"] == "reader"
