@@ -178,7 +178,7 @@ def _member_add_invite(ctx: Context, args: argparse.Namespace, invite: str) -> i
     lines += [
         f"your fingerprint:  {grouped(result['owner_fingerprint'])} (the one their invitation pins)",
         "Their devices receive the vault on their next sync with a device of this vault (a sync token for their",
-        "device from `memories sync token new`, the relay, or cloud sync).",
+        "device from `memories sync token new` and `memories serve`, or both on a relay room).",
     ]
     ctx.emit(result, "\n".join(lines))
     return 0

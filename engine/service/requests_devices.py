@@ -28,7 +28,7 @@ DeviceId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 DeviceName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 RequestText = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 ApprovalText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024 * 1024)]
-Fingerprint = Annotated[str, msgspec.Meta(min_length=64, max_length=100)]
+Fingerprint = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]  # checked by invite.parse_fingerprint
 DeviceRef = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 

@@ -256,6 +256,7 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
             reports = []
             refused: set[bytes] = set()
             before = {v: lists(current, v, peer).position() for v in at_inventory if v in current.vaults}
+            arriving = [v for v in received if v not in current.vaults]
             for vault_id, chunks in received.items():
                 try:
                     report = merge(
@@ -271,6 +272,12 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
                     reports.append({"vault": vault_id.hex(), "error": {"code": exc.code, "message": exc.message}})
                     continue
                 reports.append(report.to_wire())
+            for vault_id in arriving:
+                # A vault that arrived whole (PO-3, SY-5): this side's inventory of it was empty, so
+                # the mark is the peer's set; without one the next sync would list every ID again.
+                if vault_id in current.vaults and vault_id not in refused:
+                    at_inventory[vault_id] = Lists([], [], [], lists(current, vault_id, peer).audits)
+                    before[vault_id] = (0, 0, 0)
             marks = [
                 mark_record(current, v, peer, at_inventory[v], position)
                 for v, position in before.items()
