@@ -651,6 +651,11 @@ def _arriving_vault(state: Unlocked, bundle: _Bundle, peer_device: bytes) -> Vau
         raise _rejected("The bundle is of a vault whose policy does not authorize this device")
     if not head.authorizes_device(bytes(peer_device)):
         raise _rejected("The peer device is not authorized by the vault policy")
+    # A revoked device keeps the user key (ID-5): a vault it made, handed on by a device that had
+    # not heard of the revocation, authorizes it. Such a vault is not taken.
+    revoked_here = {d for held in state.vaults.values() for d in held.policy.revoked()}
+    if any(head.authorizes_device(d) for d in revoked_here):
+        raise _rejected("The bundle is of a vault whose policy authorizes a device revoked here")
     peer_user = head.device_user(bytes(peer_device))
     if peer_user is None or (
         peer_user != own.user_pub and not pinned_user(state.extra_records, peer_user, int(time.time() * 1000))
