@@ -8,7 +8,9 @@ For each vault size N (notes imported on A, B joined through A, A serving with `
   * one edit on the synced pair: bytes sent in each direction by the next sync (should not
     grow with N: reported at each size) and the time from `memories sync` starting until B's
     search finds the edited word;
-then, once: a merge of --offline edits made on each side while apart (seconds).
+then, once: a merge of --offline edits made on each side while apart (seconds);
+then, for each --member size (issue 29, PO-3): another person's first sync of a shared vault of N
+notes they were just added to (their invitation, `vault member add`), and one edit afterwards.
 No assertions: it prints the figures. Uses the real CLI, so process start-up is included.
 
 Measured on the 2-core box (notes of ~270 bytes), with per-peer sync marks (engine/sync/marks.py),
@@ -19,6 +21,10 @@ inflated; bytes are exact):
   N=10000: initial sync 10.48 s, 12.86 MiB moved, store files 25.04 MiB (ratio 0.51), copy 26.7 ms;
            one edit: 2,583 B sent / 4,361 B received, searchable on B 0.33 s after sync starts
   1,000 offline edits on each side: merged both ways in 2.63 s
+Issue 29, member of a shared vault, N=10000 (load average ~10 on the 2 cores; bytes are exact):
+  first sync of the shared vault 10.90 s, 12.59 MiB moved; one edit afterwards: 1,796 B sent /
+  3,447 B received by the member, 1.41 s. (Before the arriving vault got a sync mark: 531,735 B
+  / 534,053 B for that edit, a full inventory each way.)
 (Before the marks, on an idle box: one edit cost 55.9 KB at 1k and 534 KB at 10k, because each
 inventory listed every revision ID; initial sync 0.92 s / 5.82 s, offline merge 0.96 s.)
 The one-edit cost no longer grows with the vault: after a completed sync each inventory lists
@@ -115,10 +121,50 @@ def offline(count: int, root: Path) -> None:
         b.stop()
 
 
+def member(n: int, root: Path) -> None:
+    """Issue 29 (PO-3): another person's first sync of an N-item shared vault, then one edit."""
+    home = root / f"member{n}"
+    home.mkdir()
+    ann, ben = Cli(home=home / "ann"), Cli(home=home / "ben")
+    try:
+        ann.init()
+        ben.init()
+        ann.ok("vault", "new", "family")
+        source = home / "family.jsonl"
+        filler = "lorem ipsum " * 20
+        lines = (json.dumps({"title": f"family note {i}", "body": f"family body {i} {filler}"}) for i in range(n))
+        source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        ann.ok("import", str(source), "--vault", "family")
+        ben.sudo()
+        invite = ben.ok("whoami", "--invite", "--owner", str(ann.ok("whoami")["user_fingerprint"]))
+        ann.sudo()
+        ann.ok("vault", "member", "add", str(invite["invite"]), "--role", "editor", "--vault", "family", "--yes")
+        token = token_for(ann, ben)
+        with Listener(ann, free_port()).start() as listener:
+            start = time.perf_counter()
+            first = sync(ben, listener.url, token, timeout=3600)
+            seconds = time.perf_counter() - start
+            moved = first["sent_bytes"] + first["received_bytes"]
+            print(f"member N={n}: first sync of the shared vault {seconds:.2f} s, {moved / 2**20:.2f} MiB moved")
+            target = ann.ok("list", "--vault", "family", "--limit", "1")["items"][0]["id"]
+            ann.ok("edit", target, "--body", f"zebracorn member edit at size {n}")
+            start = time.perf_counter()
+            edit = sync(ben, listener.url, token)
+            seconds = time.perf_counter() - start
+            print(
+                f"member N={n}: one edit: sent {edit['sent_bytes']} B, received {edit['received_bytes']} B by the member; "
+                f"{seconds:.2f} s"
+            )
+    finally:
+        ann.stop()
+        ben.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--offline", type=int, default=1000)
+    parser.add_argument("--member", default="10000", help="sizes of a shared vault another person syncs (issue 29)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memories-bench-sync-") as tmp:
         root = Path(tmp)
@@ -126,6 +172,8 @@ def main() -> int:
             one_size(n, root)
         if args.offline:
             offline(args.offline, root)
+        for n in (int(x) for x in args.member.split(",") if x):
+            member(n, root)
     return 0
 
 

@@ -103,6 +103,11 @@ CODES: dict[str, str] = {
     ),
     "join_approval_expired": "The approval has expired; approve the request again on the approving device.",
     "join_no_request": "This data home has no pending join request; run `memories device request` here first.",
+    "invite_invalid": "The invitation is damaged, not signed by the user it names or malformed; nothing was changed.",
+    "invite_expired": "The invitation has expired; ask for a new one (`memories whoami --invite` on their device).",
+    "invite_wrong_owner": (
+        "The invitation pins another user's fingerprint; ask for a new one made with yours from `memories whoami`."
+    ),
     "device_not_found": "No device of this vault has that name, fingerprint or ID; see `memories devices`.",
     "device_ambiguous": "More than one device matches; give more hex digits of the fingerprint.",
     "confirmation_required": "This needs a confirmation: run it in a terminal, or pass --yes after checking the fingerprint.",

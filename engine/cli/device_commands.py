@@ -26,6 +26,19 @@ _MAX_APPROVAL_FILE = 64 * 1024 * 1024 + 1024
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("whoami", parents=[common], help="this user's ID and this device's ID and fingerprint")
+    p.add_argument(
+        "--invite",
+        action="store_true",
+        help="print an invitation for another person's vault (needs sudo and --owner): send it to its Owner",
+    )
+    p.add_argument(
+        "--owner",
+        metavar="FINGERPRINT",
+        help="with --invite: the full user fingerprint `memories whoami` shows on the inviting Owner's device",
+    )
+    p.add_argument("--name", help="with --invite: the name the Owner sees (default: this device's name)")
+    p.add_argument("--hours", type=int, default=24, help="with --invite: how long the invitation is valid (1–168, default 24)")
+    p.add_argument("--output", "-o", "--out", dest="out", metavar="FILE", help="with --invite: also write it to FILE (0600)")
     p.set_defaults(func=cmd_whoami)
 
     p = sub.add_parser("devices", parents=[common], help="the devices of the default vault: name, fingerprint, added, last seen")
@@ -111,17 +124,50 @@ def _write_out(path_text: str, text: str) -> None:
 
 
 def cmd_whoami(ctx: Context, args: argparse.Namespace) -> int:
+    if args.invite:
+        return _invite(ctx, args)
+    if args.owner is not None or args.out is not None:
+        raise UsageError("--owner and --output go with --invite")
     result = ctx.request({"op": "whoami"})
     text = "\n".join(
         [
             f"user ID:            {result['user_id']}",
+            f"user fingerprint:   {grouped(result['user_fingerprint'])}",
             f"device name:        {one_line(result['device_name'])}",
             f"device ID:          {result['device_id']}",
             f"device fingerprint: {grouped(result['device_fingerprint'])}",
-            "(give the device ID to `memories device request --approver` on a new device)",
+            "(give the device ID to `memories device request --approver` on a new device;",
+            " give the user fingerprint to a person who invites you with `memories whoami --invite --owner`)",
         ]
     )
     ctx.emit(result, text)
+    return 0
+
+
+def _invite(ctx: Context, args: argparse.Namespace) -> int:
+    """PO-3: an invitation for another person's vault, pinning that Owner's full fingerprint."""
+    if args.owner is None:
+        raise UsageError("--invite needs --owner FINGERPRINT: the user fingerprint `memories whoami` shows on the Owner's device")
+    body: dict[str, Any] = {"op": "invite_new", "owner": args.owner, "hours": args.hours}
+    if args.name is not None:
+        body["name"] = args.name
+    result = ctx.request(body)
+    if args.out:
+        _write_out(args.out, result["invite"])
+    lines = [
+        result["invite"],
+        "",
+        f"your user fingerprint:  {grouped(result['user_fingerprint'])}",
+        f"for the Owner:          {grouped(result['owner_fingerprint'])}",
+        f"expires:                {_time(result['expires_ms'], '')}",
+    ]
+    for device in result["devices"]:
+        lines.append(f"device {one_line(device['name'] or '(unnamed)')}: {grouped(device['fingerprint'])}")
+    lines += [
+        "Send the invitation to the Owner; they run `memories vault member add INVITATION --role ROLE` and must see",
+        "these fingerprints. Then sync with them: their vault arrives here (only from that Owner, until it expires).",
+    ]
+    ctx.emit(result, "\n".join(lines))
     return 0
 
 
@@ -134,7 +180,10 @@ def cmd_devices(ctx: Context, args: argparse.Namespace) -> int:
         lines.append(f"{name}{'  [' + ', '.join(marks) + ']' if marks else ''}")
         lines.append(f"  fingerprint {grouped(row['fingerprint'])}")
         lines.append(f"  user {row['user_id'][:12] + '…' if row['user_id'] else '(unknown)'}")
-        lines.append(f"  added {_time(row['added_ms'], 'with the vault')}, last seen {_time(row['last_seen_ms'], 'never here')}")
+        lines.append(
+            f"  added {_time(row['added_ms'], 'with the vault')}, last synced {_time(row['last_seen_ms'], 'never here')}, "
+            f"last write {_time(row.get('last_write_ms'), 'none')}"
+        )
     lines.append(f"(policy {result['policy_seq']}, epoch {result['epoch']})")
     ctx.emit(result, "\n".join(lines))
     return 0
@@ -181,6 +230,8 @@ def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request({"op": "device_approve", "request": text}, timeout=120)
     if args.out:
         _write_out(args.out, result["approval"])
+    if result.get("warning") and not ctx.json_output:
+        print(f"warning: {result['warning']}", file=sys.stderr)
     lines = [
         result["approval"],
         "",

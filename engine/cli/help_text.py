@@ -162,7 +162,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "vault new": ("memories vault new family",),
     "vault members": ("memories vault members --vault family",),
     "vault member": ("memories sudo && memories vault member add 7c1d… --role editor --vault family",),
-    "vault member add": ("memories sudo && memories vault member add 7c1d… --role editor --vault family",),
+    "vault member add": (
+        "memories sudo && memories vault member add invite.txt --role editor --vault family",
+        "memories sudo && memories vault member add memories-invite-v1.… --role reader --vault family --yes",
+    ),
     "vault member role": ("memories vault member role 7c1d… --role reader --vault family",),
     "vault member remove": ("memories vault member remove 7c1d… --vault family",),
     "vault transfer": ("memories vault transfer 7c1d… --vault family",),
@@ -187,7 +190,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "quarantine show": ("memories quarantine show 5e0b71c2",),
     "quarantine reapply": ("memories sudo && memories quarantine reapply 5e0b71c2",),
     "quarantine discard": ("memories sudo && memories quarantine discard 5e0b71c2",),
-    "whoami": ("memories whoami",),
+    "whoami": (
+        "memories whoami",
+        "memories sudo && memories whoami --invite --owner 'FINGERPRINT OF THE OWNER' -o invite.txt",
+    ),
     "devices": ("memories devices",),
     "device": (
         "memories whoami   # on the device you have: its device ID",

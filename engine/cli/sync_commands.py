@@ -98,6 +98,7 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
     sys.stdout.flush()
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     reason = "stopped"
+    shown_after = int(time.time() * 1000)
     try:
         while True:
             time.sleep(1.0)
@@ -105,17 +106,41 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
             if not status["serving"]:
                 reason = "locked" if status["locked"] else "stopped elsewhere"
                 break
+            shown_after = _print_sessions(status.get("recent") or [], shown_after)
     except (KeyboardInterrupt, _Stop):
         pass
     except MemoriesError as exc:
         reason = exc.code
     finally:
         signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(MemoriesError):  # sessions that ended since the last poll
+            _print_sessions(ctx.request({"op": "sync_status"}, timeout=10).get("recent") or [], shown_after)
         with contextlib.suppress(MemoriesError):
             ctx.request({"op": "sync_serve_stop"}, timeout=30)
     if not ctx.json_output:
         print(f"sync listener stopped ({reason})", file=sys.stderr)
     return 0 if reason in ("stopped", "stopped elsewhere") else 1
+
+
+def _print_sessions(recent: list[dict[str, Any]], after_ms: int) -> int:
+    """One line on stderr per listener session that ended since ``after_ms`` (issue 29): who,
+    what moved, or why it was refused. Returns the newest time shown."""
+    newest = after_ms
+    for entry in recent:
+        ts = int(entry.get("ts_ms") or 0)
+        if ts <= after_ms or entry.get("via") != "listener":
+            continue
+        newest = max(newest, ts)
+        peer = str(entry.get("peer") or "?")[:12]
+        error = entry.get("error")
+        if isinstance(error, dict):
+            line = f"session with device {peer}…: refused [{error.get('code')}] {one_line(str(error.get('message', '')))}"
+        else:
+            added = sum(int(v.get("revisions_added", 0)) for v in entry.get("vaults") or [] if isinstance(v, dict))
+            sent = sum(int(v.get("revisions_added", 0)) for v in entry.get("peer_vaults") or [] if isinstance(v, dict))
+            line = f"session with device {peer}…: +{added} revisions here, +{sent} there"
+        print(line, file=sys.stderr, flush=True)
+    return newest
 
 
 # -- sync --------------------------------------------------------------------------------------------
@@ -141,6 +166,11 @@ def _report_text(result: dict[str, Any]) -> str:
         if conflicts:
             line += f", in conflict: {', '.join(one_line(str(c)) for c in conflicts[:10])}"
         lines.append(line)
+        if report.get("discarded_policies"):
+            lines.append(
+                f"  vault {vault}: {report['discarded_policies']} policy change(s) made on this device were discarded "
+                "by the Owner's fork resolution; make them again if they are still wanted (`memories vault members`)"
+            )
     if not result.get("vaults"):
         lines.append("  nothing new here")
     if result.get("peer_error"):

@@ -22,8 +22,11 @@ from typing import Protocol
 
 from engine.errors import MemoriesError
 
-__all__ = ["Peer", "peer_of", "caller_namespace", "parent_pid_from_stat"]
+__all__ = ["ALSO", "Peer", "peer_of", "caller_namespace", "parent_pid_from_stat", "session_from_stat"]
 
+# Separates the keys of one namespace: elevating it elevates each; it is elevated if any key is
+# (engine/service/session.py). Only this module makes such namespaces, never a client.
+ALSO = "|"
 _UCRED = struct.Struct("3i")  # pid_t, uid_t, gid_t - all 32-bit on Linux
 _U32 = 0xFFFFFFFF
 _BSD_PLATFORMS = ("darwin", "freebsd", "openbsd", "netbsd", "dragonfly")
@@ -134,22 +137,38 @@ def parent_pid_from_stat(data: bytes) -> int:
     return int(fields[1])
 
 
-def _linux_parent_pid(pid: int, expected_uid: int) -> int | None:
+def session_from_stat(data: bytes) -> tuple[int, int]:
+    """``(session ID, controlling terminal device number)`` from a ``/proc/<pid>/stat`` line
+    (fields 6 and 7; 0 for the terminal when the process has none). Raises ``ValueError``."""
+    close = data.rindex(b")")
+    fields = data[close + 1 :].split()
+    if len(fields) < 5:
+        raise ValueError("truncated stat line")
+    return int(fields[3]), int(fields[4])
+
+
+def _linux_stat(pid: int, expected_uid: int) -> bytes | None:
     fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     try:
         # /proc/<pid> files are owned by the process's effective uid. If the owner is not
         # the peer, the pid was recycled by another user's process (or the process made
-        # itself non-dumpable): do not trust its parent.
+        # itself non-dumpable): do not trust what it says.
         if os.fstat(fd).st_uid != expected_uid:
             return None
-        data = os.read(fd, 4096)
+        return os.read(fd, 4096)
     finally:
         os.close(fd)
-    return parent_pid_from_stat(data)
+
+
+def _linux_parent_pid(pid: int, expected_uid: int) -> int | None:
+    data = _linux_stat(pid, expected_uid)
+    return None if data is None else parent_pid_from_stat(data)
 
 
 def caller_namespace(peer: Peer) -> str:
-    """Return the elevation namespace ``cli:{pid}`` of a local caller (SPEC API-3).
+    """Return the elevation namespace of a local caller (SPEC API-3): ``cli:{pid}`` of its
+    parent, plus for a process on a terminal ``|tty{N}:sid{S}`` (its controlling terminal and
+    session): elevation of either key counts (engine/service/session.py).
 
     ``pid`` is the *parent* of the connecting process, not the process itself. Every CLI
     invocation is a new short-lived process, so keying elevation on the peer pid would make
@@ -178,9 +197,16 @@ def caller_namespace(peer: Peer) -> str:
         return f"cli:unknown-{secrets.token_hex(8)}"
     if sys.platform.startswith("linux"):
         try:
-            ppid = _linux_parent_pid(pid, peer.uid)
+            data = _linux_stat(pid, peer.uid)
+            session, tty = session_from_stat(data) if data is not None else (0, 0)
+            ppid = parent_pid_from_stat(data) if data is not None else None
         except (OSError, ValueError):
-            ppid = None
-        if ppid is not None and ppid > 1:
-            return f"cli:{ppid}"
+            session, tty, ppid = 0, 0, None
+        base = f"cli:{ppid}" if ppid is not None and ppid > 1 else f"cli:{pid}"
+        if tty != 0 and session > 1:
+            # A process on a terminal also answers to its terminal session, as sudo's tty
+            # tickets (issue 29): `memories sudo && X=$(memories …)` works (a subshell is another
+            # parent, the same session and terminal), another terminal (another session) does not.
+            return f"{base}{ALSO}tty{tty}:sid{session}"
+        return base
     return f"cli:{pid}"

@@ -15,6 +15,7 @@ from engine.service.requests import Password, Request
 
 __all__ = [
     "Whoami",
+    "InviteNew",
     "Devices",
     "DeviceRequest",
     "DeviceRequestShow",
@@ -27,11 +28,21 @@ DeviceId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 DeviceName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 RequestText = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 ApprovalText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024 * 1024)]
+Fingerprint = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]  # checked by invite.parse_fingerprint
 DeviceRef = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
 class Whoami(Request, tag="whoami"):
     pass
+
+
+class InviteNew(Request, tag="invite_new"):
+    """An invitation for another person's vault (PO-3): this user and its devices, pinning the
+    inviting Owner's full user fingerprint; the pin is kept here until it expires."""
+
+    owner: Fingerprint
+    name: DeviceName | None = None
+    hours: Annotated[int, msgspec.Meta(ge=1, le=168)] = 24
 
 
 class Devices(Request, tag="devices"):

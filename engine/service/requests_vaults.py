@@ -30,6 +30,7 @@ __all__ = [
 VaultName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 UserId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 Role = Literal["owner", "admin", "editor", "reader"]
+InviteText = Annotated[str, msgspec.Meta(min_length=1, max_length=16 * 1024)]
 
 
 class VaultNew(Request, tag="vault_new"):
@@ -47,9 +48,15 @@ class VaultMembers(Request, tag="vault_members"):
 
 
 class VaultMemberAdd(Request, tag="vault_member_add"):
-    user: UserId
+    """Add a member by user ID (no device), or by another person's invitation (PO-3): the user and
+    every device the invitation certifies, in one policy change. ``check`` shows the invitation's
+    full fingerprints (ID-6) and changes nothing."""
+
     role: Role
+    user: UserId | None = None
+    invite: InviteText | None = None
     vault: VaultName | None = None
+    check: bool = False
 
 
 class VaultMemberRole(Request, tag="vault_member_role"):

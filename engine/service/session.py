@@ -64,16 +64,22 @@ class Session:
 
     # -- elevation ----------------------------------------------------------------
     def elevate(self, namespace: str) -> float:
+        """Elevate every key of ``namespace`` (a caller on a terminal has two: its parent
+        process and its terminal session, engine/ipc/peer.py)."""
         expires = time.monotonic() + self.sudo_seconds
-        self._elevated[namespace] = expires
+        for key in namespace.split("|"):
+            self._elevated[key] = expires
         return self.sudo_seconds
 
     def is_elevated(self, namespace: str) -> bool:
-        expires = self._elevated.get(namespace)
+        return any(self._key_elevated(key) for key in namespace.split("|"))
+
+    def _key_elevated(self, key: str) -> bool:
+        expires = self._elevated.get(key)
         if expires is None:
             return False
         if time.monotonic() >= expires:
-            del self._elevated[namespace]
+            del self._elevated[key]
             return False
         return True
 

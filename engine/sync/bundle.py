@@ -15,7 +15,9 @@ A chunk is ``MAGIC || MessagePack({"v": 1, "vault": id, "items": [...]})``. Item
   key; the store's outer sealing never leaves the device);
 * ``audit`` — one signed audit entry and the device that signed it (only between devices of
   the same user);
-* ``resolution`` — a signed fork resolution (engine/sync/forks.py).
+* ``resolution`` — a signed fork resolution (engine/sync/forks.py);
+* ``name`` — the vault's name here, only to a peer that lacks its genesis (it does not hold
+  the vault yet: PO-3, SY-5); a display name, nothing is decided by it.
 
 Nothing in a chunk is trusted: the receiver re-derives every ID from the signed bytes.
 """
@@ -221,6 +223,10 @@ def make_bundle(core: VaultCore, state: Unlocked, vault_id: bytes, peer: Invento
     # genesis); a diverging peer gets our branch from the fork point and detects the fork.
     ours = [p.head for p in vault.history]
     start = _common_prefix(ours, peer.policy_heads)
+    if start == 0:
+        # A peer without the genesis does not hold the vault: it names the vault as we do
+        # (a local display name, nothing trusted; engine/sync/merge.py makes it unique there).
+        packer.add({"k": "name", "name": vault.name})
     for policy in vault.history[start:]:
         packer.add({"k": "policy", "rec": policy.to_record()})
     from engine.sync.forks import resolutions_for

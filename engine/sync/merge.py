@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from engine.sync.forks import FORK_RECORD, RESOLUTION_RECORD, Resolution, parse_
 from engine.sync.quarantine import QUARANTINE_RECORD, quarantined_ids
 from engine.vault.core import AUDIT_TAG, Actor, Unlocked, VaultCore, VaultKeys
 from engine.vault.index import HIDE_FIELD
+from engine.vault.invite import pinned_user
 from engine.vault.policy import Policy, verify_chain
 from engine.vault.revision import Revision
 
@@ -54,9 +56,12 @@ class MergeReport:
     audits_added: int = 0
     quarantined: int = 0
     conflicts: list[str] = field(default_factory=list)  # short IDs now in conflict
+    # Policies of this device's branch an Owner's fork resolution discarded (SY-3): told, not
+    # dropped silently (issue 29). Revisions written under them still verify and stay.
+    discarded_policies: int = 0
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "vault": self.vault_id.hex(),
             "revisions_added": self.revisions_added,
             "policies_added": self.policies_added,
@@ -64,6 +69,9 @@ class MergeReport:
             "quarantined": self.quarantined,
             "conflicts": list(self.conflicts),
         }
+        if self.discarded_policies:
+            wire["discarded_policies"] = self.discarded_policies
+        return wire
 
 
 # -- decoding (bounded, strict) --------------------------------------------------------------
@@ -99,7 +107,11 @@ class _AuditItem(msgspec.Struct, tag_field="k", tag="audit", forbid_unknown_fiel
     device: bytes
 
 
-_Item = _PolicyItem | _ResolutionItem | _KeyItem | _RevItem | _PartItem | _AuditItem
+class _NameItem(msgspec.Struct, tag_field="k", tag="name", forbid_unknown_fields=True):
+    name: str
+
+
+_Item = _PolicyItem | _ResolutionItem | _KeyItem | _RevItem | _PartItem | _AuditItem | _NameItem
 
 
 class _Chunk(msgspec.Struct, forbid_unknown_fields=True):
@@ -128,6 +140,7 @@ class _Bundle:
     revisions: list[Revision] = field(default_factory=list)
     parts: dict[bytes, list[bytes]] = field(default_factory=dict)
     audits: list[_AuditItem] = field(default_factory=list)
+    name: str | None = None
 
 
 def _decode(chunks: Sequence[bytes], max_chunk_bytes: int, max_chunks: int, max_total: int) -> _Bundle:
@@ -178,6 +191,10 @@ def _collect(bundle: _Bundle, item: _Item, expected: dict[bytes, int]) -> None:
         bundle.resolutions.append(parse_resolution(item.rec))
     elif isinstance(item, _KeyItem):
         bundle.keys.append(item.env)
+    elif isinstance(item, _NameItem):
+        if bundle.name is not None or len(item.name) > 256:
+            raise _invalid("The bundle names its vault twice or at length.")
+        bundle.name = item.name
     elif isinstance(item, _RevItem):
         try:
             rev = Revision(item.signed, item.sig, [])
@@ -537,6 +554,26 @@ def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Polic
     return out
 
 
+def _accepted_before_revocation(revisions: list[Revision], held: dict[bytes, Revision], vault: VaultKeys) -> set[bytes]:
+    """SY-6: revisions a revocation in the vault's history records as accepted, and their
+    ancestors (a revision is applied only with its parents). The Owner's signature over that
+    policy vouches for them, so no clock of the revoked device is trusted: a write it made
+    after the revocation is in no recorded set and stays quarantined."""
+    recorded = [r for policy in vault.history for r in policy.accepted()]
+    if not recorded:
+        return set()
+    by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
+    out: set[bytes] = set()
+    stack = list(recorded)
+    while stack:
+        rid = stack.pop()
+        if rid in out or rid not in by_id:
+            continue
+        out.add(rid)
+        stack.extend(by_id[rid].parents)
+    return out
+
+
 def _own_offline(
     core: VaultCore, state: Unlocked, vault: VaultKeys, head: Policy, added: int, peer_holds: set[bytes] | None
 ) -> list[dict[str, Any]]:
@@ -578,6 +615,59 @@ def _own_offline(
     return rows
 
 
+# -- a vault that arrives (PO-3, SY-5) -------------------------------------------------------
+
+
+def _local_name(state: Unlocked, offered: str | None, vault_id: bytes) -> str:
+    """The name a vault that arrives gets here: the sender's (names are local, shown only), made
+    printable and unique among this device's vaults."""
+    name = " ".join(offered.split())[:48] if isinstance(offered, str) else ""
+    if not name or not name.isprintable():
+        name = f"shared {vault_id.hex()[:8]}"
+    taken = {v.name for v in state.vaults.values()}
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name} ({n})", n + 1
+    return candidate
+
+
+def _arriving_vault(state: Unlocked, bundle: _Bundle, peer_device: bytes) -> VaultKeys:
+    """A vault this device does not hold yet, from a peer it trusts for it: checked whole.
+
+    Taken only when the bundle carries its complete signed history from genesis, that history
+    verifies, its head authorizes this device for this user (a member), authorizes the peer,
+    and the peer is a device of this user (SY-5: vaults follow a user's devices) or of the user
+    an invitation made here pins (PO-3). Anything else is the old refusal.
+    """
+    policies = bundle.policies
+    if not policies or policies[0].seq != 1:
+        raise _rejected("The bundle is of a vault this device does not hold")
+    _verify(policies)
+    head = policies[-1]
+    if bytes(head.body["vault"]) != bundle.vault_id:
+        raise _rejected("The incoming policy history is of another vault")
+    own = state.identity
+    if not head.authorizes_device(own.device_pub) or head.device_user(own.device_pub) != own.user_pub:
+        raise _rejected("The bundle is of a vault whose policy does not authorize this device")
+    if not head.authorizes_device(bytes(peer_device)):
+        raise _rejected("The peer device is not authorized by the vault policy")
+    # A revoked device keeps the user key (ID-5): a vault it made, handed on by a device that had
+    # not heard of the revocation, authorizes it. Such a vault is not taken.
+    revoked_here = {d for held in state.vaults.values() for d in held.policy.revoked()}
+    if any(head.authorizes_device(d) for d in revoked_here):
+        raise _rejected("The bundle is of a vault whose policy authorizes a device revoked here")
+    peer_user = head.device_user(bytes(peer_device))
+    if peer_user is None or (
+        peer_user != own.user_pub and not pinned_user(state.extra_records, peer_user, int(time.time() * 1000))
+    ):
+        raise _rejected(
+            "The bundle is of a vault this device does not hold, from another person no invitation made here "
+            "names (`memories whoami --invite --owner FINGERPRINT`)"
+        )
+    name = _local_name(state, bundle.name, bundle.vault_id)
+    return VaultKeys(bundle.vault_id, name, head, {}, list(policies))
+
+
 # -- the entry point -------------------------------------------------------------------------
 
 
@@ -603,9 +693,14 @@ def merge(
         return MergeReport(b"")
     bundle = _decode(chunks, max_chunk_bytes, max_chunks, max_total_bytes)
     vault = state.vaults.get(bundle.vault_id)
-    if vault is None or is_device_only(state, vault.vault_id):
+    arriving = vault is None
+    if vault is None:
+        vault = _arriving_vault(state, bundle, bytes(peer_device))
+        outcome, fork = _PolicyOutcome(vault.history, len(vault.history)), None
+    elif is_device_only(state, vault.vault_id):
         raise _rejected("The bundle is of a vault this device does not hold")
-    outcome, fork = _merge_policies(state, vault, bundle)
+    else:
+        outcome, fork = _merge_policies(state, vault, bundle)
     if fork is not None:
         # Nothing of the bundle is merged; the other branch is kept for `vault fork resolve`.
         known = {bytes(r["fork"]) for _, r in state.extra_records.get(FORK_RECORD, [])}
@@ -639,7 +734,7 @@ def merge(
         _verify_revision(core, state, candidate, rev, bundle.parts[rev.rev_id])
     audit_rows = _merge_audits(state, head, outcome.history, bundle.audits)
 
-    adopted = _adopted(ordered, held, head)
+    adopted = _adopted(ordered, held, head) | _accepted_before_revocation(ordered, held, merged)
     applied: list[Revision] = []
     quarantine_rows: list[dict[str, Any]] = []
     dropped: set[bytes] = set()
@@ -692,6 +787,7 @@ def merge(
         )
 
     report = MergeReport(vault.vault_id, len(applied), outcome.added, len(audit_rows), len(quarantine_rows))
+    report.discarded_policies = len(outcome.discarded) if outcome.replaced else 0
     if not (applied or vault_rows or audit_rows or quarantine_rows):
         return report  # everything was already here: idempotent, nothing written
     store = core.require_store()
@@ -720,14 +816,21 @@ def merge(
             )
         ]
     )
-    previous = state.vaults[vault.vault_id]
+    previous = state.vaults.get(vault.vault_id)
     # The committed hooks (search index, links) read revisions with the merged epoch keys.
     state.vaults[vault.vault_id] = merged
     try:
-        core.commit(state, applied, content, [*vault_rows, *quarantine_rows, *audit_rows, *audit])
+        if arriving:  # its rows before its revisions: unlock reads a vault before its revisions
+            core.commit(state, applied, content, [*quarantine_rows, *audit_rows, *audit], lead=vault_rows)
+        else:
+            core.commit(state, applied, content, [*vault_rows, *quarantine_rows, *audit_rows, *audit])
     except MemoriesError as exc:
         if exc.code in ("io_error", "disk_full", "locked"):
-            state.vaults[vault.vault_id] = previous  # nothing was written (ST-5)
+            # nothing was written (ST-5)
+            if previous is None:
+                state.vaults.pop(vault.vault_id, None)
+            else:
+                state.vaults[vault.vault_id] = previous
         raise
     touched = {rev.asset_id for rev in applied}
     report.conflicts = sorted(state.index.short_id(asset_id) for asset_id in touched if state.index.assets[asset_id].in_conflict)

@@ -254,11 +254,22 @@ def _parse_plain(data: bytes, expected: str) -> dict[str, Any]:
     return obj
 
 
+# What a peer's refusal means for this side, by its code (issue 29: say what happened and what to
+# do). The peer's own sentence is untrusted text: only its registered code is repeated.
+_PEER_SENTENCES = {
+    "sync_unauthorized": (
+        "The peer refused this device (sync_unauthorized): its vault policy does not authorize this device "
+        "(revoked there, or its person removed), or the sync token was made for another device. Nothing was "
+        "merged; ask the peer's Owner, and use a token made for this device (`memories sync token new --device`)."
+    ),
+}
+
+
 def _raise_peer_error(obj: dict[str, Any]) -> None:
     code = obj.get("code")
     shown = code if isinstance(code, str) and code in CODES else "sync_rejected"
-    # The peer's own sentence is untrusted text: only its registered code is repeated.
-    raise MemoriesError(shown, f"The peer refused the sync ({shown}); nothing was merged there.", peer=True)
+    sentence = _PEER_SENTENCES.get(shown, f"The peer refused the sync ({shown}); nothing was merged there.")
+    raise MemoriesError(shown, sentence, peer=True)
 
 
 class _Sealed:
@@ -277,6 +288,9 @@ class _Sealed:
         try:
             opened = open_envelope(self.local.exchange_key, frame, purpose=PURPOSE, expected_sender=self.peer_device)
         except EnvelopeError as exc:
+            # A peer that refused this device after the handshake answers in clear (it holds no
+            # session with us): name its refusal instead of "failed authentication (format)".
+            _raise_plain_error(frame)
             raise MemoriesError(
                 "sync_rejected", f"A message from the peer failed authentication ({exc.reason}); nothing was merged."
             ) from None
@@ -292,6 +306,16 @@ class _Sealed:
         if obj["t"] == "error":
             _raise_peer_error(obj)
         return obj, data
+
+
+def _raise_plain_error(frame: bytes) -> None:
+    """Raise the peer's refusal if ``frame`` is a plain error frame; return otherwise."""
+    try:
+        obj = decode_canonical(frame)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return
+    if isinstance(obj, dict) and obj.get("t") == "error":
+        _raise_peer_error(obj)
 
 
 def _error_frame(exc: MemoriesError) -> dict[str, Any]:
@@ -661,7 +685,12 @@ async def _connect(
         )
     except aiohttp.WSServerHandshakeError as exc:
         if exc.status == 401:
-            raise MemoriesError("sync_unauthorized") from None
+            raise MemoriesError(
+                "sync_unauthorized",
+                "The peer refused the sync token: it is wrong or revoked, or the device it was made for is no longer "
+                "authorized there (revoked, or its person removed). Nothing was exchanged; ask for a new token "
+                "(`memories sync token new --device` on the peer).",
+            ) from None
         raise MemoriesError("sync_unreachable", f"The peer refused the connection (HTTP {exc.status}).") from None
     except TimeoutError:
         raise MemoriesError("sync_timeout", "The peer did not accept the connection in time.") from None

@@ -27,7 +27,7 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, sign
 from engine.errors import MemoriesError
 from engine.store.database import SealedRows, StoreFile
 from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
-from engine.vault.policy import Change, Policy, propose, verify_chain
+from engine.vault.policy import Change, Policy, RemoveMember, RevokeDevice, propose, verify_chain
 from engine.vault.revision import Revision, build_revision
 
 __all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
@@ -92,6 +92,29 @@ class VaultKeys:
             "epoch_keys": [{"epoch": epoch, "key": key} for epoch, key in sorted(self.epoch_keys.items())],
             **({"discarded": [p.to_record() for p in self.discarded]} if self.discarded else {}),
         }
+
+
+def _accepted_heads(state: Unlocked, vault: VaultKeys, change: Change) -> list[bytes]:
+    """SY-6: for a change that revokes devices, the heads of those devices' revisions in the
+    vault this device holds (applied, so accepted; quarantined ones are not in the index). A
+    device joining later applies these and their ancestors instead of quarantining them."""
+    prev = vault.policy
+    if isinstance(change, RevokeDevice):
+        gone = {bytes(change.device)}
+    elif isinstance(change, RemoveMember):
+        gone = {d for d in prev.devices() if prev.device_user(d) == bytes(change.user)}
+    else:
+        return []
+    gone -= prev.revoked()
+    if not gone:
+        return []
+    theirs = [
+        rev
+        for rev in state.index.revisions.values()
+        if rev.author in gone and bytes(rev.body["vault"]) == vault.vault_id and rev.rev_id not in state.index.hidden
+    ]
+    parents = {p for rev in theirs for p in rev.parents}
+    return sorted(rev.rev_id for rev in theirs if rev.rev_id not in parents)
 
 
 @dataclass
@@ -404,14 +427,23 @@ class VaultCore:
         extra_records: Records,
         *,
         essential: bool = False,
+        lead: Records | None = None,
     ) -> None:
         """Persist in one transaction, then (only then) update memory (ST-5).
 
         ``essential``: a read's intent, which may use the store's reserve on a full disk.
+        ``lead`` records are stored before the revisions (a vault that arrives by sync with its
+        first revisions: unlock reads a vault's row before any revision of it).
         """
         store = self.require_store()
-        records = [rev.to_record() for rev in revisions] + extra_records
+        if lead:
+            extra_records = [*lead, *extra_records]
+            records = [*lead, *(rev.to_record() for rev in revisions), *extra_records[len(lead) :]]
+        else:
+            records = [rev.to_record() for rev in revisions] + extra_records
         seqs = store.commit(records, content_rows, essential=essential)
+        if lead:  # the same seqs in the order the code below reads them: revisions, then records
+            seqs = [*seqs[len(lead) : len(lead) + len(revisions)], *seqs[: len(lead)], *seqs[len(lead) + len(revisions) :]]
         for listener in self.durable:
             listener(revisions, extra_records)
         for rev, seq in zip(revisions, seqs, strict=False):
@@ -458,26 +490,37 @@ class VaultCore:
         """
         certificates = [(state.identity.certificate, state.identity.certificate_sig)]
         updated: list[VaultKeys] = []
+        # Several changes of one vault are consecutive policies (an invited member and their
+        # devices, PO-3): each is proposed on the one before it, and each is stored as a row.
+        working: dict[bytes, VaultKeys] = {}
         for vault_id, change in changes:
-            vault = state.vaults.get(vault_id)
+            vault = working.get(vault_id) or state.vaults.get(vault_id)
             if vault is None:
                 raise MemoriesError("not_found", "No vault has that name.")
-            policy = propose(vault.policy, state.identity.user_key, change, certificates=certificates)
+            policy = propose(
+                vault.policy,
+                state.identity.user_key,
+                change,
+                certificates=certificates,
+                accepted=_accepted_heads(state, vault, change),
+            )
             keys = dict(vault.epoch_keys)
             if policy.epoch != vault.policy.epoch:
                 keys[policy.epoch] = os.urandom(32)
-            updated.append(VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy], vault.discarded))
+            step = VaultKeys(vault.vault_id, vault.name, policy, keys, [*vault.history, policy], vault.discarded)
+            working[vault_id] = step
+            updated.append(step)
         audit = self.audit_record(
             state,
             "policy_change",
             actor,
             outcome="ok",
             changes=[type(change).__name__ for _, change in changes],
-            vaults=[vault.vault_id for vault in updated],
+            vaults=list(dict.fromkeys(vault.vault_id for vault in updated)),
         )
         rows = [vault.record(default=vault.vault_id == state.default_vault) for vault in updated]
         self.commit(state, [], [], [*rows, *(extra_records or []), audit])
-        for vault in updated:  # only once the new policies are durable (ST-5)
+        for vault in working.values():  # only once the new policies are durable (ST-5)
             state.vaults[vault.vault_id] = vault
         return updated
 

@@ -4,7 +4,8 @@ A vault policy is one link of a signed linear history. Its body is
 
     {"v": 1, "vault", "seq", "prev", "epoch", "members": [{"user", "role"}],
      "devices": [device_pub ...], "revoked": [device_pub ...], "signer",
-     "device_certs": [{"cert": certificate_body, "sig": bytes} ...]}
+     "device_certs": [{"cert": certificate_body, "sig": bytes} ...],
+     "accepted": [revision_id ...]}   # optional, only in a policy that revokes (SY-6)
 
 signed by the ``signer``'s *user* key under the ``memories.policy`` domain tag. Its head
 (SHA-256 of the signed bytes) is what revisions sign (HI-2).
@@ -66,6 +67,9 @@ _LESSER_ROLES = frozenset({"admin", "editor", "reader"})  # what an Admin may ma
 _KEY_LEN = 32
 _BODY_KEYS = frozenset({"v", "vault", "seq", "prev", "epoch", "members", "devices", "revoked", "signer"})
 _CERT_KEYS = frozenset({"v", "user", "device", "exchange", "created_ms"})
+# SY-6: a policy that revokes devices may record the revisions of those devices the signer had
+# accepted (their heads; every ancestor was accepted with them), bounded like an inventory.
+MAX_ACCEPTED = 1_000_000
 
 
 def _fp(key: bytes) -> str:
@@ -139,6 +143,10 @@ class Policy:
 
     def revoked(self) -> set[bytes]:
         return {bytes(d) for d in self.body["revoked"]}
+
+    def accepted(self) -> list[bytes]:
+        """SY-6: heads of revoked devices' revisions accepted before this policy revoked them."""
+        return [bytes(r) for r in self.body.get("accepted", [])]
 
     def certificates(self) -> dict[bytes, tuple[dict[str, Any], bytes]]:
         """Listed device -> (certificate body, user signature); empty for a legacy genesis."""
@@ -235,8 +243,14 @@ def _check_shape(policy: Policy) -> None:
     if not isinstance(body, dict) or not isinstance(policy.signature, bytes):
         raise _invalid("The policy record is malformed.")
     keys = set(body)
-    if not keys >= _BODY_KEYS or not keys <= _BODY_KEYS | {"device_certs"}:
+    if not keys >= _BODY_KEYS or not keys <= _BODY_KEYS | {"device_certs", "accepted"}:
         raise _invalid("The policy body does not have exactly the policy fields.")
+    if "accepted" in body:
+        accepted = body["accepted"]
+        if not isinstance(accepted, list) or not accepted or len(accepted) > MAX_ACCEPTED:
+            raise _invalid("The policy's accepted revisions are malformed.")
+        if not all(_is_key(r) for r in accepted) or len(set(accepted)) != len(accepted):
+            raise _invalid("The policy's accepted revisions are malformed.")
     if body["v"] != 1 or not _is_int(body["v"]):
         raise _invalid("The policy format version is not supported.")
     vault = body["vault"]
@@ -324,7 +338,7 @@ def _check_genesis(policy: Policy) -> None:
     _check_shape(policy)
     if not policy.is_genesis:
         raise _invalid("The first policy of a history must have sequence number 1 and no predecessor.")
-    if policy.epoch != 1 or policy.revoked():
+    if policy.epoch != 1 or policy.revoked() or "accepted" in policy.body:
         raise _invalid("A genesis policy starts at epoch 1 with no revoked devices.")
     _check_signature(policy)
     if policy.owners() != [policy.signer] or len(policy.members()) != 1:
@@ -428,6 +442,8 @@ def check_transition(prev: Policy, new: Policy) -> None:
             raise _invalid(f"The certificate of device {_fp(device)} names a user it did not belong to.")
         _check_certificate(device, cert, sig)
     _check_members_devices(new)
+    if "accepted" in new.body and not diff.revoked:
+        raise _invalid("Only a policy that revokes a device records the revisions accepted before it.")
     must_bump = bool(diff.removed or diff.revoked)
     if must_bump and diff.epoch_step != 1:
         raise _invalid("Removing a member or revoking a device must start exactly one new epoch.")
@@ -505,8 +521,13 @@ def propose(
     change: Change,
     *,
     certificates: Iterable[tuple[dict[str, Any], bytes]] = (),
+    accepted: Iterable[bytes] = (),
 ) -> Policy:
     """The next policy after ``prev`` with ``change``, signed by ``signer_key`` (a user key).
+
+    ``accepted``: for a change that revokes devices, the heads of those devices' revisions the
+    signer's device accepted (SY-6); recorded in the policy so a device that joins later applies
+    them instead of quarantining them. Ignored for other changes.
 
     ``certificates`` are (certificate, signature) pairs of devices ``prev`` lists without a
     certificate (a genesis from :func:`owner_policy`); the engine passes its own device's.
@@ -596,6 +617,9 @@ def propose(
         "signer": bytes(signer_key.verify_key),
         "device_certs": [{"cert": certs[d][0], "sig": certs[d][1]} for d in devices if d in certs],
     }
+    heads = sorted({bytes(r) for r in accepted})
+    if heads and revoked != prev.revoked():
+        body["accepted"] = heads[:MAX_ACCEPTED]
     policy = Policy(body=body, signature=sign(signer_key, domain_bytes(POLICY_TAG, 1, body)))
     check_transition(prev, policy)
     return policy

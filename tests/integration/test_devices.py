@@ -142,7 +142,9 @@ def test_join_two_then_three_devices(homes: dict[str, Cli]) -> None:
     b.unlock(B_PASSWORD)
     assert b.ok("get", note["id"])["body"] == "laptop body"
     seen = {row["device_id"]: row for row in b.ok("devices")["devices"]}
-    assert seen[b_who["device_id"]]["last_seen_ms"] is not None
+    assert seen[b_who["device_id"]]["last_write_ms"] is not None
+    assert seen[a_who["device_id"]]["last_write_ms"] is None
+    # "last seen" is the last completed sync with that device (issue 29): none yet.
     assert seen[a_who["device_id"]]["last_seen_ms"] is None
 
     # ID-5: the user key reached B inside the envelope, so B can approve C on its own.

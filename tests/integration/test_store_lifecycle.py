@@ -123,7 +123,7 @@ def test_elevation_is_required_and_scoped(vault: Cli, tmp_path: Path) -> None:
     assert vault.err("sudo", "--password-stdin", input="wrong\n")["code"] == "wrong_password"
     vault.sudo()
     assert vault.ok("export", "--format", "jsonl", str(tmp_path / "out2"))["exported"] == 1
-    # Another session (a different parent process) does not inherit the elevation.
+    # Another session (a different parent process, and no terminal) does not inherit the elevation.
     other = subprocess.run(
         [
             sys.executable,
@@ -135,6 +135,7 @@ def test_elevation_is_required_and_scoped(vault: Cli, tmp_path: Path) -> None:
         text=True,
         env=vault.environ(),
         timeout=60,
+        start_new_session=True,  # run from a terminal, the test's own session would share it
     )
     assert other.returncode == 1 and "elevation_required" in other.stdout
     vault.ok("lock")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.ipc.peer import Peer, caller_namespace, parent_pid_from_stat, peer_of
+from engine.ipc.peer import Peer, caller_namespace, parent_pid_from_stat, peer_of, session_from_stat
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and SO_PEERCRED")
 
@@ -59,6 +59,10 @@ def test_namespace_is_parent_of_peer() -> None:
         peer = peer_of(b)
     ppid = os.getppid()
     expected = f"cli:{ppid}" if ppid > 1 else f"cli:{os.getpid()}"
+    with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+        session, tty = session_from_stat(fh.read())
+    if tty != 0 and session > 1:  # run from a terminal: also its session (tests/ipc/test_elevation_terminal.py)
+        expected += f"|tty{tty}:sid{session}"
     assert caller_namespace(peer) == expected
 
 

@@ -72,6 +72,7 @@ class Listener:
     port: int
     process: subprocess.Popen[str] | None = None
     url: str = ""
+    stderr_text: str = ""
 
     def start(self, *extra: str) -> Listener:
         self.process = subprocess.Popen(
@@ -99,6 +100,8 @@ class Listener:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
+        if self.process.stderr is not None:
+            self.stderr_text = self.process.stderr.read()  # what `serve` told its terminal
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()

@@ -93,6 +93,7 @@ def test_a_fork_is_resolved_by_the_owner_and_the_discarded_branch_is_refused_aft
     # b adopts a's branch with the resolution; its own discarded policy still verifies its note.
     report = pull(b, a)
     assert report.policies_added == 2
+    assert report.discarded_policies == 1 and report.to_wire()["discarded_policies"] == 1  # b is told (issue 29)
     assert b.state.vault.policy.head == a.state.vault.policy.head and b.state.vault.policy.epoch == 3
     assert forks_for(b.state, b.state.default_vault) == []
     pull(a, b)

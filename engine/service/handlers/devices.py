@@ -44,6 +44,7 @@ from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import StoreFile, create_store
 from engine.vault.core import VaultKeys
+from engine.vault.invite import PIN_RECORD, make_invite, parse_fingerprint
 from engine.vault.joining import (
     JoinRequest,
     decode_request,
@@ -57,11 +58,19 @@ from engine.vault.joining import (
 )
 from engine.vault.policy import AddDevice, Change, Policy, RevokeDevice, verify_chain
 
-__all__ = ["PENDING_FILE", "NAME_RECORD", "CONSUMED_RECORD", "device_names", "consumed_requests"]
+__all__ = [
+    "PENDING_FILE",
+    "NAME_RECORD",
+    "CONSUMED_RECORD",
+    "device_names",
+    "consumed_requests",
+    "own_devices",
+]
 
 PENDING_FILE = "join-pending.bin"
 NAME_RECORD = "device_name"
 CONSUMED_RECORD = "join_consumed"
+_SYNC_RECORD = "sync_peer"  # handlers/sync.py WATERMARK_RECORD (that module imports this one)
 _PENDING_AAD = b"memories.join-pending\x00\x01"
 _MIN_PREFIX = 8
 _HEX = frozenset("0123456789abcdef")
@@ -91,6 +100,22 @@ def device_names(state: Unlocked) -> dict[bytes, str]:
 def consumed_requests(state: Unlocked) -> set[bytes]:
     """IDs of the join requests approved here (ID-3: a request is used once)."""
     return {bytes(record["request_id"]) for _, record in state.extra_records.get(CONSUMED_RECORD, [])}
+
+
+def own_devices(state: Unlocked) -> list[tuple[dict[str, Any], bytes]]:
+    """(certificate, signature) of every device of this user that no vault held here revokes,
+    this device first: what an invitation names, and the devices a vault follows (SY-5)."""
+    identity = state.identity
+    out: dict[bytes, tuple[dict[str, Any], bytes]] = {identity.device_pub: (identity.certificate, identity.certificate_sig)}
+    revoked: set[bytes] = set()
+    for vault_id, vault in state.vaults.items():
+        if is_device_only(state, vault_id):
+            continue
+        revoked |= vault.policy.revoked()
+        for device, (cert, sig) in vault.policy.certificates().items():
+            if bytes(cert["user"]) == identity.user_pub and device not in out:
+                out[device] = (cert, sig)
+    return [pair for device, pair in out.items() if device not in revoked]
 
 
 def _shared_vaults(state: Unlocked) -> list[VaultKeys]:
@@ -229,7 +254,8 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
     cert, cert_sig = make_certificate(identity.user_key, req.device_pub, req.exchange_pub, now)
     shared = _shared_vaults(state)
     names = device_names(state)
-    names[req.device_pub] = req.device_name
+    name = _unique_name(req.device_name, set(names.values()))
+    names[req.device_pub] = name
     # The device is added and the request consumed in one transaction (ID-3).
     updated = service.vault.change_policies(
         state,
@@ -237,7 +263,7 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
         caller,
         extra_records=[
             {"t": CONSUMED_RECORD, "request_id": request_id(req)},
-            {"t": NAME_RECORD, "device": req.device_pub, "name": req.device_name},
+            {"t": NAME_RECORD, "device": req.device_pub, "name": name},
         ],
     )
     grant = {
@@ -257,7 +283,19 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
         "names": [{"device": device, "name": name} for device, name in names.items()],
     }
     approval = make_approval(identity, req, grant, now)
-    return {**_request_view(req), "approval": approval, "vaults": len(updated)}
+    warning = None
+    if name != req.device_name:
+        warning = f"Another device is already named {req.device_name!r}; this one is named {name!r} here."
+    return {**_request_view(req), "name": name, "approval": approval, "vaults": len(updated), "warning": warning}
+
+
+def _unique_name(name: str, taken: set[str]) -> str:
+    """Two devices left at the default (host) name would look alike in `devices` (issue 29)."""
+    candidate, n = name, 2
+    while candidate in taken:
+        suffix = f" ({n})"
+        candidate, n = name[: 64 - len(suffix)] + suffix, n + 1
+    return candidate
 
 
 # -- joining (new device) ------------------------------------------------------------------
@@ -330,7 +368,8 @@ def _join_records(
         raise _bad_grant("is malformed") from None
     if defaults != 1:
         raise _bad_grant("does not name exactly one default vault")
-    names.append({"t": NAME_RECORD, "device": identity.device_pub, "name": pending.device_name})
+    if not any(entry["device"] == identity.device_pub for entry in names):  # else the approver's (made unique)
+        names.append({"t": NAME_RECORD, "device": identity.device_pub, "name": pending.device_name})
     return [{"t": "identity", **identity.to_record()}, *vault_rows, *names], identity
 
 
@@ -383,11 +422,53 @@ def whoami(service: Service, request: rq.Whoami, caller: Caller) -> dict[str, An
     }
 
 
-def _last_seen(state: Unlocked) -> dict[bytes, int]:
+@op(rq.InviteNew, needs_elevation=True)
+def invite_new(service: Service, request: rq.InviteNew, caller: Caller) -> dict[str, Any]:
+    """PO-3: an invitation for another person's vault, and the pin of that person's user here."""
+    state = service.require_unlocked()
+    owner_fp = parse_fingerprint(request.owner)
+    identity = state.identity
+    now = _now_ms()
+    devices = own_devices(state)
+    name = request.name if request.name is not None else device_names(state)[identity.device_pub]
+    invite, text = make_invite(identity.user_key, devices, name, owner_fp, now, request.hours * 3600 * 1000)
+    pin = {"t": PIN_RECORD, "owner": owner_fp, "expires_ms": invite.expires_ms, "created_ms": now}
+    audit = service.vault.audit_record(state, "invite_new", caller, outcome="ok")
+    service.vault.commit(state, [], [], [pin, audit])
+    names = device_names(state)
+    return {
+        "invite": text,
+        "user_id": identity.user_pub.hex(),
+        "user_fingerprint": fingerprint(identity.user_pub),
+        "owner_fingerprint": owner_fp.hex(),
+        "name": invite.name,
+        "devices": [
+            {
+                "device_id": bytes(c["device"]).hex(),
+                "fingerprint": fingerprint(bytes(c["device"])),
+                "name": names.get(bytes(c["device"])),
+            }
+            for c, _ in devices
+        ],
+        "expires_ms": invite.expires_ms,
+    }
+
+
+def _last_write(state: Unlocked) -> dict[bytes, int]:
     seen: dict[bytes, int] = {}
     for rev in state.index.revisions.values():
         author = bytes(rev.author)
         seen[author] = max(seen.get(author, 0), rev.created_ms)
+    return seen
+
+
+def _last_sync(state: Unlocked) -> dict[bytes, int]:
+    """When this device last completed a sync with each peer (the sync watermark records,
+    ``handlers/sync.py`` WATERMARK_RECORD; by this device's clock)."""
+    seen: dict[bytes, int] = {}
+    for _, record in state.extra_records.get(_SYNC_RECORD, []):
+        device = bytes(record["device"])
+        seen[device] = max(seen.get(device, 0), int(record.get("ts_ms", 0)))
     return seen
 
 
@@ -398,7 +479,7 @@ def devices(service: Service, request: rq.Devices, caller: Caller) -> dict[str, 
     policy = vault.policy
     certs = policy.certificates()
     names = device_names(state)
-    seen = _last_seen(state)
+    seen, wrote = _last_sync(state), _last_write(state)
     revoked = policy.revoked()
     own = state.identity
     rows = []
@@ -418,7 +499,8 @@ def devices(service: Service, request: rq.Devices, caller: Caller) -> dict[str, 
                 "fingerprint": fingerprint(device),
                 "user_id": user.hex() if user is not None else None,
                 "added_ms": added,
-                "last_seen_ms": seen.get(device),
+                "last_seen_ms": seen.get(device),  # the last completed sync with it (issue 29)
+                "last_write_ms": wrote.get(device),
                 "revoked": device in revoked,
                 "this_device": device == own.device_pub,
             }

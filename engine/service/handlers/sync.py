@@ -31,7 +31,7 @@ from engine.jobs.background import JobContext
 from engine.remote.runtime import Runtime
 from engine.service import requests_sync as rq
 from engine.service.caller import Caller
-from engine.service.handlers.devices import device_names
+from engine.service.handlers.devices import device_names, own_devices
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.sync import tokens as tk
@@ -47,6 +47,8 @@ from engine.sync.transport import (
     sync_via_relay,
     sync_with,
 )
+from engine.vault.invite import pinned_user
+from engine.vault.policy import AddDevice, Change
 
 __all__ = ["SyncManager", "manager_of", "outbox_count", "WATERMARK_RECORD"]
 
@@ -190,7 +192,11 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
         return [v for v in shared_vault_ids(current) if current.vaults[v].policy.authorizes_device(peer)]
 
     def check_peer(peer: bytes, user: bytes) -> None:
-        if not locked(lambda current: _authorized_peer(current, peer, user)):
+        def allowed(current: Unlocked) -> bool:
+            # A device of the user an invitation made here pins may bring the vault (PO-3).
+            return _authorized_peer(current, peer, user) or pinned_user(current.extra_records, user, _now_ms())
+
+        if not locked(allowed):
             raise MemoriesError(
                 "sync_unauthorized", "The peer device is not authorized by this vault's current policy (revoked or unknown)."
             )
@@ -202,6 +208,7 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
 
     def inventories(peer: bytes) -> list[dict[str, Any]]:
         def build(current: Unlocked) -> list[dict[str, Any]]:
+            follow_devices(service, current, peer, actor)
             out = []
             for vault_id in peer_vaults(current, peer):
                 inv, lists_now = delta_inventory(current, vault_id, peer)
@@ -249,6 +256,7 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
             reports = []
             refused: set[bytes] = set()
             before = {v: lists(current, v, peer).position() for v in at_inventory if v in current.vaults}
+            arriving = [v for v in received if v not in current.vaults]
             for vault_id, chunks in received.items():
                 try:
                     report = merge(
@@ -264,6 +272,12 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
                     reports.append({"vault": vault_id.hex(), "error": {"code": exc.code, "message": exc.message}})
                     continue
                 reports.append(report.to_wire())
+            for vault_id in arriving:
+                # A vault that arrived whole (PO-3, SY-5): this side's inventory of it was empty, so
+                # the mark is the peer's set; without one the next sync would list every ID again.
+                if vault_id in current.vaults and vault_id not in refused:
+                    at_inventory[vault_id] = Lists([], [], [], lists(current, vault_id, peer).audits)
+                    before[vault_id] = (0, 0, 0)
             marks = [
                 mark_record(current, v, peer, at_inventory[v], position)
                 for v, position in before.items()
@@ -292,6 +306,30 @@ def _local_side(service: Service, actor: Caller) -> LocalSide:
         inbox=inbox,
         full_inventories=full_inventories,
     )
+
+
+def follow_devices(service: Service, state: Unlocked, peer: bytes, actor: Caller) -> None:
+    """SY-5: a vault this user is a member of follows the user's devices. When ``peer`` is an
+    authorized device of this user that a shared vault held here does not list yet (a vault
+    made before this fix, or one that arrived from another member), this device adds it with
+    the user's signature (PO-2 lets any member authorize a device of their own); the session
+    then sends that vault. A device any vault here revokes is never added."""
+    own = state.identity.user_pub
+    if not _authorized_peer(state, peer, own):
+        return
+    cert = next((pair for pair in own_devices(state) if bytes(pair[0]["device"]) == peer), None)
+    if cert is None:
+        return
+    changes: list[tuple[bytes, Change]] = [
+        (vault_id, AddDevice(cert[0], cert[1]))
+        for vault_id, vault in state.vaults.items()
+        if not is_device_only(state, vault_id)
+        and vault.policy.role_of(own) is not None
+        and vault.policy.authorizes_device(state.identity.device_pub)
+        and peer not in vault.policy.devices()
+    ]
+    if changes:
+        service.vault.change_policies(state, changes, actor)
 
 
 def _watermark(state: Unlocked, peer: bytes) -> dict[str, Any]:

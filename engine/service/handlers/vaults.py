@@ -11,6 +11,7 @@ user is a Reader, or no member, of the target vault. The other handlers resolve 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from engine.cards.device_vaults import is_device_only, refuse_if_device_only
@@ -18,10 +19,13 @@ from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests_vaults as rq
 from engine.service.caller import Caller
+from engine.service.handlers.devices import own_devices
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultKeys
+from engine.vault.invite import Invite, parse_invite
 from engine.vault.policy import (
+    AddDevice,
     AddMember,
     Change,
     RemoveMember,
@@ -102,6 +106,11 @@ def vault_new(service: Service, request: rq.VaultNew, caller: Caller) -> dict[st
     audit = service.vault.audit_record(state, "vault_new", caller, outcome="ok", vaults=[keys.vault_id])
     service.vault.commit(state, [], [], [*records, audit])
     state.vaults[keys.vault_id] = keys  # only once the row is durable (ST-5)
+    # SY-5: the user's other devices are in it from the start; they receive it on their next sync.
+    others = [pair for pair in own_devices(state) if bytes(pair[0]["device"]) != state.identity.device_pub]
+    if others:
+        service.vault.change_policies(state, [(keys.vault_id, AddDevice(cert, sig)) for cert, sig in others], caller)
+        keys = state.vaults[keys.vault_id]
     return _vault_view(state, keys)
 
 
@@ -167,11 +176,82 @@ def _refuse_self(state: Unlocked, user: bytes, action: str) -> None:
         raise MemoriesError("invalid_input", f"You cannot {action} yourself; ask the vault's Owner or an Admin.")
 
 
+def _invite_view(invite: Invite, policy_devices: set[bytes]) -> dict[str, Any]:
+    """What the Owner checks before trusting another person (ID-6): full fingerprints only."""
+    return {
+        "user": invite.user_pub.hex(),
+        "user_fingerprint": fingerprint(invite.user_pub),
+        "name": invite.name,
+        "expires_ms": invite.expires_ms,
+        "devices": [
+            {
+                "device_id": bytes(cert["device"]).hex(),
+                "fingerprint": fingerprint(bytes(cert["device"])),
+                "listed": bytes(cert["device"]) in policy_devices,
+            }
+            for cert, _ in invite.devices
+        ],
+    }
+
+
+def _member_add_invite(service: Service, request: rq.VaultMemberAdd, caller: Caller) -> dict[str, Any]:
+    """PO-3: the invited user with ``role`` and each device the invitation certifies, signed as
+    consecutive policies committed at once; sync then seals the epoch keys to those devices."""
+    state = service.require_unlocked()
+    vault = vault_for(state, request.vault)
+    refuse_if_device_only(state, vault.vault_id, "shared with other members")
+    assert request.invite is not None
+    invite = parse_invite(request.invite, owner_pub=state.identity.user_pub, now_ms=int(time.time() * 1000))
+    policy = vault.policy
+    listed = set(policy.devices())
+    view = _invite_view(invite, listed)
+    if request.check:
+        return {"vault": vault.name, "role": request.role, "checked": True, **view}
+    changes: list[tuple[bytes, Change]] = []
+    role = policy.role_of(invite.user_pub)
+    if role is None:
+        changes.append((vault.vault_id, AddMember(invite.user_pub, request.role)))
+    elif role != request.role:
+        raise MemoriesError(
+            "invalid_input",
+            f"That person is already a member with role {role}; change it with `memories vault member role`. "
+            "Nothing was changed.",
+        )
+    fresh = [(cert, sig) for cert, sig in invite.devices if bytes(cert["device"]) not in listed]
+    changes += [(vault.vault_id, AddDevice(cert, sig)) for cert, sig in fresh]
+    if not changes:
+        raise MemoriesError("invalid_input", "That person and every device the invitation names are already in this vault.")
+    before = policy.epoch
+    try:
+        updated = service.vault.change_policies(state, changes, caller)
+    except MemoriesError as exc:
+        if exc.code == "policy_invalid" and exc.message == _ONE_OWNER:
+            raise MemoriesError("policy_invalid", _one_owner_sentence(changes[0][1])) from None
+        raise
+    head = updated[-1].policy
+    return {
+        "vault": vault.name,
+        "role": request.role,
+        "policy_seq": head.seq,
+        "epoch": head.epoch,
+        "new_epoch": head.epoch != before,
+        "change": "AddMember" if role is None else "AddDevice",
+        "devices_added": len(fresh),
+        "owner_fingerprint": fingerprint(state.identity.user_pub),
+        **_invite_view(invite, listed),
+    }
+
+
 @op(rq.VaultMemberAdd, needs_elevation=True)
 def vault_member_add(service: Service, request: rq.VaultMemberAdd, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     vault = vault_for(state, request.vault)
     refuse_if_device_only(state, vault.vault_id, "shared with other members")
+    if (request.user is None) == (request.invite is None):
+        raise MemoriesError("invalid_input", "Give either a user ID or an invitation (`memories whoami --invite` there).")
+    if request.invite is not None:
+        return _member_add_invite(service, request, caller)
+    assert request.user is not None
     return _change(service, caller, request.vault, AddMember(_user(request.user), request.role))
 
 
