@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ __all__ = [
     "check_all",
     "fail",
     "guarded",
+    "history_name",
     "normalise_totp",
     "wire",
 ]
@@ -53,6 +55,7 @@ class Entry:
     # One sentence each for what was kept in a different shape than the source had it (a
     # TOTP seed we cannot use kept as a protected field, a renamed field): imported, but said.
     warnings: list[str] = field(default_factory=list)
+    group: str | None = None  # a CSV's raw folder path ("Root/Internet"), for its parser to map
 
 
 @dataclass
@@ -186,6 +189,16 @@ def _distinct(entry: Entry, values: dict[str, str], key: Callable[[str], str], w
         folded.add(key(candidate))
         out[candidate] = value
     return out
+
+
+def history_name(number: int, when: Any) -> str:
+    """``Password history 1 (2024-05-01)``: the field name of an earlier password (newest is 1)."""
+    stamp = ""
+    if isinstance(when, (int, float)) and not isinstance(when, bool) and 0 < when < 1e11:
+        stamp = f" ({datetime.datetime.fromtimestamp(when, datetime.UTC).date().isoformat()})"
+    elif isinstance(when, str) and when:
+        stamp = f" ({when[:10]})"
+    return f"Password history {number}{stamp}"
 
 
 def _tidy(entry: Entry) -> LoginInput:

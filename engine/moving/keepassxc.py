@@ -172,6 +172,12 @@ def _group(
     top: bool = False,
 ) -> None:
     if recycle and (group.findtext("UUID") or "").strip() == recycle:
+        # Deleted in KeePassXC: listed as skipped, as the CSV path lists them (issue 33). Old
+        # versions of an entry (inside its History) are not entries of their own.
+        history = sum(len(h.findall("Entry")) for h in group.iter("History"))
+        count = sum(1 for _ in group.iter("Entry")) - history
+        if count:
+            skipped.append(f"the recycle bin: {count} deleted entr{'y' if count == 1 else 'ies'} (not imported)")
         return
     name = group.findtext("Name") or ""
     # The root group's name ("Root", "Passwords") is the database's, not a folder.
@@ -277,9 +283,28 @@ _CSV_KEYS = {
 
 
 def parse_keepassxc_csv(data: bytes) -> Loaded:
-    """KeePassXC's CSV export: "Group","Title","Username","Password","URL","Notes","TOTP",…"""
+    """KeePassXC's CSV export: "Group","Title","Username","Password","URL","Notes","TOTP",…
+
+    The Group column is the full path from the root group ("Passwords/Internet"): its first
+    part is the database's root, never a folder, and a path through the recycle bin is a
+    deleted entry. Both are read as the XML and KDBX paths read them: the root's name is no
+    tag, and recycle-bin entries are listed as skipped, not imported as live logins.
+    """
     loaded = parse_csv_logins(data, _CSV_KEYS, "keepassxc", tag_separator=",", group="group")
+    live: list[Entry] = []
     for entry in loaded.entries:
-        # KeePassXC writes the root group's name first ("Root/Internet"): keep the folders below it.
-        entry.tags = [t.split("/", 1)[1] if "/" in t else t for t in entry.tags if t != "Root"]
+        parts = [p for p in (entry.group or "").split("/") if p]
+        below = parts[1:]  # the first part is always the root group
+        if below and below[0] in _RECYCLE_NAMES:
+            loaded.skipped.append(f"{entry.where}: in the recycle bin (deleted in KeePassXC)")
+            continue
+        if below:
+            entry.tags.append("/".join(below))
+        live.append(entry)
+    loaded.entries = live
     return loaded
+
+
+# KeePassXC's recycle bin group as it names it (its CSV carries no UUID to compare): English
+# and the translations KeePassXC ships for the languages its users most often run.
+_RECYCLE_NAMES = {"Recycle Bin", "回收站", "資源回收筒", "Papierkorb", "Corbeille", "Papelera", "Cestino", "ごみ箱", "Корзина"}
