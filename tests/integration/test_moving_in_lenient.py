@@ -173,3 +173,20 @@ def test_im2_key_file_only_and_empty_password_databases(vault: Cli, tmp_path: Pa
     assert error["code"] == "invalid_input" and "--keyfile" in error["message"]
     missing = vault.err("import", "keepassxc", str(keyed), "--keyfile", str(tmp_path / "nope.key"), "--kdbx-no-password")
     assert missing["code"] == "not_found"
+
+
+def test_im2_key_file_only_database_at_a_terminal(vault: Cli, tmp_path: Path) -> None:
+    """IM-2: at a real terminal, Enter at the KDBX password prompt opens a key-file-only database."""
+    from tests.terminal import run_in_terminal
+
+    keyfile = tmp_path / "db.key"
+    keyfile.write_bytes(b"fedcba9876543210" * 4)
+    keyed = tmp_path / "keyed.kdbx"
+    _kdbx(keyed, None, keyfile)
+    code, output = run_in_terminal(
+        vault.command("import", "keepassxc", str(keyed), "--keyfile", str(keyfile)),
+        [("KDBX password (Enter if the key file is all it needs): ", "")],
+        vault.environ(),
+    )
+    assert code == 0 and "imported 1 login(s) from keepassxc" in output, output
+    assert "kdbx-canary-pw" not in output
