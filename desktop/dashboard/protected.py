@@ -18,6 +18,7 @@ leave this module, and nothing here can copy, reveal or elevate.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Collection
 from typing import Any
 
@@ -36,7 +37,9 @@ MAX_QUERY_CHARS = 200
 _SUMMARY_KEYS = ("id", "short_id", "kind", "title", "conflict", "updated_ms", "revision", "short_revision")
 
 
-def copy_commands(kind: str, short_id: str, features: Collection[str] = (), username: bool = False) -> list[dict[str, str]]:
+def copy_commands(
+    kind: str, short_id: str, features: Collection[str] = (), username: bool = False, fields: Collection[str] = ()
+) -> list[dict[str, str]]:
     """What to run in a terminal to use this item's secret; the page never holds it.
 
     Only what the item has (its ``features`` from the engine's ``card_read``: a login
@@ -51,6 +54,10 @@ def copy_commands(kind: str, short_id: str, features: Collection[str] = (), user
             rows.append({"label": "Copy the username", "command": f"memories login copy-username {short_id}"})
         if "totp" in features:
             rows.append({"label": "Copy the one-time code", "command": f"memories sudo && memories login copy-otp {short_id}"})
+        for name in fields:
+            # A protected custom field, by name only (IM-2); the page never holds its value.
+            ref = shlex.quote(f"{short_id}:{name}")
+            rows.append({"label": f"Copy the field {name}", "command": f"memories sudo && memories copy {ref}"})
         return rows or [{"label": "Show its public fields", "command": f"memories login show {short_id}"}]
     if kind == "protected":
         otp = "totp" in features or "hotp" in features
@@ -132,6 +139,7 @@ def register(app: web.Application, ctx: Any) -> None:
         item = project_item(await ctx.engine(lambda: gateway.get_asset(asset_id)))
         item["label"] = cards.PROTECTED_KINDS[item["kind"]]
         features: list[str] = []
+        fields: list[str] = []
         username = False
         if item["kind"] in ("login", "protected"):
             # Which secrets it holds (names only) and whether it has a username: read here,
@@ -139,8 +147,10 @@ def register(app: web.Application, ctx: Any) -> None:
             card = await ctx.engine(lambda: gateway.read_card(asset_id))
             found = (card.get("protected") or {}).get("features", [])
             features = [f for f in found if isinstance(f, str)]
+            names = (card.get("protected") or {}).get("fields", [])
+            fields = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
             username = bool((card.get("meta") or {}).get("username"))
-        item["commands"] = copy_commands(item["kind"], str(item.get("short_id", asset_id)), features, username)
+        item["commands"] = copy_commands(item["kind"], str(item.get("short_id", asset_id)), features, username, fields)
         return web.json_response(item)
 
     app.router.add_get("/api/protected", list_protected)

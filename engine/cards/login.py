@@ -184,3 +184,19 @@ def login_content_key(login: LoginInput) -> str:
         "secret": hashlib.sha256(canonical_bytes(secrets)).hexdigest(),
     }
     return "login:" + hashlib.sha256(canonical_bytes(material)).hexdigest()
+
+
+def login_field(secret: dict[str, Any], name: str) -> str | None:
+    """A login's protected custom field by name (IM-2): the exact name, else the one name equal ignoring case.
+
+    Two names that differ only in case are both stored (an import keeps them apart with a
+    suffix), so ignoring case never has to choose between them.
+    """
+    fields = secret.get("fields")
+    if not isinstance(fields, dict):
+        return None
+    value = fields.get(name)
+    if value is None:
+        folded = [v for k, v in fields.items() if isinstance(k, str) and k.casefold() == name.casefold()]
+        value = folded[0] if len(folded) == 1 else None
+    return value if isinstance(value, str) and value else None

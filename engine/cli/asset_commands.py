@@ -168,7 +168,10 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
         head = [f"id:       {result['short_id']}", f"revision: {view['short_revision']}", f"title:    {one_line(view['title'])}"]
         if tags:
             head.append(f"tags:     {tags}")
-        head.extend(f"{one_line(k)}: {one_line(v)}" for k, v in sorted(view["meta"].items()))
+        for k, v in sorted(view["meta"].items()):
+            # A login's URLs are stored one per line: print one line each, never a literal "\n".
+            values = str(v).split("\n") if k == "urls" else [v]
+            head.extend(f"{one_line(k)}: {one_line(value)}" for value in values)
         notes = [
             f"note {_when(n.get('at_ms', 0))} by {one_line(str(n.get('by', '')))}: {one_line(str(n.get('note', '')))}"
             for n in view.get("annotations", [])

@@ -118,6 +118,11 @@ def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     prot = result.get("protected") or {}
     if prot:
         lines.append(f"secrets: {one_line(', '.join(prot['features']) or 'none')} in {one_line(prot['credential'])}")
+        names = [n for n in prot.get("fields", []) if isinstance(n, str)]
+        if names:
+            # Names only (IM-2): each value is reached with `memories copy ID:NAME` or `run --env`.
+            lines.append("protected fields: " + ", ".join(one_line(n) for n in names))
+            lines.append(f"  copy one: memories copy {result['short_id']}:NAME   (run: --env VAR=card:{result['short_id']}#NAME)")
     for key, value in sorted(meta.items()):
         if key.startswith("x_"):
             lines.append(f"{one_line(key[2:])}: {one_line(value)}")
@@ -182,6 +187,11 @@ def add_moving_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="with a password manager's export: show what would be created")
     p.add_argument("--kdbx-password-stdin", action="store_true", help="read the KDBX password from standard input")
     p.add_argument("--keyfile", help="a KDBX key file")
+    p.add_argument(
+        "--kdbx-no-password",
+        action="store_true",
+        help="the KDBX database has no password (a key file only, or an empty password): do not ask for one",
+    )
 
 
 def _load(source: str, path: Path, args: argparse.Namespace) -> Loaded:
@@ -192,11 +202,15 @@ def _load(source: str, path: Path, args: argparse.Namespace) -> Loaded:
         if not path.is_file():
             raise MemoriesError("not_found", f"{path} is not a file.")
         keyfile = Path(args.keyfile) if args.keyfile else None
+        if keyfile is not None and not keyfile.is_file():
+            raise MemoriesError("not_found", f"The key file {keyfile} is not a file.")
+        if args.kdbx_no_password and args.kdbx_password_stdin:
+            raise UsageError("--kdbx-no-password and --kdbx-password-stdin do not go together")
         password: str | None = None
-        if args.kdbx_password_stdin or keyfile is None or sys.stdin.isatty():
-            from engine.cli.password import read_password
-
-            password = read_password(args.kdbx_password_stdin, prompt="KDBX password: ", flag="--kdbx-password-stdin")
+        if args.kdbx_no_password:
+            password = ""
+        elif args.kdbx_password_stdin or keyfile is None or sys.stdin.isatty():
+            password = _kdbx_password(args.kdbx_password_stdin, keyfile is not None)
         return keepassxc.parse_kdbx(path, password, keyfile)
     try:
         data = path.read_bytes()
@@ -217,6 +231,20 @@ def _load(source: str, path: Path, args: argparse.Namespace) -> Loaded:
     raise UsageError("import 1password reads FILE.1pux or FILE.csv")
 
 
+def _kdbx_password(from_stdin: bool, has_keyfile: bool) -> str:
+    """The KDBX password; an empty answer means "none" (a key-file-only or empty-password database)."""
+    if from_stdin:
+        line = sys.stdin.readline()
+        value = line[:-1] if line.endswith("\n") else line
+        return value[:-1] if value.endswith("\r") else value
+    if not sys.stdin.isatty():
+        raise UsageError("no terminal to ask at; use --kdbx-password-stdin, or --kdbx-no-password for a database without one")
+    import getpass
+
+    hint = " (Enter if the key file is all it needs)" if has_keyfile else " (Enter if it has none)"
+    return getpass.getpass(f"KDBX password{hint}: ")
+
+
 def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path: Path) -> int:
     """Parse and check every entry first; then batches, each one transaction in the engine."""
     import json
@@ -226,9 +254,12 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
     loaded = _load(source, path, args)
     logins, skipped = check_all(loaded)
     items = [wire(login, where) for login, where in logins]
+    warnings = loaded.warnings
     if not ctx.json_output:
         for line in skipped:
             print(f"skipped: {one_line(line)}", file=sys.stderr)
+        for line in warnings:
+            print(f"warning: {one_line(line)}", file=sys.stderr)
     created = would = present = 0
     ids: list[str] = []
     batch: list[dict[str, Any]] = []
@@ -270,6 +301,7 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
         "would_create": would,
         "already_present": present,
         "skipped": skipped,
+        "warnings": warnings,
         "ids": ids,
     }
     if args.dry_run:
@@ -277,11 +309,22 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
             f"  {one_line(item['title'])}" + ("  (protected note)" if "note" in item else "") for item in items[:50]
         )
         more = f"\n  … and {len(items) - 50} more" if len(items) > 50 else ""
-        text = f"would create {would} login(s), {present} already present, {len(skipped)} skipped\n{titles}{more}"
+        text = f"would create {would} login(s), {present} already present, {len(skipped)} skipped\n{titles}{more}" + _warned(
+            warnings, block=True
+        )
     else:
         text = f"imported {created} login(s) from {loaded.source}, {present} already present, {len(skipped)} skipped"
+        text += _warned(warnings)
         notes = sum(1 for item in items if "note" in item)
         if notes:
             text += f"\n{notes} of the entries are secure notes, kept as protected notes (`memories copy ID` copies one)"
     ctx.emit(summary, text.rstrip())
     return 0
+
+
+def _warned(warnings: list[str], *, block: bool = False) -> str:
+    """The summary's list of entries imported with a warning (IM-2): each by name, with why."""
+    if not warnings:
+        return ""
+    head = f"\n{len(warnings)} warning(s):" if block else f", {len(warnings)} imported with a warning:"
+    return head + "\n" + "\n".join(f"  {one_line(w)}" for w in warnings)

@@ -6,7 +6,9 @@ Shape: ``{"encrypted": false, "folders": [{"id", "name"}], "items": [{"type": 1,
 notes (type 2) become protected notes, their text a protected secret (never a card body);
 cards, identities and SSH keys are listed as skipped. Custom fields of type 1 (hidden) are
 protected, text and boolean fields are kept as card metadata, linked fields (type 3) only
-point at other fields and are dropped. Folders become tags.
+point at other fields and are dropped. Folders and an organisation's collections become
+tags; password history becomes protected fields ("Password history 1 (date)"); passkeys
+(``fido2Credentials``) are listed as skipped; ``reprompt`` becomes the tag "reprompt".
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, normalise_totp, opt_text, typed
+from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, history_name, normalise_totp, opt_text, typed
 
 __all__ = ["parse_bitwarden"]
 
@@ -42,6 +44,13 @@ def parse_bitwarden(data: bytes) -> Loaded:
         fid, name = opt_text(folder.get("id"), where, "its id"), opt_text(folder.get("name"), where, "its name")
         if fid and name:
             folders[fid] = name
+    # An organisation's export has collections instead of folders: their names become tags too.
+    for i, collection in enumerate(typed(doc.get("collections") or [], list, "the file", '"collections"')):
+        where = f"collection {i + 1}"
+        collection = typed(collection, dict, where, "the collection")
+        cid, name = opt_text(collection.get("id"), where, "its id"), opt_text(collection.get("name"), where, "its name")
+        if cid and name:
+            folders[cid] = name
     entries: list[Entry] = []
     skipped: list[str] = []
     for i, item in enumerate(items):
@@ -78,6 +87,24 @@ def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) ->
     folder = opt_text(item.get("folderId"), where, "its folderId")
     if folder and folder in folders:
         entry.tags.append(folders[folder])
+    for collection in typed(item.get("collectionIds") or [], list, where, "its collectionIds"):
+        if isinstance(collection, str) and collection in folders:
+            entry.tags.append(folders[collection])
+    if item.get("reprompt") == 1:
+        # "Master password re-prompt": every secret read here already needs `memories sudo`
+        # (elevation with the vault password); the tag keeps the choice visible.
+        entry.tags.append("reprompt")
+    for j, passkey in enumerate(typed(login.get("fido2Credentials") or [], list, where, "its fido2Credentials")):
+        site = passkey.get("rpId") if isinstance(passkey, dict) else None
+        named = f" for {site[:80]!r}" if isinstance(site, str) and site else ""
+        skipped.append(f"{entry.where}: passkey {j + 1}{named} (passkeys are not imported yet; the login itself is)")
+    history = typed(item.get("passwordHistory") or [], list, where, "its passwordHistory")
+    rows = [typed(h, dict, where, "a password history entry") for h in history]
+    rows.sort(key=lambda h: str(h.get("lastUsedDate") or ""), reverse=True)
+    for number, row in enumerate(rows, start=1):
+        value = opt_text(row.get("password"), where, "a previous password")
+        if value:
+            entry.hidden[history_name(number, row.get("lastUsedDate"))] = value
     if item.get("favorite") is True:
         entry.tags.append("favorite")
     for j, custom in enumerate(typed(item.get("fields") or [], list, where, "its fields")):

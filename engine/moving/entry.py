@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -9,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engine.cards.login import MAX_NOTE, MAX_PASSWORD, LoginInput, build_login
+from engine.cards.login import MAX_NOTE, MAX_PASSWORD, LoginInput, build_login, custom_field_key
 from engine.cards.otpauth import parse_otpauth
 from engine.cards.schema import validate_meta
 from engine.errors import MemoriesError
@@ -21,6 +22,7 @@ __all__ = [
     "check_all",
     "fail",
     "guarded",
+    "history_name",
     "normalise_totp",
     "wire",
 ]
@@ -50,6 +52,10 @@ class Entry:
     # A secure note (Bitwarden type 2, 1Password "003", a notes-only KeePass entry): its text
     # goes here, never in ``notes``, so it is kept as a protected secret and not as a body.
     note: str | None = None
+    # One sentence each for what was kept in a different shape than the source had it (a
+    # TOTP seed we cannot use kept as a protected field, a renamed field): imported, but said.
+    warnings: list[str] = field(default_factory=list)
+    group: str | None = None  # a CSV's raw folder path ("Root/Internet"), for its parser to map
 
 
 @dataclass
@@ -57,6 +63,7 @@ class Loaded:
     entries: list[Entry]
     skipped: list[str]  # one sentence each: attachments, non-login items, …
     source: str  # "keepassxc", "bitwarden", "1password"
+    warnings: list[str] = field(default_factory=list)  # per entry, naming it (IM-2); check_all adds the entries'
 
 
 def fail(where: str, message: str) -> MemoriesError:
@@ -97,34 +104,101 @@ def opt_text(value: Any, where: str, what: str) -> str | None:
     return text if text != "" else None
 
 
-def normalise_totp(value: str, entry: Entry) -> None:
-    """Put a TOTP given as an otpauth URI or a bare base32 seed on the entry; others become hidden fields."""
+def normalise_totp(value: str, entry: Entry, *, period: int | None = None, digits: int | None = None) -> None:
+    """Put a TOTP given as an otpauth URI or a bare base32 seed on the entry.
+
+    ``period``/``digits`` are the source's own settings for a bare seed (KeePass's legacy
+    ``TOTP Settings``). A value we cannot use as a TOTP (too short, not base32, stray
+    trailing bits, a HOTP or Steam code) never refuses the file (IM-2): it is kept as a
+    protected field, and unless it is a known other kind, a warning names the entry and why.
+    """
     text = value.strip()
     if not text:
         return
     lower = text.lower()
     if lower.startswith("otpauth://totp/") or lower.startswith("otpauth://totp?"):
         if "encoder=steam" in lower:
-            entry.hidden["TOTP (Steam)"] = text
+            _keep_seed(entry, "TOTP (Steam)", text, None)
             return
         try:
             parse_otpauth(text, expect="totp")
         except MemoriesError as exc:
-            raise fail(entry.where, f"its TOTP is not usable: {exc.message}") from None
-        entry.totp = text
+            _keep_seed(entry, "TOTP", text, f"its TOTP is not usable ({exc.message.rstrip('.')})")
+            return
+        _set_totp(entry, text)
         return
     if lower.startswith(("otpauth://hotp", "steam://")):
-        entry.hidden["HOTP" if lower.startswith("otpauth://hotp") else "TOTP (Steam)"] = text
+        _keep_seed(entry, "HOTP" if lower.startswith("otpauth://hotp") else "TOTP (Steam)", text, None)
         return
     if _B32ISH.match(text):
         uri = "otpauth://totp/?secret=" + "".join(text.split()).upper().rstrip("=")
+        if period is not None and period != 30:
+            uri += f"&period={period}"
+        if digits is not None and digits != 6:
+            uri += f"&digits={digits}"
         try:
             parse_otpauth(uri, expect="totp")
         except MemoriesError as exc:
-            raise fail(entry.where, f"its TOTP seed is not usable: {exc.message}") from None
-        entry.totp = uri
+            _keep_seed(entry, "TOTP", text, f"its TOTP seed is not usable ({exc.message.rstrip('.')})")
+            return
+        _set_totp(entry, uri)
         return
-    raise fail(entry.where, "its TOTP is neither an otpauth:// URI nor a base32 seed.")
+    _keep_seed(entry, "TOTP", text, "its TOTP is neither an otpauth:// URI nor a base32 seed of at least 16 characters")
+
+
+def _set_totp(entry: Entry, uri: str) -> None:
+    if entry.totp is None:
+        entry.totp = uri
+    else:  # a second TOTP (1Password allows several): kept, readable by name
+        _keep_seed(entry, "TOTP", uri, None)
+
+
+def _keep_seed(entry: Entry, name: str, text: str, why: str | None) -> None:
+    key = _free_name(name, entry.hidden)
+    entry.hidden[key] = text
+    if why:
+        entry.warnings.append(f"{entry.where}: {why}; kept as the protected field {key!r}, no codes are generated")
+
+
+def _free_name(name: str, taken: dict[str, str] | set[str]) -> str:
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name} ({n})" in taken:
+        n += 1
+    return f"{name} ({n})"
+
+
+def _distinct(entry: Entry, values: dict[str, str], key: Callable[[str], str], what: str) -> dict[str, str]:
+    """Names the store would fold together (``Token`` and ``token``) stay apart, with a stable suffix."""
+    out: dict[str, str] = {}
+    folded: set[str] = set()
+    for raw, value in values.items():
+        if value == "":
+            continue
+        name = raw.strip()[:200] or "field"
+        candidate, n = name, 2
+        while key(candidate) in folded:
+            candidate = f"{name[:190]} ({n})"
+            n += 1
+        if candidate != name:
+            entry.warnings.append(
+                f"{entry.where}: two {what} fields are named {name[:80]!r} apart from case or spacing; "
+                f"the second is kept as {candidate!r}"
+            )
+        folded.add(key(candidate))
+        out[candidate] = value
+    return out
+
+
+def history_name(number: int, when: Any) -> str:
+    """``Password history 1 (2024-05-01)``: the field name of an earlier password (newest is 1)."""
+    stamp = ""
+    if isinstance(when, (int, float)) and not isinstance(when, bool) and 0 < when < 1e11:
+        stamp = f" ({datetime.datetime.fromtimestamp(when, datetime.UTC).date().isoformat()})"
+    elif isinstance(when, str) and when:
+        stamp = f" ({when[:10]})"
+    return f"Password history {number}{stamp}"
 
 
 def _tidy(entry: Entry) -> LoginInput:
@@ -135,8 +209,8 @@ def _tidy(entry: Entry) -> LoginInput:
         raise fail(entry.where, f"its password is longer than {MAX_PASSWORD} characters.")
     if entry.note is not None and len(entry.note) > MAX_NOTE:
         raise fail(entry.where, f"its secure note is longer than {MAX_NOTE} characters.")
-    fields = {name.strip()[:200] or "field": value for name, value in entry.fields.items() if value != ""}
-    hidden = {name.strip()[:200] or "field": value for name, value in entry.hidden.items() if value != ""}
+    fields = _distinct(entry, entry.fields, custom_field_key, "custom")
+    hidden = _distinct(entry, entry.hidden, lambda name: name.casefold(), "protected")
     return LoginInput(
         title=title[:MAX_TITLE],
         username=(entry.username or None) and entry.username[:320],
@@ -174,6 +248,7 @@ def check_all(loaded: Loaded) -> tuple[list[tuple[LoginInput, str]], list[str]]:
         if len(json.dumps(wire(login, entry.where), ensure_ascii=False).encode("utf-8")) > 8 * 1024 * 1024:
             raise fail(entry.where, "it is larger than 8 MiB.")
         logins.append((login, entry.where))
+        loaded.warnings.extend(entry.warnings)
     return logins, skipped
 
 

@@ -39,20 +39,76 @@ def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise fail("the file", "is larger than 256 MiB.")
+        with path.open("rb") as handle:
+            head = handle.read(12)
     except OSError:
         raise fail(str(path), "cannot be read.") from None
-    try:
-        kp = PyKeePass(str(path), password=password, keyfile=str(keyfile) if keyfile else None)
-    except CredentialsError:
-        raise fail("the database", "could not be opened: wrong password or key file.") from None
-    except (HeaderChecksumError, PayloadChecksumError):
-        raise fail("the database", "is damaged (a checksum failed).") from None
-    except Exception as exc:  # the parser's own errors (construct, lxml) are many; any is "not readable"
-        raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
+    _check_version(head)
+    # No password (an empty answer or --kdbx-no-password) may mean either of KeePass's two
+    # shapes: no password component at all (KeePassXC, key file only) or an empty one.
+    candidates: list[str | None] = [password] if password else [None, ""]
+    kp: Any = None
+    for candidate in candidates:
+        try:
+            kp = PyKeePass(str(path), password=candidate, keyfile=str(keyfile) if keyfile else None)
+            break
+        except CredentialsError:
+            continue
+        except (HeaderChecksumError, PayloadChecksumError):
+            raise fail("the database", "is damaged (a checksum failed).") from None
+        except Exception as exc:  # the parser's own errors (construct, lxml) are many; any is "not readable"
+            if not password and candidate is None and keyfile is None:
+                continue  # pykeepass refuses "no password and no key file" before trying ""
+            raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
+    if kp is None:
+        if password:
+            raise fail("the database", "could not be opened: wrong password or key file.")
+        raise fail(
+            "the database",
+            "could not be opened without a password"
+            + (" and with this key file" if keyfile else "")
+            + ": give its password at the prompt or with --kdbx-password-stdin"
+            + ("" if keyfile else ", or its key file with --keyfile")
+            + ".",
+        )
     from lxml import etree  # pykeepass's own dependency
 
-    xml: bytes = etree.tostring(kp.tree)
+    try:
+        xml: bytes = etree.tostring(kp.tree)
+    except Exception as exc:  # a database pykeepass half-read: typed, never a traceback
+        raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
     return _from_xml(xml)
+
+
+_KDBX_SIGNATURE = bytes.fromhex("03d9a29a67fb4bb5")
+_KDB_SIGNATURE = bytes.fromhex("03d9a29a65fb4bb5")
+
+
+def _check_version(head: bytes) -> None:
+    """Refuse what pykeepass cannot read with the reason and the way out, before it half-reads it.
+
+    The header is two signatures then minor and major version (little-endian 16-bit each):
+    KDBX 3.x (KeePass 2.20+) and 4.x are read; KDBX 2.x (KeePass 2.00–2.19) and KeePass 1
+    ``.kdb`` files are not (pykeepass has no reader for them).
+    """
+    if head[:8] == _KDB_SIGNATURE:
+        raise fail(
+            "the file",
+            "is a KeePass 1 (.kdb) database, which cannot be read here: open it in KeePassXC "
+            "(Database > Import > KeePass 1), save it as .kdbx, and import that.",
+        )
+    if len(head) < 12 or head[:8] != _KDBX_SIGNATURE:
+        raise fail("the file", "is not a KDBX database (its signature is missing).")
+    major = int.from_bytes(head[10:12], "little")
+    if major < 3:
+        raise fail(
+            "the file",
+            f"is a KDBX {major}.x database (KeePass before 2.20), which cannot be read here: open it in "
+            "KeePassXC or KeePass and save it (it is written again as KDBX 4), or export it as KeePass XML, "
+            "and import that.",
+        )
+    if major > 4:
+        raise fail("the file", f"is a KDBX {major}.x database, newer than this version can read (3.x and 4.x).")
 
 
 def parse_keepass_xml(data: bytes) -> Loaded:
@@ -116,6 +172,12 @@ def _group(
     top: bool = False,
 ) -> None:
     if recycle and (group.findtext("UUID") or "").strip() == recycle:
+        # Deleted in KeePassXC: listed as skipped, as the CSV path lists them (issue 33). Old
+        # versions of an entry (inside its History) are not entries of their own.
+        history = sum(len(h.findall("Entry")) for h in group.iter("History"))
+        count = sum(1 for _ in group.iter("Entry")) - history
+        if count:
+            skipped.append(f"the recycle bin: {count} deleted entr{'y' if count == 1 else 'ies'} (not imported)")
         return
     name = group.findtext("Name") or ""
     # The root group's name ("Root", "Passwords") is the database's, not a folder.
@@ -162,13 +224,50 @@ def _entry(node: Any, where: str, path: list[str]) -> Entry:
     for key in _TOTP_KEYS:
         value = strings.get(key, ("", False))[0]
         if value:
-            normalise_totp(value, entry)
+            if key == "TOTP Seed":
+                _legacy_totp(value, strings.get("TOTP Settings", ("", False))[0], entry)
+            else:
+                normalise_totp(value, entry)
             break
     for binary in node.findall("Binary"):
         entry.attachments.append(binary.findtext("Key") or "attachment")
     if entry.notes.strip() and not (entry.username or entry.password or entry.urls or entry.totp):
         entry.note, entry.notes = entry.notes, ""
     return entry
+
+
+def _legacy_totp(seed: str, settings: str, entry: Entry) -> None:
+    """KeePassXC's older ``TOTP Seed`` with ``TOTP Settings`` = ``period;digits`` or ``period;S`` (Steam).
+
+    The settings decide the codes, so they are honoured; settings we cannot read are said,
+    never silently replaced by 30 s / 6 digits.
+    """
+    settings = settings.strip()
+    if not settings:
+        normalise_totp(seed, entry)
+        return
+    parts = [p.strip() for p in settings.split(";")]
+    try:
+        period = int(parts[0])
+        steam = len(parts) > 1 and parts[1].upper() == "S"
+        digits = None if steam or len(parts) < 2 or not parts[1] else int(parts[1])
+    except ValueError:
+        period, digits, steam = 0, None, False
+    if steam:
+        normalise_totp(f"otpauth://totp/?secret={''.join(seed.split())}&period={period}&encoder=steam", entry)
+        entry.warnings.append(
+            f"{entry.where}: its TOTP is a Steam Guard code, which is not generated here; the seed is kept "
+            "as the protected field 'TOTP (Steam)'"
+        )
+        return
+    if not 1 <= period <= 3600 or (digits is not None and not 6 <= digits <= 10):
+        entry.hidden["TOTP Seed"] = seed
+        entry.warnings.append(
+            f"{entry.where}: its TOTP Settings ({settings[:40]!r}) are not a period;digits pair; "
+            "the seed is kept as the protected field 'TOTP Seed', no codes are generated"
+        )
+        return
+    normalise_totp(seed, entry, period=period, digits=digits)
 
 
 _CSV_KEYS = {
@@ -184,9 +283,28 @@ _CSV_KEYS = {
 
 
 def parse_keepassxc_csv(data: bytes) -> Loaded:
-    """KeePassXC's CSV export: "Group","Title","Username","Password","URL","Notes","TOTP",…"""
+    """KeePassXC's CSV export: "Group","Title","Username","Password","URL","Notes","TOTP",…
+
+    The Group column is the full path from the root group ("Passwords/Internet"): its first
+    part is the database's root, never a folder, and a path through the recycle bin is a
+    deleted entry. Both are read as the XML and KDBX paths read them: the root's name is no
+    tag, and recycle-bin entries are listed as skipped, not imported as live logins.
+    """
     loaded = parse_csv_logins(data, _CSV_KEYS, "keepassxc", tag_separator=",", group="group")
+    live: list[Entry] = []
     for entry in loaded.entries:
-        # KeePassXC writes the root group's name first ("Root/Internet"): keep the folders below it.
-        entry.tags = [t.split("/", 1)[1] if "/" in t else t for t in entry.tags if t != "Root"]
+        parts = [p for p in (entry.group or "").split("/") if p]
+        below = parts[1:]  # the first part is always the root group
+        if below and below[0] in _RECYCLE_NAMES:
+            loaded.skipped.append(f"{entry.where}: in the recycle bin (deleted in KeePassXC)")
+            continue
+        if below:
+            entry.tags.append("/".join(below))
+        live.append(entry)
+    loaded.entries = live
     return loaded
+
+
+# KeePassXC's recycle bin group as it names it (its CSV carries no UUID to compare): English
+# and the translations KeePassXC ships for the languages its users most often run.
+_RECYCLE_NAMES = {"Recycle Bin", "回收站", "資源回收筒", "Papierkorb", "Corbeille", "Papelera", "Cestino", "ごみ箱", "Корзина"}

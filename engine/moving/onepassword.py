@@ -16,15 +16,55 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import zipfile
 from typing import Any
 
-from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, normalise_totp, opt_text, typed
+from engine.moving.entry import (
+    MAX_FILE_BYTES,
+    Entry,
+    Loaded,
+    fail,
+    guarded,
+    history_name,
+    normalise_totp,
+    opt_text,
+    typed,
+)
 
 __all__ = ["parse_1pux", "parse_1password_csv"]
 
 _LOGIN, _PASSWORD, _SECURE_NOTE = "001", "005", "003"
-_CATEGORIES = {"002": "credit card", "004": "identity", "006": "document"}
+_CATEGORIES = {
+    "002": "credit card",
+    "004": "identity",
+    "006": "document",
+    "103": "driver licence",
+    "104": "outdoor licence",
+    "106": "passport",
+    "108": "social security number",
+    "113": "medical record",
+    "114": "SSH key",
+}
+# 1Password's categories that hold credentials (issue 33): software licence, bank account,
+# database, membership, reward program, wireless router, server, email account, API
+# credential, crypto wallet. Each becomes a login: its username and password fields as the
+# login's, every concealed field (a PIN, a key, a second password) a protected field.
+_CREDENTIALS = {
+    "100": "software licence",
+    "101": "bank account",
+    "102": "database",
+    "105": "membership",
+    "107": "reward program",
+    "109": "wireless router",
+    "110": "server",
+    "111": "email account",
+    "112": "API credential",
+    "115": "crypto wallet",
+}
+_USERNAME_IDS = {"username", "user name", "pop_username", "smtp_username", "reg_name"}
+_PASSWORD_IDS = {"password", "pop_password", "wireless_password", "credential", "reg_code"}
+_URL_IDS = {"url", "hostname", "server", "pop_server", "website"}
 
 
 def _export_data(data: bytes) -> Any:
@@ -83,7 +123,7 @@ def _item(item: Any, where: str, vault_name: str | None, skipped: list[str]) -> 
         skipped.append(f"{label}: archived in 1Password")
         return None
     category = item.get("categoryUuid")
-    if category not in (_LOGIN, _PASSWORD, _SECURE_NOTE):
+    if category not in (_LOGIN, _PASSWORD, _SECURE_NOTE) and category not in _CREDENTIALS:
         name = _CATEGORIES.get(category, "item") if isinstance(category, str) else "item"
         skipped.append(f"{label}: a {name}, not a login")
         return None
@@ -120,15 +160,56 @@ def _item(item: Any, where: str, vault_name: str | None, skipped: list[str]) -> 
         entry.note = notes or None
     else:
         entry.notes = notes
+    credential = category in _CREDENTIALS
+    if credential:
+        entry.tags.append(f"1Password {_CREDENTIALS[str(category)]}")
     for section in typed(details.get("sections") or [], list, where, "its sections"):
         section = typed(section, dict, where, "a section")
         prefix = opt_text(section.get("title"), where, "a section title")
         for field in typed(section.get("fields") or [], list, where, "a section's fields"):
-            _section_field(typed(field, dict, where, "a section field"), prefix, entry)
+            field = typed(field, dict, where, "a section field")
+            if not (credential and _credential_field(field, entry)):
+                _section_field(field, prefix, entry)
+    _password_history(details.get("passwordHistory"), entry)
     document = details.get("documentAttributes")
     if isinstance(document, dict):
         entry.attachments.append(str(document.get("fileName") or "document"))
     return entry
+
+
+def _credential_field(field: dict[str, Any], entry: Entry) -> bool:
+    """A credential item's own username, password or address (by the field's id or title); True if taken."""
+    where = entry.where
+    value = typed(field.get("value") or {}, dict, where, "a field value")
+    names = {
+        (opt_text(field.get("id"), where, "a field id") or "").lower(),
+        (opt_text(field.get("title"), where, "a field title") or "").lower(),
+    }
+    for kind, raw in value.items():
+        text = raw if isinstance(raw, str) and raw else None
+        if text is None:
+            continue
+        if kind in ("string", "email") and entry.username is None and names & _USERNAME_IDS:
+            entry.username = text
+            return True
+        if kind == "concealed" and entry.password is None and names & _PASSWORD_IDS:
+            entry.password = text
+            return True
+        if kind in ("string", "url") and not entry.urls and names & _URL_IDS:
+            entry.urls.append(text)
+            return True
+    return False
+
+
+def _password_history(history: Any, entry: Entry) -> None:
+    """1Password's earlier passwords (``details.passwordHistory``): kept as protected fields, newest first."""
+    where = entry.where
+    rows = [typed(h, dict, where, "a password history entry") for h in typed(history or [], list, where, "its passwordHistory")]
+    rows.sort(key=lambda h: int(h["time"]) if isinstance(h.get("time"), int) else 0, reverse=True)
+    for number, row in enumerate(rows, start=1):
+        value = opt_text(row.get("value"), where, "a previous password")
+        if value:
+            entry.hidden[history_name(number, row.get("time"))] = value
 
 
 def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> None:
@@ -163,24 +244,104 @@ def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> N
 
 _CSV_KEYS = {
     "title": ("title", "name"),
-    "url": ("url", "website", "urls"),
-    "username": ("username", "user name", "login"),
-    "password": ("password",),
+    "url": ("url", "website", "urls", "login_url"),
+    "username": ("username", "user name", "login", "login_username"),
+    "password": ("password", "login_password"),
     "otp": ("otpauth", "one-time password", "otp", "totp"),
     "notes": ("notes", "notesplain"),
     "tags": ("tags",),
+    "archived": ("archived",),
 }
+# Columns of 1Password's CSV that carry nothing to keep (the others, such as 1Password 7 for
+# Windows' "member name" and "secret key", are kept as fields: protected when the name says
+# secret).
+_CSV_NOISE = {"favorite", "type", "uuid", "vault", "created", "modified", "last modified", "icon"}
+_SECRETISH = re.compile(r"password|secret|key|pin|token|cvv|code|otp|passphrase|credential", re.IGNORECASE)
 
 
 def parse_1password_csv(data: bytes) -> Loaded:
-    """1Password 8's CSV export: Title, Url, Username, Password, OTPAuth, Favorite, Archived, Tags, Notes."""
-    return parse_csv_logins(data, _CSV_KEYS, "1password", tag_separator=",")
+    """1Password's CSV exports.
+
+    1Password 8: Title, Url, Username, Password, OTPAuth, Favorite, Archived, Tags, Notes.
+    1Password 7 for Mac escapes a quote inside a quoted cell as ``\\"`` instead of ``""``:
+    both readings are tried and the one that fits the header is used (a file that fits
+    both differently is refused, never guessed). 1Password 7 for Windows adds columns
+    (member name, secret key, …): every column we do not map is kept as a field,
+    protected when its name says it holds a secret. Archived rows are listed as skipped.
+    """
+    loaded = parse_csv_logins(data, _CSV_KEYS, "1password", tag_separator=",", extra=True, backslash_quotes=True)
+    live: list[Entry] = []
+    for entry in loaded.entries:
+        if entry.fields.pop("\x00archived", "").strip().lower() in ("true", "1", "yes"):
+            loaded.skipped.append(f"{entry.where}: archived in 1Password")
+        else:
+            live.append(entry)
+    loaded.entries = live
+    return loaded
+
+
+def _rows(text: str, *, backslash: bool) -> list[list[str]]:
+    if backslash:
+        return list(csv.reader(io.StringIO(text, newline=""), escapechar="\\", doublequote=False, strict=True))
+    return list(csv.reader(io.StringIO(text, newline=""), strict=True))
+
+
+def _fits(rows: list[list[str]]) -> bool:
+    """Every row has at most the header's cells (a mis-read quote shifts cells into extra columns)."""
+    return bool(rows) and all(len(row) <= len(rows[0]) for row in rows[1:] if any(c.strip() for c in row))
+
+
+def _read_rows(text: str, backslash_quotes: bool) -> list[list[str]]:
+    """Strict readings: a quote that closes a cell must be followed by a comma or a line end,
+    so a backslash-escaped quote read as a doubled-quote file fails instead of reading wrong."""
+    if not backslash_quotes:
+        try:
+            return list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error:
+            raise fail("the file", "is not valid CSV.") from None
+    try:
+        plain: list[list[str]] | None = _rows(text, backslash=False)
+    except csv.Error:
+        plain = None
+    if not backslash_quotes or '\\"' not in text:
+        if plain is None:
+            raise fail("the file", "is not valid CSV.")
+        return plain
+    try:
+        escaped: list[list[str]] | None = _rows(text, backslash=True)
+    except csv.Error:
+        escaped = None
+    plain_fits = plain is not None and _fits(plain)
+    escaped_fits = escaped is not None and _fits(escaped)
+    if escaped is not None and escaped_fits and (not plain_fits or plain == escaped):
+        return escaped
+    if plain is not None and plain_fits and not escaped_fits:
+        return plain
+    if plain_fits and escaped_fits:
+        raise fail(
+            "the file",
+            'reads two ways: its quotes may be escaped as \\" (1Password 7 for Mac) or doubled (""), and both fit '
+            "the header. Export it again from 1Password 8 (or as 1PUX) and import that.",
+        )
+    raise fail("the file", "is not valid CSV: its rows do not fit the header with either kind of quote escaping.")
 
 
 def parse_csv_logins(
-    data: bytes, keys: dict[str, tuple[str, ...]], source: str, *, tag_separator: str, group: str | None = None
+    data: bytes,
+    keys: dict[str, tuple[str, ...]],
+    source: str,
+    *,
+    tag_separator: str,
+    group: str | None = None,
+    extra: bool = False,
+    backslash_quotes: bool = False,
 ) -> Loaded:
-    """A CSV with a header row; ``keys`` maps our fields to accepted header names (lower case)."""
+    """A CSV with a header row; ``keys`` maps our fields to accepted header names (lower case).
+
+    ``group`` names a folder-path column, kept raw in ``Entry.group`` for the caller;
+    ``extra`` keeps every other non-empty column as a field. A row with more cells than
+    the header means the quoting was misread: the file is refused, never imported mangled.
+    """
     if len(data) > MAX_FILE_BYTES:
         raise fail("the file", "is larger than 256 MiB.")
     try:
@@ -189,40 +350,52 @@ def parse_csv_logins(
         raise fail("the file", "is not UTF-8 text (a CSV export was expected).") from None
     if "\x00" in text:
         raise fail("the file", "is not a CSV text file.")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [h.strip().lower() for h in next(reader)]
-    except StopIteration:
-        raise fail("the file", "is empty.") from None
-    except csv.Error:
-        raise fail("line 1", "is not valid CSV.") from None
+    rows = _read_rows(text, backslash_quotes)
+    if not rows:
+        raise fail("the file", "is empty.")
+    raw_header = [h.strip() for h in rows[0]]
+    header = [h.lower() for h in raw_header]
     column = {ours: next((header.index(n) for n in names if n in header), None) for ours, names in keys.items()}
+    if group is not None:
+        column["group"] = header.index(group) if group in header else None
     if column["title"] is None or (column["username"] is None and column["password"] is None):
         raise fail("line 1", "is not the header of a password export (it needs Title and Username or Password).")
+    mapped = {i for i in column.values() if i is not None}
+    others = [i for i, h in enumerate(header) if extra and i not in mapped and h and h not in _CSV_NOISE]
     entries: list[Entry] = []
     line = 1
-    try:
-        for row in reader:
-            line += 1
-            if not any(cell.strip() for cell in row):
-                continue
+    for row in rows[1:]:
+        line += 1
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) > len(header):
+            raise fail(
+                f"line {line}",
+                f"has {len(row)} cells where the header has {len(header)}; the file's quoting is not what this "
+                "exporter writes, so it is not imported rather than imported wrong.",
+            )
 
-            def cell(name: str, row: list[str] = row) -> str:
-                index = column.get(name)
-                return row[index] if index is not None and index < len(row) else ""
+        def cell(name: str, row: list[str] = row) -> str:
+            index = column.get(name)
+            return row[index] if index is not None and index < len(row) else ""
 
-            title = cell("title")
-            entry = Entry(where=f"line {line}" + (f" ({title[:80]!r})" if title else ""), title=title)
-            entry.username = cell("username") or None
-            entry.password = cell("password") or None
-            entry.urls = [cell("url")] if cell("url") else []
-            entry.notes = cell("notes")
-            entry.tags = [t.strip() for t in cell("tags").split(tag_separator) if t.strip()]
-            if group is not None and cell(group):
-                entry.tags.append(cell(group).strip("/"))
-            if cell("otp"):
-                normalise_totp(cell("otp"), entry)
-            entries.append(entry)
-    except csv.Error:
-        raise fail(f"line {line}", "is not valid CSV.") from None
+        title = cell("title")
+        entry = Entry(where=f"line {line}" + (f" ({title[:80]!r})" if title else ""), title=title)
+        entry.username = cell("username") or None
+        entry.password = cell("password") or None
+        entry.urls = [cell("url")] if cell("url") else []
+        entry.notes = cell("notes")
+        entry.tags = [t.strip() for t in cell("tags").split(tag_separator) if t.strip()]
+        if group is not None:
+            entry.group = cell("group")
+        if "archived" in column:
+            entry.fields["\x00archived"] = cell("archived")
+        for index in others:
+            value = row[index] if index < len(row) else ""
+            if value:
+                name = raw_header[index]
+                (entry.hidden if _SECRETISH.search(name) else entry.fields)[name] = value
+        if cell("otp"):
+            normalise_totp(cell("otp"), entry)
+        entries.append(entry)
     return Loaded(entries=entries, skipped=[], source=source)

@@ -8,6 +8,7 @@ for a login that has a TOTP, and every command whose operation needs elevation s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +100,27 @@ def test_page_never_holds_a_secret_value(page_vault: dict[str, Any]) -> None:
     )
     for secret in ("pw-1", "pw-2", "tok-abcdef-1", "JBSWY3DPEHPK3PXP", "sekrit-value-93"):
         assert secret not in seen
+
+
+def test_im2_a_logins_protected_fields_are_offered_by_name_only(page_vault: dict[str, Any], tmp_path: Path) -> None:
+    """IM-2: an imported login's protected fields (a PIN, a "Section: answer") are offered as
+    `memories copy ID:NAME` commands by name; the page never holds their values."""
+    import json
+
+    cli: Cli = page_vault["cli"]
+    dash: Dashboard = page_vault["dash"]
+    export = tmp_path / "bw.json"
+    fields = [{"name": "PIN", "value": "pin-value-5521", "type": 1}, {"name": "Security: answer", "value": "ans-77", "type": 1}]
+    item = {"type": 1, "name": "Imported bank", "login": {"username": "ana2"}, "fields": fields}
+    export.write_text(json.dumps({"encrypted": False, "folders": [], "items": [item]}), "utf-8")
+    cli.ok("import", "bitwarden", str(export))
+    login = next(i for i in cli.ok("login", "list")["items"] if i["title"] == "Imported bank")
+    code, _, body = dash.request("GET", f"/api/protected/{login['id']}")
+    assert code == 200, body
+    short = login["short_id"]
+    assert [c["command"] for c in body["commands"]] == [
+        f"memories login copy-username {short}",
+        f"memories sudo && memories copy {short}:PIN",
+        f"memories sudo && memories copy '{short}:Security: answer'",
+    ]
+    assert "pin-value-5521" not in str(body) and "ans-77" not in str(body)

@@ -173,16 +173,6 @@ def _bitwarden(items: list[Any]) -> bytes:
     [
         ("truncated.json", (DATA / "bitwarden.json").read_bytes()[:700], "the file"),
         (
-            "bad-totp.json",
-            _bitwarden(
-                [
-                    {"type": 1, "name": "好的", "login": {"username": "a", "password": "bw-password-canary-Xk9"}},
-                    {"type": 1, "name": "坏的", "login": {"username": "b", "password": "x", "totp": "otpauth://totp/x?secret=1"}},
-                ]
-            ),
-            "item 2 ('坏的')",
-        ),
-        (
             "bad-url.json",
             _bitwarden([{"type": 1, "name": "u", "login": {"username": "c", "uris": [{"uri": "javascript:x"}]}}]),
             "item 1",

@@ -24,6 +24,7 @@ from engine.cards.device_vaults import (
 )
 from engine.cards.graph import full_projection, neighbourhood, spread_activation
 from engine.cards.links import LINK_RECORD, PPM, Link, LinkIndex, add_record, now_ms, remove_record
+from engine.cards.login import LOGIN_CREDENTIAL_TYPE, login_field
 from engine.cards.otp import MAX_COUNTER, hotp, totp
 from engine.cards.protected import CREDENTIAL_TYPE, build_protected, otp_from_secret
 from engine.cards.schema import CARD_KINDS, GRAPH_KINDS, LOGIN_KIND, ORDINARY_CARD_KINDS, PROTECTED_KIND, validate_meta
@@ -266,6 +267,15 @@ def _card_view(service: Service, state: Unlocked, rev: Revision) -> dict[str, An
             "credential": _opaque(state, bytes(protected["credential"])),
             "features": list(protected.get("features", [])),
         }
+        if "fields" in view["protected"]["features"]:
+            # The names of a login's protected custom fields (IM-2): what `copy ID:NAME` takes.
+            # Names only, from the credential's public part; never a value.
+            try:
+                cred = read_credential(service.vault, state, bytes(protected["credential"]).hex())
+                names = cred.public.get("fields")
+            except MemoriesError:
+                names = None
+            view["protected"]["fields"] = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
     return view
 
 
@@ -657,6 +667,30 @@ def _secret_value(secret: dict[str, Any]) -> str | None:
     return None
 
 
+def login_field_ref(service: Service, state: Unlocked, ref: str) -> tuple[Credential, str] | None:
+    """``ID:FIELD`` where ID is a login (or its credential) and FIELD one of its protected fields (IM-2).
+
+    The ID never holds a colon, and a field name may (1Password's "Section: Field"), so the
+    reference is split at the first colon. None when the reference is not of that shape;
+    ``not_found`` naming the fields there are when the login has no such field.
+    """
+    target, sep, name = ref.removeprefix("cred:").partition(":")
+    if not sep or not target or not name:
+        return None
+    try:
+        _, cred = _credential_of(service, state, target)
+    except MemoriesError:
+        return None
+    if cred.ctype != LOGIN_CREDENTIAL_TYPE:
+        return None
+    value = login_field(cred.secret, name)
+    if value is None:
+        names = cred.public.get("fields")
+        listed = ", ".join(repr(n) for n in names) if isinstance(names, list) and names else "none"
+        raise MemoriesError("not_found", f"That login has no protected field of that name (its fields: {listed}).")
+    return cred, value
+
+
 def _copy_value(cred: Credential) -> str | None:
     return _secret_value(cred.secret)
 
@@ -667,6 +701,11 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
     if caller.surface != "ipc" or not caller.namespace.startswith("cli:"):
         raise MemoriesError("permission_denied", "Only the local CLI copies secrets.")
     state = service.require_unlocked()
+    # A login's protected field first: a login has no label map, and its field names may hold colons.
+    field = login_field_ref(service, state, request.ref)
+    if field is not None:
+        service.vault.commit_intent(state, "credential_copy", caller, [field[0].asset_id])
+        return {"secret": field[1], "kind": "field"}
     cred_id = _by_label(service, state, request.ref)
     if cred_id is not None:
         cred = read_credential(service.vault, state, cred_id.hex())

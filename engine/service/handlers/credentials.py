@@ -257,5 +257,19 @@ def credential_list(service: Service, request: CredentialList, caller: Caller) -
 
 @op(CredentialShow)
 def credential_show(service: Service, request: CredentialShow, caller: Caller) -> dict[str, Any]:
+    """A credential by name or ID; also as cards show it (``cred:ID``), or by its login's or card's ID (IM-2)."""
     state = service.require_unlocked()
-    return credential_summary(service.vault, state, find_credential(service.vault, state, request.id))
+    ref = request.id.removeprefix("cred:")
+    try:
+        entry = find_credential(service.vault, state, ref)
+    except MemoriesError as exc:
+        if exc.code != "not_found":
+            raise
+        from engine.service.handlers.cards import _credential_of  # the login/protected card's own credential
+
+        try:
+            _, cred = _credential_of(service, state, ref)
+        except MemoriesError:
+            raise exc from None
+        entry = state.index.assets[cred.asset_id]
+    return credential_summary(service.vault, state, entry)

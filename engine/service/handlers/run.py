@@ -14,10 +14,11 @@ import threading
 import weakref
 from typing import Any
 
+from engine.cards.login import login_field
 from engine.errors import MemoriesError
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
-from engine.service.handlers.cards import _by_label, _copy_value, _credential_of
+from engine.service.handlers.cards import _by_label, _copy_value, _credential_of, login_field_ref
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.vault.core import Unlocked
@@ -66,9 +67,14 @@ def _resolve(service: Service, state: Unlocked, ref: str) -> tuple[Credential, s
                 return cred, value
         _, cred = _credential_of(service, state, target)
         value = cred.secret.get(wanted) if sep else _copy_value(cred)
+        if sep and not isinstance(value, str):
+            value = login_field(cred.secret, wanted)  # a login's protected custom field (IM-2)
         if not isinstance(value, str) or not value:
             raise MemoriesError("not_found", "That card's secret has no such field.")
         return cred, value
+    field = login_field_ref(service, state, ref)  # a login's protected field, ID:NAME (IM-2)
+    if field is not None:
+        return field
     cred_id = _by_label(service, state, ref)
     if cred_id is not None:
         cred = read_credential(service.vault, state, cred_id.hex())

@@ -1,0 +1,179 @@
+"""IM-2: every credential comes along, through the real CLI and daemon.
+
+1Password 1PUX credential categories (Server, Database, API Credential, Wireless Router,
+Email Account, a bank account's PIN) and password history; 1Password 7 CSV for Mac
+(backslash-escaped quotes) and for Windows (extra columns); Bitwarden organisation exports
+(collections, passkeys, password history, reprompt); KeePassXC CSV (recycle bin, root group).
+The 1PUX is built here from 1Password's published 1PUX layout; the other samples are in
+tests/data/moving/ (see its README for where each shape comes from).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from tests.cards.conftest import clipboard, xdisplay
+from tests.helpers import Cli
+
+__all__ = ["xdisplay"]  # the fixture, used by name
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "moving"
+
+
+def _field(title: str, value: dict[str, Any], fid: str = "") -> dict[str, Any]:
+    return {"title": title, "id": fid or title.lower(), "value": value, "guarded": False, "multiline": False}
+
+
+def _item(category: str, title: str, fields: list[dict[str, Any]], **details: Any) -> dict[str, Any]:
+    return {
+        "uuid": title,
+        "state": "active",
+        "categoryUuid": category,
+        "overview": {"title": title, "tags": []},
+        "details": {"loginFields": [], "notesPlain": "", "sections": [{"title": "", "fields": fields}], **details},
+    }
+
+
+def _1pux(path: Path) -> None:
+    items = [
+        _item(
+            "110",
+            "Web server",
+            [
+                _field("URL", {"string": "ssh://web.example"}, "url"),
+                _field("username", {"string": "deploy"}, "username"),
+                _field("password", {"concealed": "op-server-canary"}, "password"),
+                _field("admin console password", {"concealed": "op-admin-canary"}, "admin_console_password"),
+            ],
+            passwordHistory=[{"value": "op-server-old-canary", "time": 1700000000}],
+        ),
+        _item(
+            "102",
+            "Orders DB",
+            [
+                _field("server", {"string": "db.example"}, "hostname"),
+                _field("port", {"string": "5432"}),
+                _field("username", {"string": "orders"}, "username"),
+                _field("password", {"concealed": "op-db-canary"}, "password"),
+            ],
+        ),
+        _item("112", "Stripe key", [_field("credential", {"concealed": "op-api-canary"}, "credential")]),
+        _item(
+            "109",
+            "Home Wi-Fi",
+            [
+                _field("network name", {"string": "home"}, "network_name"),
+                _field("wireless network password", {"concealed": "op-wifi-canary"}, "wireless_password"),
+            ],
+        ),
+        _item(
+            "111",
+            "Work mail",
+            [
+                _field("username", {"string": "li@example.cn"}, "pop_username"),
+                _field("password", {"concealed": "op-mail-canary"}, "pop_password"),
+            ],
+        ),
+        _item("101", "Bank", [_field("PIN", {"concealed": "op-bank-pin-canary"}, "pin")]),
+        _item("002", "Visa", [_field("number", {"creditCardNumber": "4111111111111111"}, "ccnum")]),
+    ]
+    doc = {"accounts": [{"attrs": {"name": "t"}, "vaults": [{"attrs": {"name": "Work"}, "items": items}]}]}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("export.data", json.dumps(doc))
+    path.write_bytes(buffer.getvalue())
+
+
+def _logins(vault: Cli) -> dict[str, dict[str, Any]]:
+    return {item["title"]: item for item in vault.ok("login", "list")["items"]}
+
+
+def test_im2_1pux_credential_items_become_logins(vault: Cli, tmp_path: Path, xdisplay: str) -> None:
+    """IM-2: 1Password Server, Database, API Credential, Wi-Fi, Email and a PIN come in with their fields."""
+    path = tmp_path / "export.1pux"
+    _1pux(path)
+    done = vault.ok("import", "1password", str(path))
+    assert done["created"] == 6, done
+    assert any("Visa" in s and "credit card" in s for s in done["skipped"])
+    logins = _logins(vault)
+    server = logins["Web server"]
+    assert server["username"] == "deploy" and server["urls"] == ["ssh://web.example"]
+    assert "1Password server" in server["tags"] and "Work" in server["tags"]
+    shown = vault.ok("login", "show", server["id"])
+    assert shown["protected"]["fields"] == ["Password history 1 (2023-11-14)", "admin console password"]
+    db = vault.ok("login", "show", logins["Orders DB"]["id"])
+    assert db["meta"]["urls"] == "db.example" and db["meta"]["x_port"] == "5432"
+    assert logins["Orders DB"]["features"] == ["password"]
+    assert logins["Work mail"]["username"] == "li@example.cn"
+    assert logins["Home Wi-Fi"]["features"] == ["password"]
+    assert vault.ok("login", "show", logins["Bank"]["id"])["protected"]["fields"] == ["PIN"]
+    vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
+    vault.sudo()
+    expected = {
+        ("Stripe key", None): "op-api-canary",
+        ("Home Wi-Fi", None): "op-wifi-canary",
+        ("Bank", "PIN"): "op-bank-pin-canary",
+        ("Web server", "Password history 1 (2023-11-14)"): "op-server-old-canary",
+    }
+    for (title, name), value in expected.items():
+        ref = logins[title]["id"] + (f":{name}" if name else "")
+        vault.ok("copy", ref, "--clear-after", "1")
+        assert clipboard(xdisplay) == value, title
+
+
+def test_im2_bitwarden_org_collections_history_passkeys_reprompt(vault: Cli) -> None:
+    """IM-2: collections as tags, history as protected fields, passkeys listed as skipped, reprompt kept."""
+    done = vault.ok("import", "bitwarden", str(DATA / "bitwarden-org.json"))
+    assert done["created"] == 1
+    assert any("passkey 1 for 'db.example'" in s for s in done["skipped"])
+    login = _logins(vault)["Prod DB"]
+    assert set(login["tags"]) == {"Engineering/Databases", "On-call", "reprompt"}
+    shown = vault.ok("login", "show", login["id"])
+    assert shown["protected"]["fields"] == ["Password history 1 (2025-09-01)", "Password history 2 (2025-06-01)"]
+    assert "bw-passkey-canary" not in json.dumps(done) + json.dumps(shown)
+
+
+def test_im2_1password7_mac_csv_backslash_quotes(vault: Cli, tmp_path: Path, xdisplay: str) -> None:
+    """IM-2: 1Password 7 for Mac's \\" escapes are read as quotes, not mangled into one entry."""
+    done = vault.ok("import", "1password", str(DATA / "1password7-mac.csv"))
+    assert done["created"] == 2
+    logins = _logins(vault)
+    assert set(logins) == {'Router "home"', "Mail"}
+    assert vault.ok("login", "show", logins['Router "home"']["id"])["body"] == 'said "reset" twice'
+    vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
+    vault.sudo()
+    vault.ok("copy", logins['Router "home"']["id"], "--clear-after", "1")
+    assert clipboard(xdisplay) == 'op7-mac-"canary"-19'
+
+
+def test_im2_1password7_windows_csv_keeps_extra_columns(vault: Cli) -> None:
+    """IM-2: the Windows variant's extra columns (Secret Key among them) are kept; secret ones protected."""
+    done = vault.ok("import", "1password", str(DATA / "1password7-windows.csv"))
+    assert done["created"] == 1
+    login = next(iter(_logins(vault).values()))
+    shown = vault.ok("login", "show", login["id"])
+    assert shown["meta"]["x_member_name"] == "Li Si"
+    assert shown["protected"]["fields"] == ["pin", "secret key"]
+    assert "op7win-secretkey" not in json.dumps(shown)
+
+
+def test_im2_csv_that_fits_no_quoting_is_refused(vault: Cli, tmp_path: Path) -> None:
+    """IM-2: a CSV whose rows do not fit the header is refused with the reason, never imported mangled."""
+    path = tmp_path / "bad.csv"
+    path.write_text('title,username,password\n"a \\"b",u,p,extra,more\n', "utf-8")
+    error = vault.err("import", "1password", str(path))
+    assert error["code"] == "invalid_input" and "Nothing was imported" in error["message"]
+    assert _logins(vault) == {}
+
+
+def test_im2_keepassxc_csv_matches_the_xml_path(vault: Cli) -> None:
+    """IM-2: KeePassXC CSV: recycle-bin entries are skipped, root entries get no database-name tag."""
+    done = vault.ok("import", "keepassxc", str(DATA / "keepassxc.csv"))
+    assert done["created"] == 2
+    assert any("Old bank" in s and "recycle bin" in s for s in done["skipped"])
+    logins = _logins(vault)
+    assert logins["Root entry"]["tags"] == [] and logins["Forum"]["tags"] == ["Internet"]
