@@ -163,22 +163,47 @@ class _Restart:
     carried: dict[str, Any]
 
 
-async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
-    """Serve until stopped (None) or until a lock asks for a re-execution (what to pass on)."""
+def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
     from engine.service import handlers  # noqa: F401  (registers every op)
     from engine.service.service import Service
 
     service = Service(paths, load_config(paths))
+    # POSIX only: Windows has no execve that keeps the process (SECURITY.md says so).
+    service.restart_on_lock = os.name == "posix"
     if inherited is not None:
         for name, value in inherited.carried.items():
             if name in service.carried:
                 service.carried[name][1](value)
     _inject_test_faults(service)
+    return service
+
+
+def _while_loading(op: object, paths: Paths) -> dict[str, Any] | None:
+    """A re-executed engine answers the desktop's status probes while it still loads its
+    modules (about a second of CPU): it is locked and initialized, as the one before it left
+    it. Every other request waits for the load."""
+    if op == "desktop_status":
+        return {"state": "locked"}
+    if op == "daemon_info":
+        from engine import __version__
+
+        return {"pid": os.getpid(), "version": __version__, "home": str(paths.home), "initialized": True, "locked": True}
+    return None
+
+
+async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
+    """Serve until stopped (None) or until a lock asks for a re-execution (what to pass on)."""
     executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memories-op")
     loop = asyncio.get_running_loop()
+    loaded: asyncio.Future[Service] = loop.create_future()
 
     async def handle(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
         op = body.get("op") if isinstance(body.get("op"), str) else "?"
+        if not loaded.done():
+            early = _while_loading(op, paths)
+            if early is not None:
+                return early
+        service = await asyncio.shield(loaded)
         # Namespace, surface and uid come from the kernel; the label only names the program.
         client = take_client_label(body)
         caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid, client=client)
@@ -194,10 +219,28 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
         # Written on the loop's next turn, after the answer has gone out: the line (a write and
         # the rotating handler's checks, ~0.5 ms) is no part of what the caller waits for.
         loop.call_soon(log.info, "op=%s ok", op)
+        if service.restart_pending.is_set():
+            # This request locked (ST-12): no next request is read here, from this answer on.
+            server.stop_accepting()
         return result
 
     server = IpcServer(paths.socket, handle)
-    await server.start(adopt=inherited.handover if inherited is not None else None)
+    if inherited is not None:
+        # A restart after a lock: serve the handed-over socket at once (what clients send waits
+        # for the load below, except the status probes) while the modules load.
+        await server.start(adopt=inherited.handover)
+        try:
+            service = await loop.run_in_executor(executor, _new_service, paths, inherited)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                loaded.set_exception(exc)  # the waiting requests hear it as `internal`
+            await server.close()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+    else:
+        service = _new_service(paths, None)
+        await server.start()
+    loaded.set_result(service)
     stop = asyncio.Event()
     wake = asyncio.Event()  # a lock asked for the re-execution, or a shutdown op for the exit
 

@@ -251,6 +251,7 @@ class IpcServer:
         self._draining = False
         self._idle: set[asyncio.Task[None]] = set()
         self._handed: list[int] = []
+        self._kept_listener: int | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -329,6 +330,19 @@ class IpcServer:
             except OSError:
                 conn.close()  # the client went away meanwhile
 
+    def stop_accepting(self) -> None:
+        """Begin a hand-over (idempotent, synchronous): stop accepting and reading next
+        requests. Called before the answer that caused it is written, so a client that sends
+        its next request at once finds it waiting for the successor, not for this process."""
+        if self._draining or self._server is None or self._listener is None:
+            return
+        self._kept_listener = os.dup(self._listener.fileno())
+        self._draining = True
+        server, self._server = self._server, None
+        server.close()  # asyncio's descriptor only: the duplicate keeps the socket listening
+        for task in list(self._idle):
+            task.cancel()
+
     async def hand_over(self, timeout: float) -> Handover:
         """Stop accepting, let each connection finish its request, and give back duplicates
         of the listening socket and of the idle connections (inheritable, for ``exec``).
@@ -336,13 +350,9 @@ class IpcServer:
         Connections still inside a request after ``timeout`` are closed (their client hears
         "closed without answering"). The socket file stays for the successor.
         """
-        assert self._server is not None and self._listener is not None
-        listener = os.dup(self._listener.fileno())
-        self._draining = True
-        server, self._server = self._server, None
-        server.close()  # asyncio's descriptor only: the duplicate keeps the socket listening
-        for task in list(self._idle):
-            task.cancel()
+        self.stop_accepting()
+        listener = self._kept_listener
+        assert listener is not None, "hand_over on a server that was not serving"
         tasks = list(self._tasks)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)

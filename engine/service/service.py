@@ -104,6 +104,8 @@ class Service:
         # before the exec is refused (its state would be lost by the exec).
         self.restart_pending = threading.Event()
         self.held_plaintext = False
+        # Set by the daemon, which does the re-execution (an in-process Service has no one to).
+        self.restart_on_lock = False
         # Called (from any thread) when a restart or shutdown was asked for: wakes the daemon.
         self.wake: Callable[[], None] = lambda: None
         # What outlives the re-execution, by name: (save -> JSON value, restore(value)). Only
@@ -111,6 +113,7 @@ class Service:
         self.carried: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
             "verify_failed": (lambda: self.verifier.failed, self._restore_verify_failed),
             "started": (lambda: self.started, self._restore_started),
+            "jobs": (self.background.save, self.background.restore),
         }
         for setup in EXTENSIONS:
             setup(self)
@@ -267,7 +270,7 @@ class Service:
 
     def lock_now(self, reason: str) -> None:
         with self.lock:
-            if self.held_plaintext and reason != "shutdown":
+            if self.held_plaintext and reason != "shutdown" and self.restart_on_lock:
                 self.restart_pending.set()
             self.vault.wipe()
             self.session.bump_generation()
