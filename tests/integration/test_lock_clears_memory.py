@@ -11,17 +11,20 @@ a connection opened before the lock still answers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import secrets
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.config import Paths
 from engine.ipc.client import IpcClient
 from tests.helpers import PASSWORD, Cli, raw, require
+from tests.mcp.support import error_of, grant, result_of, stdio_client
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "transcripts"
 _MAP_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+\s*(.*)$")
@@ -209,4 +212,49 @@ def test_lock_leaves_no_plaintext_in_any_memories_process_st12(vault: Cli, tmp_p
     vault.unlock()
     assert "lockcanary" in vault.ok("search", "english")["results"][0]["snippet"] or vault.ok("list")["items"]
     assert vault.ok("lock") == {"locked": True}
+    assert vault.daemon_pid() == pid
+
+
+def _restarts(home: Path) -> int:
+    log = Paths(home).log_dir / "engine.log"
+    return log.read_text("utf-8", "replace").count("engine restarted after a lock") if log.exists() else 0
+
+
+def test_the_idle_auto_lock_clears_memory_the_same_way_st12(cli: Cli) -> None:
+    """ST-12, ST-10: the idle auto-lock re-executes the engine like `lock` does."""
+    cli.home.mkdir(parents=True)
+    (cli.home / "config.toml").write_text("[engine]\nidle_lock_minutes = 0.25\n", "utf-8")  # 15 s: longer than a scan under load
+    cli.init()
+    pid = cli.daemon_pid()
+    assert pid is not None
+    require(_can_read_memory(pid), "reading another process's memory needs root (CAP_SYS_PTRACE)")
+    canaries = {"note_en": f"idlecanary{secrets.token_hex(10)}", "note_zh": _chinese(12)}
+    note = cli.ok("put", "--title", "idle", "--body-stdin", input=f"{canaries['note_en']} {canaries['note_zh']}\n")["id"]
+    _found_while_unlocked([pid], canaries, {name: lambda: cli.ok("get", note) for name in canaries})
+    deadline = time.monotonic() + 60
+    while _restarts(cli.home) == 0:  # the idle lock, then the re-execution it asks for
+        assert time.monotonic() < deadline, "the engine never idle-locked and restarted"
+        time.sleep(0.1)
+    assert cli.ok("status") == {"state": "locked"}
+    assert cli.daemon_pid() == pid
+    assert _scan(_processes_of(cli.home), canaries) == {}
+
+
+def test_an_mcp_server_keeps_working_across_the_lock_restart_st12(vault: Cli) -> None:
+    """ST-12: an MCP server started before the lock keeps its pooled engine connections
+    through the engine's re-execution: `locked` while locked, answers again after unlock."""
+    vault.sudo()
+    token = grant(vault, "across-lock", "read")
+    vault.put("kept", "a note the agent reads")
+    pid = vault.daemon_pid()
+
+    async def scenario() -> None:
+        async with stdio_client(vault, token) as client:
+            assert result_of(await client.call_tool("memory_list", {}))["total"] == 1
+            assert vault.ok("lock") == {"locked": True}
+            assert error_of(await client.call_tool("memory_list", {}))["code"] == "locked"
+            vault.unlock()
+            assert result_of(await client.call_tool("memory_list", {}))["total"] == 1
+
+    asyncio.run(scenario())
     assert vault.daemon_pid() == pid
