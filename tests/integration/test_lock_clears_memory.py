@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -174,13 +175,26 @@ def _write_canaries(vault: Cli, tmp_path: Path) -> tuple[dict[str, str], dict[st
 
 
 def _found_while_unlocked(pids: list[int], canaries: dict[str, str], readers: dict[str, Callable[[], object]]) -> None:
-    """Each canary is found in the engine's memory right after it was read (the scan works):
-    a freed answer's bytes may be overwritten at any time, so each gets a few tries."""
+    """Each canary is found in the engine's memory while it is being read (the scan works).
+    A protected value is decrypted per request and its answer freed at once, so the reads
+    go on in a loop beside the scan; each canary gets a few tries."""
     missing = dict(canaries)
-    for _ in range(4):
-        for name in missing:
-            readers[name]()
-        missing = {name: text for name, text in missing.items() if name not in _scan(pids, {name: text})}
+    for _ in range(6):
+        stop = threading.Event()
+
+        def read_on(names: list[str] = list(missing)) -> None:
+            while not stop.is_set():
+                for name in names:
+                    readers[name]()
+
+        reading = threading.Thread(target=read_on)
+        reading.start()
+        try:
+            found = _scan(pids, missing)
+        finally:
+            stop.set()
+            reading.join(120)
+        missing = {name: text for name, text in missing.items() if name not in found}
         if not missing:
             return
     raise AssertionError(f"not in the engine's memory while unlocked: {sorted(missing)}")
