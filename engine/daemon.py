@@ -100,7 +100,11 @@ def _reexec(lock_fd: int, handover: Handover, carried: dict[str, Any]) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os.execve(sys.executable, argv, env)  # noqa: S606 (our own interpreter and arguments)
+    try:
+        os.execve(sys.executable, argv, env)  # noqa: S606 (our own interpreter and arguments)
+    except OSError as exc:  # the interpreter went away (an upgrade): exit; the next command starts one
+        with contextlib.suppress(OSError):
+            print(f"memories: the engine could not restart after the lock ({type(exc).__name__}).", file=sys.stderr)
 
 
 def _refuse_core_files() -> None:
@@ -313,6 +317,7 @@ def run_daemon(paths: Paths) -> int:
         restart = asyncio.run(_serve(paths, inherited))
         if restart is not None and lock.fd is not None:
             _reexec(lock.fd, restart.handover, restart.carried)
+            return 1  # only when the exec failed
         return 0
     except MemoriesError as exc:
         return _start_failed(exc)

@@ -210,6 +210,7 @@ def test_lock_leaves_no_plaintext_in_any_memories_process_st12(vault: Cli, tmp_p
     assert pids == [pid]
     _found_while_unlocked(pids, canaries, readers)
 
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     kept = IpcClient(Paths(vault.home).socket)
     kept.connect()
     assert vault.ok("lock") == {"locked": True}
@@ -217,6 +218,8 @@ def test_lock_leaves_no_plaintext_in_any_memories_process_st12(vault: Cli, tmp_p
     assert kept.request({"op": "daemon_info"})["locked"] is True
     assert kept.request({"op": "daemon_info"})["pid"] == pid
     kept.close()
+    # The same interpreter flags and arguments (sys.orig_argv), the same data home.
+    assert Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline
     pids = _processes_of(vault.home)
     assert pids == [pid]
     locked = _scan(pids, canaries)
