@@ -7,8 +7,11 @@ calibrated KDF, then measures in interleaved rounds, over the real IPC socket of
 daemon:
 
   * KDF alone — one Argon2id derivation with the store's own parameters, in this process;
-  * running engine — ``lock``, then ``unlock`` + the first ``get`` (+ ``list``, + ``search``),
-    timed from the unlock request: the usual unlock (Jieba's dictionary already loaded);
+  * running engine — ``lock``, then (once the engine has re-executed and warmed up again,
+    ST-12: a few seconds) ``unlock`` + the first ``get`` (+ ``list``, + ``search``), timed
+    from the unlock request: the usual unlock (Jieba's dictionary already loaded);
+  * unlock right after lock — the same with no pause: the engine is still re-executing
+    (ST-12) when the unlock arrives, the worst case of what that restart costs;
   * fresh engine — a daemon started just before the unlock: its dictionary load (if the
     segmenter needs one) competes with the unlock.
 
@@ -44,6 +47,9 @@ from engine.ipc.client import IpcClient  # noqa: E402
 from engine.store.database import StoreFile  # noqa: E402
 
 PASSWORD = "bench password"
+# After a lock the engine re-executes (ST-12) and warms its dictionary again 3 s later
+# (engine/daemon.py WARM_AFTER_SECONDS): the "running engine" unlock comes after that.
+RESETTLE_SECONDS = 6.0
 
 
 def cli(root: Path, home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,12 +114,14 @@ class Engine:
 
     def round(self, label: str, params: Any) -> None:
         with IpcClient(Paths(self.home).socket) as client:
-            if label == "running engine":
-                client.request({"op": "lock"})
             started = time.perf_counter()
             derive_key(PASSWORD, params)
             kdf = time.perf_counter() - started
             self.kdf.append(kdf)
+            if label != "fresh engine":
+                client.request({"op": "lock"})
+            if label == "running engine":
+                time.sleep(RESETTLE_SECONDS)
             answered: dict[str, float] = {}
             started = time.perf_counter()
             client.request({"op": "unlock", "password": PASSWORD}, timeout=120)
@@ -162,6 +170,9 @@ def main() -> None:
                     time.sleep(2)  # let the previous unlock's background work (index, signatures) settle
                     engine.round("running engine", params)
                 for engine in order.sample(engines, len(engines)):
+                    time.sleep(2)
+                    engine.round("unlock right after lock", params)
+                for engine in order.sample(engines, len(engines)):
                     engine.stop()
                     engine.start()
                     engine.round("fresh engine", params)
@@ -182,6 +193,8 @@ def main() -> None:
                 print(f"  {label}: beyond the KDF: {shown}")
             get = statistics.median(engine.beyond["running engine"]["first get"])
             print(f"  first get after unlock, running engine: {get * 1000:.0f} ms beyond the KDF (target <= 300 ms)")
+            worst = max(engine.beyond["unlock right after lock"]["unlock"])
+            print(f"  unlock right after lock, slowest round: {worst * 1000:.0f} ms beyond the KDF (ST-12 target <= 1000 ms)")
 
 
 if __name__ == "__main__":

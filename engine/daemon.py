@@ -2,6 +2,16 @@
 
 Started by ``memories daemon run`` (foreground) or ``memories daemon start`` /
 ``memories unlock`` (detached). It is the only process that opens the store.
+
+Lock means lock (ST-12): Python cannot wipe the strings an unlocked engine made (note
+bodies, titles, secrets, transcripts live in countless objects and freed heap pages), so a
+lock of a process that has held decrypted state ends that address space: the daemon stops
+accepting, lets every connection finish its request, and re-executes itself (``execve`` of
+the same interpreter with the same interpreter flags and arguments, same PID). The
+listening socket, the idle connections and the writer lock's descriptor stay open across
+the ``exec``; a small description of them (and the few content-free facts that outlive a
+lock, ``Service.carried``) travels in an anonymous file named by ``MEMORIES_ENGINE_HANDOVER``.
+Clients never see the socket missing: what they send meanwhile waits in the kernel.
 """
 
 from __future__ import annotations
@@ -10,10 +20,12 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import json
 import logging
 import os
 import signal
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from logging.handlers import RotatingFileHandler
 from typing import TYPE_CHECKING, Any
@@ -21,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config import Paths, load_config
 from engine.errors import MemoriesError
 from engine.ipc.peer import Peer, caller_namespace
-from engine.ipc.server import IpcServer
+from engine.ipc.server import Handover, IpcServer
 from engine.service.caller import Caller, take_client_label
 from engine.store.writer_lock import WriterLock
 
@@ -35,6 +47,73 @@ log = logging.getLogger("memories.engine")
 EXIT_STORE_IN_USE = 3
 EXIT_DISK_FULL = 4  # the CLI's auto-start maps this exit status to disk_full
 _DISK_FULL_START = "The disk is full, so the engine could not start; free some space."
+# The descriptor number of the anonymous file that describes what a predecessor handed over.
+HANDOVER_ENV = "MEMORIES_ENGINE_HANDOVER"
+# How long a lock's re-execution waits for the requests in flight to be answered (a lock
+# cancels the long ones: jobs, sync, job-status waits); the rest are cut off.
+DRAIN_SECONDS = 15.0
+
+
+@dataclasses.dataclass
+class _Inherited:
+    """What the engine that re-executed into this one passed on (ST-12)."""
+
+    lock_fd: int
+    handover: Handover
+    carried: dict[str, Any]
+
+
+def _take_inherited() -> _Inherited | None:
+    """Read (once) and forget the predecessor's hand-over; children never see it."""
+    raw = os.environ.pop(HANDOVER_ENV, None)
+    if raw is None:
+        return None
+    with os.fdopen(int(raw), "rb") as handle:
+        data = json.loads(handle.read())
+    handover = Handover(int(data["listener"]), [int(fd) for fd in data["connections"]])
+    carried = data["carried"] if isinstance(data.get("carried"), dict) else {}
+    return _Inherited(int(data["lock"]), handover, carried)
+
+
+def _reexec(lock_fd: int, handover: Handover, carried: dict[str, Any]) -> None:
+    """Replace this process's image with a fresh engine that serves the same descriptors.
+
+    ``sys.orig_argv`` keeps the interpreter's own flags (-I, -P, -X ...) as we were started.
+    """
+    blob = json.dumps({"lock": lock_fd, "listener": handover.listener, "connections": handover.connections, "carried": carried})
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        fd = memfd("memories-handover")
+    else:  # macOS/BSD: an unlinked temporary file
+        with tempfile.TemporaryFile() as handle:
+            fd = os.dup(handle.fileno())
+    os.write(fd, blob.encode("utf-8"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    for inherited in (fd, lock_fd, *handover.fds()):
+        os.set_inheritable(inherited, True)
+    env = {**os.environ, HANDOVER_ENV: str(fd)}
+    # A bundled engine's executable is the program itself; an interpreter keeps its flags.
+    frozen = getattr(sys, "frozen", False)
+    argv = [sys.executable, *(sys.argv[1:] if frozen else sys.orig_argv[1:])]
+    log.info("locked: the engine re-executes to clear its memory (pid=%d)", os.getpid())
+    logging.shutdown()  # flush and close the log before the image goes
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        os.execve(sys.executable, argv, env)  # noqa: S606 (our own interpreter and arguments)
+    except OSError as exc:  # the interpreter went away (an upgrade): exit; the next command starts one
+        with contextlib.suppress(OSError):
+            print(f"memories: the engine could not restart after the lock ({type(exc).__name__}).", file=sys.stderr)
+
+
+def _refuse_core_files() -> None:
+    """No core file of the engine, locked or not (it receives passwords); children may raise it."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
 
 
 def _setup_logging(paths: Paths) -> None:
@@ -82,17 +161,53 @@ def _inject_test_faults(service: Service) -> None:
         OPS["put"] = dataclasses.replace(spec, handler=failing_put)
 
 
-async def _serve(paths: Paths) -> int:
+@dataclasses.dataclass
+class _Restart:
+    handover: Handover
+    carried: dict[str, Any]
+
+
+def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
     from engine.service import handlers  # noqa: F401  (registers every op)
     from engine.service.service import Service
 
     service = Service(paths, load_config(paths))
+    # POSIX only: Windows has no execve that keeps the process (SECURITY.md says so).
+    service.restart_on_lock = os.name == "posix"
+    if inherited is not None:
+        for name, value in inherited.carried.items():
+            if name in service.carried:
+                service.carried[name][1](value)
     _inject_test_faults(service)
+    return service
+
+
+def _while_loading(op: object, paths: Paths) -> dict[str, Any] | None:
+    """A re-executed engine answers the desktop's status probes while it still loads its
+    modules (about a second of CPU): it is locked and initialized, as the one before it left
+    it. Every other request waits for the load."""
+    if op == "desktop_status":
+        return {"state": "locked"}
+    if op == "daemon_info":
+        from engine import __version__
+
+        return {"pid": os.getpid(), "version": __version__, "home": str(paths.home), "initialized": True, "locked": True}
+    return None
+
+
+async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
+    """Serve until stopped (None) or until a lock asks for a re-execution (what to pass on)."""
     executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memories-op")
     loop = asyncio.get_running_loop()
+    loaded: asyncio.Future[Service] = loop.create_future()
 
     async def handle(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
         op = body.get("op") if isinstance(body.get("op"), str) else "?"
+        if not loaded.done():
+            early = _while_loading(op, paths)
+            if early is not None:
+                return early
+        service = await asyncio.shield(loaded)
         # Namespace, surface and uid come from the kernel; the label only names the program.
         client = take_client_label(body)
         caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid, client=client)
@@ -108,35 +223,67 @@ async def _serve(paths: Paths) -> int:
         # Written on the loop's next turn, after the answer has gone out: the line (a write and
         # the rotating handler's checks, ~0.5 ms) is no part of what the caller waits for.
         loop.call_soon(log.info, "op=%s ok", op)
+        if service.restart_pending.is_set():
+            # This request locked (ST-12): no next request is read here, from this answer on.
+            server.stop_accepting()
         return result
 
     server = IpcServer(paths.socket, handle)
-    await server.start()
+    if inherited is not None:
+        # A restart after a lock: serve the handed-over socket at once (what clients send waits
+        # for the load below, except the status probes) while the modules load.
+        await server.start(adopt=inherited.handover)
+        try:
+            service = await loop.run_in_executor(executor, _new_service, paths, inherited)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                loaded.set_exception(exc)  # the waiting requests hear it as `internal`
+            await server.close()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+    else:
+        service = _new_service(paths, None)
+        await server.start()
+    loaded.set_result(service)
     stop = asyncio.Event()
+    wake = asyncio.Event()  # a lock asked for the re-execution, or a shutdown op for the exit
+
+    def wake_loop() -> None:  # called from the worker thread that locked
+        loop.call_soon_threadsafe(wake.set)
+
+    service.wake = wake_loop
     # SIGHUP: the terminal or login session that started the engine ended (logout). Like
     # SIGTERM, it locks and drops remote sessions and proxies before exiting (RM-5, PX-4),
     # instead of the default abrupt death.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
-    log.info("engine started pid=%d", os.getpid())
+    log.info("engine %s pid=%d", "restarted after a lock" if inherited is not None else "started", os.getpid())
     # Warm what the first unlock will need (Jieba's dictionary: ~1 s of one core holding the
     # GIL, ~70 MB, no secrets) a few seconds after start, so the first requests are not
     # delayed and a later first unlock is as fast as any other. An unlock that comes sooner
     # warms it itself, during its KDF.
     loop.call_later(WARM_AFTER_SECONDS, lambda: [warm() for warm in service.before_unlock])
+    restart: _Restart | None = None
     try:
-        while not stop.is_set() and not service.shutdown_event.is_set():
+        while not stop.is_set() and not service.shutdown_event.is_set() and not service.restart_pending.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=0.5)
-            await loop.run_in_executor(executor, service.check_idle)
+                await asyncio.wait_for(wake.wait(), timeout=0.5)
+            if not service.restart_pending.is_set():
+                await loop.run_in_executor(executor, service.check_idle)
     finally:
-        await server.close()
+        if service.restart_pending.is_set() and not stop.is_set() and not service.shutdown_event.is_set():
+            handover = await server.hand_over(DRAIN_SECONDS)
+            restart = _Restart(handover, {})
+        else:
+            await server.close()
         service.lock_now("shutdown")
         if service.store is not None:
             service.store.close()
         executor.shutdown(wait=True, cancel_futures=True)
+        if restart is not None:
+            restart.carried = {name: save() for name, (save, _) in service.carried.items()}
         log.info("engine stopped")
-    return 0
+    return restart
 
 
 def _start_failed(exc: MemoriesError) -> int:
@@ -149,10 +296,15 @@ def _start_failed(exc: MemoriesError) -> int:
 
 def run_daemon(paths: Paths) -> int:
     os.umask(0o077)
+    _refuse_core_files()
+    inherited = _take_inherited()
     paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = WriterLock(paths.lock_file)
     try:
-        lock.acquire()
+        if inherited is not None:
+            lock.adopt(inherited.lock_fd)
+        else:
+            lock.acquire()
     except MemoriesError as exc:
         print(f"memories: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return EXIT_STORE_IN_USE
@@ -162,7 +314,11 @@ def run_daemon(paths: Paths) -> int:
         return _start_failed(MemoriesError("disk_full", _DISK_FULL_START))
     try:
         _setup_logging(paths)
-        return asyncio.run(_serve(paths))
+        restart = asyncio.run(_serve(paths, inherited))
+        if restart is not None and lock.fd is not None:
+            _reexec(lock.fd, restart.handover, restart.carried)
+            return 1  # only when the exec failed
+        return 0
     except MemoriesError as exc:
         return _start_failed(exc)
     except OSError as exc:

@@ -35,16 +35,29 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def _remove_worker_temp() -> None:
     while _made_here:
         shutil.rmtree(_made_here.pop(), ignore_errors=True)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _remove_worker_temp()  # a worker whose session did not finish (interrupted)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under CI=true every collected test must run: a skip (a missing system component, a
     platform mark that should not apply) fails the run instead of hiding in the summary line.
-    Checked once, in the process that collects every report (the xdist controller)."""
-    if not in_ci() or os.environ.get("PYTEST_XDIST_WORKER"):
+    Checked once, in the process that collects every report (the xdist controller).
+
+    A worker removes its temp directory here: after the fixtures' teardown (the runner's own
+    sessionfinish, which this one follows) and before xdist tells the controller the worker
+    finished. In ``pytest_unconfigure`` alone it was sometimes never removed: on a loaded
+    machine the controller ends a worker that is slow to exit before its unconfigure runs."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _remove_worker_temp()
+        return
+    if not in_ci():
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:

@@ -266,13 +266,15 @@ async def read_message(
     max_payload: int = MAX_PAYLOAD_BYTES,
     idle_timeout: float | None = None,
     frame_timeout: float | None = None,
+    first: bytes | None = None,
 ) -> tuple[dict[str, Any], bytes | None] | None:
     """:func:`read_frame` that also accepts a binary part: ``(object, bytes or None)``.
 
     The binary part's length is checked against ``max_payload`` before a byte of it is
-    read (``frame_too_large``); the timeouts cover the binary part as well.
+    read (``frame_too_large``); the timeouts cover the binary part as well. ``first``: the
+    frame's first byte, already read by the caller (the server waits for it itself).
     """
-    return await _read(reader, max_bytes, max_payload, idle_timeout, frame_timeout)
+    return await _read(reader, max_bytes, max_payload, idle_timeout, frame_timeout, first)
 
 
 async def _read(
@@ -281,14 +283,16 @@ async def _read(
     max_payload: int,
     idle_timeout: float | None,
     frame_timeout: float | None,
+    first: bytes | None = None,
 ) -> tuple[dict[str, Any], bytes | None] | None:
     import asyncio  # lazy: keeps the sync client free of asyncio
 
-    try:
-        async with asyncio.timeout(idle_timeout):
-            first = await reader.readexactly(1)
-    except asyncio.IncompleteReadError:
-        return None
+    if first is None:
+        try:
+            async with asyncio.timeout(idle_timeout):
+                first = await reader.readexactly(1)
+        except asyncio.IncompleteReadError:
+            return None
     received = 1
     length = -1
     payload: bytes | None = None

@@ -14,6 +14,13 @@ Security and robustness properties:
 * Handler failures become typed error frames. Unexpected exceptions become ``internal``
   with a fixed sentence; only the exception *type* is logged. Frame contents are never
   logged.
+* :meth:`IpcServer.hand_over` (the engine re-executing itself at lock, ST-12) stops
+  accepting without closing the listening socket, lets every connection finish the request
+  it is serving, and returns duplicates of the listening socket and of every idle
+  connection; the successor passes them to :meth:`IpcServer.start` (``adopt``). A client
+  therefore never finds the socket missing, and a connection it keeps (the MCP server's
+  pool, a CLI command's several requests) goes on working: what it sends meanwhile waits
+  in the kernel for the new process.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import logging
 import os
 import socket
 import stat
+import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +54,15 @@ from engine.ipc.framing import (
 )
 from engine.ipc.peer import Peer, peer_of
 
-__all__ = ["IpcServer", "Handler", "dispatch", "dispatch_parts", "prepare_socket_dir", "INTERNAL_MESSAGE"]
+__all__ = [
+    "IpcServer",
+    "Handler",
+    "Handover",
+    "dispatch",
+    "dispatch_parts",
+    "prepare_socket_dir",
+    "INTERNAL_MESSAGE",
+]
 
 log = logging.getLogger("memories.ipc")
 
@@ -182,6 +199,22 @@ def _remove_stale_socket(path: Path) -> None:
     raise MemoriesError("store_in_use")
 
 
+@dataclass
+class Handover:
+    """Open descriptors a successor process serves on: the listening socket, and the
+    connections that were between requests (no byte of a next request read)."""
+
+    listener: int
+    connections: list[int] = field(default_factory=list)
+
+    def fds(self) -> list[int]:
+        return [self.listener, *self.connections]
+
+
+class _HandOver(Exception):
+    """Raised inside a connection task: its socket was handed over; end without closing it."""
+
+
 class IpcServer:
     """Serve Wire v1 requests on a Unix domain socket (SPEC API-2)."""
 
@@ -214,6 +247,13 @@ class IpcServer:
         self._active = 0
         self._inode: tuple[int, int] | None = None
         self._uid = os.getuid()
+        self._listener: socket.socket | None = None
+        # Hand-over (ST-12): tasks waiting for a next request's first byte, and the
+        # descriptors of connections already handed over.
+        self._draining = False
+        self._idle: set[asyncio.Task[None]] = set()
+        self._handed: list[int] = []
+        self._kept_listener: int | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -224,10 +264,17 @@ class IpcServer:
         """Connections currently being served (not counting refused / busy ones)."""
         return self._active
 
-    async def start(self) -> None:
-        """Prepare the directory, bind the 0600 socket and start accepting."""
+    async def start(self, adopt: Handover | None = None) -> None:
+        """Prepare the directory, bind the 0600 socket and start accepting.
+
+        ``adopt``: serve the listening socket and connections a predecessor handed over
+        (:meth:`hand_over`) instead of binding a new one.
+        """
         if self._server is not None:
             raise RuntimeError("server already started")
+        if adopt is not None:
+            await self._adopt(adopt)
+            return
         if len(os.fsencode(self._path)) > _MAX_SUN_PATH:
             raise MemoriesError("io_error", "The socket path is too long for this platform.")
         prepare_socket_dir(self._path.parent)
@@ -246,16 +293,83 @@ class IpcServer:
             st = os.lstat(self._path)
             self._inode = (st.st_dev, st.st_ino)
             sock.listen(max(64, self._max_connections * 2))
-            sock.setblocking(False)
-            self._server = await asyncio.start_unix_server(self._on_connect, sock=sock)
+            await self._listen(sock)
         except BaseException:
             sock.close()
             self._unlink_own_socket()
             raise
 
+    async def _listen(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        # 3.13 would unlink the path when the asyncio server closes; the path is ours to
+        # remove (_unlink_own_socket), and a hand-over must leave it in place.
+        extra: dict[str, Any] = {"cleanup_socket": False} if sys.version_info >= (3, 13) else {}
+        self._server = await asyncio.start_unix_server(self._on_connect, sock=sock, **extra)
+        self._listener = sock
+
+    async def _adopt(self, handover: Handover) -> None:
+        sock = socket.socket(fileno=handover.listener)
+        try:
+            if sock.family != socket.AF_UNIX or os.fsencode(sock.getsockname()) != os.fsencode(self._path):
+                raise MemoriesError("io_error", "The engine was handed a socket that is not its own.")
+            st = os.lstat(self._path)
+            self._inode = (st.st_dev, st.st_ino)
+            await self._listen(sock)
+        except BaseException:
+            sock.close()
+            for fd in handover.connections:
+                os.close(fd)
+            raise
+        loop = asyncio.get_running_loop()
+        for fd in handover.connections:
+            conn = socket.socket(fileno=fd)
+            conn.setblocking(False)
+            # What asyncio.start_unix_server does for an accepted socket.
+            reader = asyncio.StreamReader(limit=2**16, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, self._on_connect, loop=loop)
+            try:
+                await loop.connect_accepted_socket(lambda: protocol, sock=conn)  # noqa: B023 (awaited at once)
+            except OSError:
+                conn.close()  # the client went away meanwhile
+
+    def stop_accepting(self) -> None:
+        """Begin a hand-over (idempotent, synchronous): stop accepting and reading next
+        requests. Called before the answer that caused it is written, so a client that sends
+        its next request at once finds it waiting for the successor, not for this process."""
+        if self._draining or self._server is None or self._listener is None:
+            return
+        self._kept_listener = os.dup(self._listener.fileno())
+        self._draining = True
+        server, self._server = self._server, None
+        server.close()  # asyncio's descriptor only: the duplicate keeps the socket listening
+        for task in list(self._idle):
+            task.cancel()
+
+    async def hand_over(self, timeout: float) -> Handover:
+        """Stop accepting, let each connection finish its request, and give back duplicates
+        of the listening socket and of the idle connections (inheritable, for ``exec``).
+
+        Connections still inside a request after ``timeout`` are closed (their client hears
+        "closed without answering"). The socket file stays for the successor.
+        """
+        self.stop_accepting()
+        listener = self._kept_listener
+        assert listener is not None, "hand_over on a server that was not serving"
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        self._inode = None  # the socket file stays for the successor: close() must not unlink it
+        await self.close()  # what is left: requests that did not end in time
+        handover = Handover(listener, list(self._handed))
+        self._handed.clear()
+        for fd in handover.fds():
+            os.set_inheritable(fd, True)
+        return handover
+
     async def close(self) -> None:
         """Stop listening, close every connection and remove the socket file."""
         self._closing = True
+        self._listener = None
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -316,6 +430,8 @@ class IpcServer:
             await self._serve(reader, writer, peer)
         except (ConnectionError, TimeoutError):
             pass  # peer went away or stopped reading: nothing to answer
+        except _HandOver:
+            pass  # the successor serves this connection: its transport was let go, not closed
         except asyncio.CancelledError:
             # Only close() cancels us, and this is the task's top-level coroutine: end
             # normally (3.11's stream callback would otherwise log the cancellation).
@@ -344,14 +460,45 @@ class IpcServer:
         async with asyncio.timeout(self._write_timeout):
             await writer.drain()
 
+    async def _first_byte(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes | None:
+        """Wait for a next request's first byte (None: clean EOF). While the server hands over,
+        a connection with nothing read of a next request is handed over instead (_HandOver)."""
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._draining:
+            self._idle.add(task)
+            try:
+                async with asyncio.timeout(self._idle_timeout):
+                    return await reader.readexactly(1)
+            except asyncio.IncompleteReadError:
+                return None
+            except asyncio.CancelledError:
+                if not self._draining or self._closing:
+                    raise
+                task.uncancel()  # hand_over's cancel: a readexactly that was cancelled consumed nothing
+            finally:
+                self._idle.discard(task)
+        if getattr(reader, "_buffer", b""):
+            # Bytes of a next request were already read from the socket: serve it here first.
+            return await reader.readexactly(1)
+        if reader.at_eof():
+            return None
+        sock = writer.get_extra_info("socket")
+        self._handed.append(os.dup(sock.fileno()))
+        writer.transport.abort()  # closes our descriptor only; the duplicate keeps the connection
+        raise _HandOver
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer) -> None:
         max_bytes = self._max_frame_bytes
         while True:
             try:
+                first = await self._first_byte(reader, writer)
+                if first is None:
+                    return  # clean EOF
                 message = await read_message(
                     reader,
                     max_bytes,
-                    idle_timeout=self._idle_timeout,
+                    first=first,
                     frame_timeout=self._frame_read_timeout,
                 )
             except (TruncatedFrame, TimeoutError):

@@ -180,3 +180,32 @@ class BackgroundWork:
         with self._guard:
             handles = [*self._ended, *self._running]
         return [handle.snapshot() for handle in handles]
+
+    def save(self) -> list[dict[str, Any]]:
+        """The jobs list, to outlive the engine's re-execution at lock (ST-12): what ended,
+        and what was still under way, which the re-execution ends (as ``cancelled``)."""
+        with self._guard:
+            ended = [handle.snapshot() for handle in self._ended]
+            stopped = [{**handle.snapshot(), "state": "cancelled"} for handle in self._running]
+        return [*ended, *stopped][-(self._ended.maxlen or HISTORY) :]
+
+    def restore(self, saved: Any) -> None:
+        """Take back what :meth:`save` gave (in the re-executed engine); malformed entries are skipped."""
+        if not isinstance(saved, list):
+            return
+        now = time.monotonic()
+        for entry in saved:
+            try:
+                handle = JobHandle(str(entry["name"]), cancel_on_lock=True)
+                state = entry["state"]
+                if state not in ("done", "failed", "cancelled"):
+                    continue
+                handle.done = int(entry["done"])
+                handle.total = None if entry["total"] is None else int(entry["total"])
+                handle.started = float(entry["started"])
+                handle._began = now - float(entry["seconds"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            handle._finish(state)
+            with self._guard:
+                self._ended.append(handle)

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Literal
 
-from engine.errors import MemoriesError
+from engine.errors import MemoriesError, error_from_wire
 from engine.jobs.background import JobContext, JobHandle
 
 __all__ = ["Run", "Runs", "RunState", "MAX_RUNNING", "KEPT"]
@@ -111,3 +111,28 @@ class Runs:
             handles = [run.handle for run in self._runs.values() if run.handle is not None]
         for handle in handles:
             handle.wait(max(0.0, deadline - time.monotonic()))
+
+    def save(self) -> list[dict[str, Any]]:
+        """The ended runs, to outlive the engine's re-execution at lock (ST-12): IDs, counts,
+        output paths and error sentences, as ``job status`` shows them; no content."""
+        with self._guard:
+            ended = [run for run in self._runs.values() if run.state != "running"]
+        return [run.view() for run in ended[-KEPT:]]
+
+    def restore(self, saved: Any) -> None:
+        """Take back what :meth:`save` gave (after the re-execution); malformed entries are skipped."""
+        if not isinstance(saved, list):
+            return
+        for view in saved[-KEPT:]:
+            try:
+                run = Run(str(view["run"]), str(view["digest"]), str(view["kind"]), int(view["steps"]))
+                run.done_steps = int(view["steps_done"])
+                state = view["state"]
+                if state not in ("done", "failed", "cancelled"):
+                    continue
+                error = error_from_wire(view["error"]) if view["error"] is not None else None
+                run.finish(state, [str(o) for o in view["outputs"]], error)
+            except (KeyError, TypeError, ValueError):
+                continue
+            with self._guard:
+                self._runs[run.run_id] = run

@@ -10,6 +10,11 @@
   measured, about 0.5 s of a 3 s unlock + index build went to collections that found
   nothing. Pausing it for the bulk work and collecting the young generation once after
   costs nothing in memory that reference counting does not already return.
+* ``refuse_dumps``: while the vault is unlocked the engine is marked not dumpable
+  (``PR_SET_DUMPABLE`` 0: no core file, no ptrace or /proc/PID/mem reads by other processes
+  of the same user; root still can). The re-execution at lock (engine/daemon.py, ST-12)
+  resets the mark, so a locked engine can be inspected as usual. Core files are refused for
+  the engine's whole life by ``RLIMIT_CORE`` 0, set by the daemon at start.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-__all__ = ["release_free_memory", "gc_paused", "release_kept"]
+__all__ = ["release_free_memory", "gc_paused", "release_kept", "refuse_dumps"]
+
+_PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 _pause_lock = threading.Lock()
 _pause_depth = 0
@@ -33,8 +40,17 @@ if sys.platform.startswith("linux"):
     try:
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         _trim = getattr(_libc, "malloc_trim", None)  # glibc only (not musl)
+        _prctl = getattr(_libc, "prctl", None)
     except OSError:
-        _trim = None
+        _trim = _prctl = None
+else:
+    _prctl = None
+
+
+def refuse_dumps() -> None:
+    """Linux: no core dump and no same-user ptrace of this process until it re-executes."""
+    if _prctl is not None:
+        _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def release_free_memory() -> None:

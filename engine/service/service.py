@@ -43,6 +43,7 @@ INDEX_WARNING = (
     "The change was saved, but updating an in-memory index failed; "
     "search or links may miss it until the next unlock. Do not repeat the change."
 )
+RESTARTING = "The vault was just locked and the engine is clearing its memory; try again in a moment."
 SAVED_PARTLY = "The engine hit an unexpected error after saving part of this request; check before repeating it."
 
 # Setup functions of feature packages, called once per Service (register with
@@ -97,6 +98,23 @@ class Service:
         self.verifier = BackgroundVerifier(self.background)
         # Work an unlock starts that users wait for; the background signature check yields to it.
         self.unlock_work = UnlockWork()
+        # ST-12: a lock of a process that has held decrypted state asks the daemon to drain
+        # and re-execute itself (engine/daemon.py), so no plaintext outlives the lock in this
+        # address space. Set under the service lock by ``lock_now``; an unlock arriving
+        # before the exec is refused (its state would be lost by the exec).
+        self.restart_pending = threading.Event()
+        self.held_plaintext = False
+        # Set by the daemon, which does the re-execution (an in-process Service has no one to).
+        self.restart_on_lock = False
+        # Called (from any thread) when a restart or shutdown was asked for: wakes the daemon.
+        self.wake: Callable[[], None] = lambda: None
+        # What outlives the re-execution, by name: (save -> JSON value, restore(value)). Only
+        # facts without content (a sticky integrity flag, how recent job runs ended).
+        self.carried: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
+            "verify_failed": (lambda: self.verifier.failed, self._restore_verify_failed),
+            "started": (lambda: self.started, self._restore_started),
+            "jobs": (self.background.save, self.background.restore),
+        }
         for setup in EXTENSIONS:
             setup(self)
 
@@ -238,8 +256,22 @@ class Service:
     def require_store(self) -> StoreFile:
         return self.vault.require_store()
 
+    def _restore_verify_failed(self, value: Any) -> None:
+        self.verifier.failed = value is True
+
+    def _restore_started(self, value: Any) -> None:
+        if isinstance(value, float | int):
+            self.started = float(value)
+
+    def refuse_while_restarting(self) -> None:
+        """An unlock (or init) between a lock and the engine's re-execution would be lost."""
+        if self.restart_pending.is_set():
+            raise MemoriesError("busy", RESTARTING)
+
     def lock_now(self, reason: str) -> None:
         with self.lock:
+            if self.held_plaintext and reason != "shutdown" and self.restart_on_lock:
+                self.restart_pending.set()
             self.vault.wipe()
             self.session.bump_generation()
             self.background.cancel_on_lock()
@@ -248,6 +280,8 @@ class Service:
             release_kept()  # the decoded state's objects: back to the cyclic collector
             release_free_memory()
             log.info("locked (%s)", reason)
+        if self.restart_pending.is_set():
+            self.wake()
 
     def check_idle(self) -> None:
         """Called periodically by the daemon: idle auto-lock (ST-10)."""
@@ -264,6 +298,8 @@ class Service:
         # After an integrity failure in this process (a bad signature, or a deferred row that
         # failed its AEAD), every row is opened and every signature checked before answering,
         # until such a full check passes again (see engine/service/integrity.py).
+        self.refuse_while_restarting()
+        self.held_plaintext = True  # from here on this address space has held decrypted rows
         decoded = self.vault.decode(store, open_deferred=self.verifier.failed)
         state = decoded.state
         if self.verifier.failed:

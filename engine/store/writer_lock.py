@@ -41,6 +41,24 @@ class WriterLock:
         os.fsync(fd)
         self._fd = fd
 
+    def adopt(self, fd: int) -> None:
+        """Keep the lock a predecessor passed on across ``exec`` (the same process, PID and
+        open file: the engine re-executing itself at lock, ST-12). Locking the same open file
+        again succeeds at once; anything else is refused as by :meth:`acquire`."""
+        try:
+            self._lock(fd)
+            if os.fstat(fd).st_ino != os.stat(self.path).st_ino:
+                raise OSError("the inherited descriptor is not this data directory's lock file")
+        except OSError as exc:
+            os.close(fd)
+            raise MemoriesError("store_in_use", "The engine lost its lock on the data directory while restarting.") from exc
+        os.set_inheritable(fd, False)
+        self._fd = fd
+
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
     @staticmethod
     def _lock(fd: int) -> None:
         if sys.platform == "win32":  # pragma: no cover - exercised on Windows only

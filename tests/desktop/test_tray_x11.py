@@ -20,10 +20,24 @@ from tests.desktop.support import XSession, stop_process
 from tests.helpers import Cli, require
 
 TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
+# How long the tray's probe (`memories status --json`, a child process) may take before the
+# icon says "not responding". It only bounds a hung engine: a live one answers as soon as the
+# child has started, which on a loaded 2-core machine took more than a second (the icon then
+# never showed unlocked). Tests of the hung state pass a shorter one.
+PROBE_DEADLINE = 10.0
 
 
 class Tray:
-    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str, standalone: bool = False, bus: str | None = None) -> None:
+    def __init__(
+        self,
+        cli: Cli,
+        x: XSession,
+        tmp: Path,
+        backend: str,
+        standalone: bool = False,
+        bus: str | None = None,
+        probe_deadline: float = PROBE_DEADLINE,
+    ) -> None:
         self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
         self.out = tmp / f"tray-{backend}.out"
         self.opened = tmp / "browser-opened.txt"
@@ -32,7 +46,7 @@ class Tray:
         browser.chmod(0o755)
         env = x.env(cli.environ())
         env["BROWSER"] = str(browser)  # webbrowser.open runs this instead of a real browser
-        options = ["--backend", backend, "--verbose", "--probe-interval", "0.3", "--probe-deadline", "1"]
+        options = ["--backend", backend, "--verbose", "--probe-interval", "0.3", "--probe-deadline", str(probe_deadline)]
         if standalone:  # the `memories-tray` launcher (same code as its console script)
             cmd = [sys.executable, "-m", "desktop.tray.launcher", "--home", str(cli.home), *options]
         else:
@@ -111,7 +125,7 @@ def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(cli: Cli,
     (SIGSTOP) while a click still opens the dashboard; Quit from the dashboard."""
     cli.init()
     cli.stop()  # the tray must start the engine itself
-    tray = Tray(cli, xsession, tmp_path, "xorg", standalone=True)
+    tray = Tray(cli, xsession, tmp_path, "xorg", standalone=True, probe_deadline=3)
     try:
         tray.wait_output(r"memories tray: backend xorg")
         url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)

@@ -63,6 +63,9 @@ def _setup(service: Service) -> None:
     # Runs never outlive their engine: anything under jobs/ now is a crashed engine's workspace.
     clear_stale(service.paths.home / "jobs")
     service.on_lock.append(lambda: runs.wait_ended(LOCK_WAIT_SECONDS))
+    # A CLI asking after a lock still learns how its run ended: the ended runs outlive the
+    # engine's re-execution at lock (engine/daemon.py, ST-12).
+    service.carried["job_runs"] = (runs.save, runs.restore)
 
 
 EXTENSIONS.append(_setup)

@@ -11,7 +11,7 @@ from engine.crypto.keys import new_identity
 from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
-from engine.service.memory import release_free_memory
+from engine.service.memory import refuse_dumps, release_free_memory
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.store.database import StoreFile, create_store
@@ -83,6 +83,7 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
     with service.lock:
         if service.store is not None or service.paths.store.exists():
             raise MemoriesError("already_initialized")
+        refuse_dumps()
         identity = new_identity()
         vault_id = os.urandom(16)
         policy = owner_policy(identity, vault_id)
@@ -124,6 +125,8 @@ def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, An
     if service.state is not None:
         service.session.touch()
         return {"unlocked": True, "already": True}
+    service.refuse_while_restarting()
+    refuse_dumps()  # before the password arrives in a key (ST-12): no core file, no same-user ptrace
     for warm in service.before_unlock:
         warm()
     master = _check_password(service, request.password, prefetch=True)
