@@ -233,6 +233,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "file add": ("memories file add contract.pdf --tag legal", "memories file add v2.pdf --update 3fa9c2d1"),
     "file get": ("memories file get 3fa9c2d1 --output contract.pdf", "memories file get 3fa9c2d1 | sha256sum"),
     "file list": ("memories file list", "memories file list --tag legal --json"),
+    "file edit": ("memories file edit 3fa9c2d1 --searchable", "memories file edit 3fa9c2d1 --title 'Lease 2027' --tag legal"),
     "file history": ("memories file history 3fa9c2d1",),
     "file exec": ("memories file exec 3fa9c2d1 -- evince {file}", "memories file exec 7c01 -- ssh-keygen -l -f {file}"),
     "run": (

@@ -90,7 +90,7 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
     if not args.http:
         # AG-11: answer `initialize` first, before the token lookup and the SDK's imports
         # (seconds on a busy machine; a client waits only so long). Stdlib only.
-        from engine.agents.handshake import answer_initialize
+        from engine.mcp_handshake import answer_initialize
 
         early = answer_initialize()
     args.early_init = early

@@ -210,7 +210,7 @@ class Exchange:
     def __init__(self) -> None:
         self.negotiated: str | None = None
         # The id of an ``initialize`` already answered before the SDK was loaded
-        # (engine/agents/handshake.py): the SDK's own answer to it is noted, then not written.
+        # (engine/mcp_handshake.py): the SDK's own answer to it is noted, then not written.
         self.answered_early: str | int | None = None
         self._initialize_ids: set[str | int] = set()
         self._batches: list[_PendingBatch] = []

@@ -27,12 +27,12 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from engine import __version__
-from engine.agents.handshake import INSTRUCTIONS, SERVER_TITLE, EarlyInit
 from engine.errors import MemoriesError
 from engine.mcp import tools
 from engine.mcp.bridge import DaemonBridge
 from engine.mcp.listing import GrantView, visible_tools
 from engine.mcp.stdio import StdinStream, stdio_streams, threaded_stdio_streams
+from engine.mcp_handshake import INSTRUCTIONS, SERVER_TITLE, EarlyInit
 
 __all__ = ["DaemonBridge", "build_server", "serve_stdio", "run_stdio", "check_token", "run_loop", "INSTRUCTIONS"]
 
@@ -187,6 +187,6 @@ def serve_stdio(socket_path: Path, token: str, early: EarlyInit | None = None) -
 def run_stdio(bridge: DaemonBridge, grant: GrantView | None = None, early: EarlyInit | None = None) -> int:
     """Serve MCP on stdin/stdout, sending tool calls through ``bridge``, until stdin closes.
 
-    ``early``: the handshake already answered before the SDK was imported (engine/agents/handshake.py)."""
+    ``early``: the handshake already answered before the SDK was imported (engine/mcp_handshake.py)."""
     run_loop(_run_stdio, build_server(bridge.call, grant=grant), bridge, early)
     return 0

@@ -145,7 +145,7 @@ class StdinStream(_ClosedOnExit):
         self._first: bytes | None = None
 
     def prepend_line(self, line: bytes, answered_id: str | int | None) -> None:
-        """A line read from stdin before this stream existed (engine/agents/handshake.py), read
+        """A line read from stdin before this stream existed (engine/mcp_handshake.py), read
         first; ``answered_id``: the request it answered already, whose second answer is dropped."""
         self._first = line
         self._exchange.answered_early = answered_id

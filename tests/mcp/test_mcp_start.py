@@ -1,6 +1,6 @@
 """AG-11: `memories mcp` answers `initialize` before it imports the SDK.
 
-The early answer (engine/agents/handshake.py) must be the SDK's own answer, byte for byte in meaning,
+The early answer (engine/mcp_handshake.py) must be the SDK's own answer, byte for byte in meaning,
 for every protocol version a client may offer; the SDK must then carry on as if it had
 answered (the next request gets its answer, not a second initialize reply); and nothing heavy
 may be imported before the answer. Timing is measured in bench/mcp.py, never asserted here.
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
-from engine.agents.handshake import HANDSHAKE_VERSIONS
+from engine.mcp_handshake import HANDSHAKE_VERSIONS
 from tests.helpers import Cli
 from tests.mcp.support import REPO, grant, stdio_client, stdio_params
 
@@ -99,7 +99,7 @@ def test_ag11_initialize_is_answered_before_any_heavy_import(vault: Cli) -> None
     assert answer["id"] == 7 and answer["result"]["serverInfo"]["name"] == "memories"
     assert "No token is stored for agent nobody" in stderr and "memories agent connect nobody" in stderr
     imported = {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
-    assert "engine.agents.handshake" in imported
+    assert "engine.mcp_handshake" in imported
     heavy = sorted(m for m in imported if m.split(".")[0] in HEAVY)
     assert heavy == []
 

@@ -24,11 +24,12 @@ def test_a_group_whose_action_is_required_names_the_actions(group: str, action: 
 
 
 def test_another_commands_option_is_not_suggested_as_itself(capsys: pytest.CaptureFixture[str]) -> None:
-    """`agent disconnect --project .` said "unknown option '--project'; did you mean `--project`?"."""
-    assert main(["agent", "disconnect", "claude-code", "--project", "."]) == 2
+    """`agent disconnect --project .` once said "unknown option '--project'; did you mean
+    `--project`?" (an option of `agent connect`); `agent list --scope` is such a case now."""
+    assert main(["agent", "list", "--scope", "read"]) == 2
     err = capsys.readouterr().err
     assert "did you mean" not in err
-    assert "`memories agent disconnect` has no option '--project'; `memories agent disconnect --help`" in err
+    assert "`memories agent list` has no option '--scope'; `memories agent list --help`" in err
 
 
 def test_a_mistyped_option_still_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:

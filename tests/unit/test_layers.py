@@ -59,7 +59,15 @@ DOMAIN = (
 )
 BOTTOM = ("engine.store", "engine.crypto")
 # Standard library (plus platformdirs, lazily) only; importable from everywhere.
-KERNEL = ("engine.errors", "engine.config", "engine.home", "engine.launch", "engine.terminal_text", "engine.ipc")
+KERNEL = (
+    "engine.errors",
+    "engine.config",
+    "engine.home",
+    "engine.launch",
+    "engine.terminal_text",
+    "engine.ipc",
+    "engine.mcp_handshake",  # the early `initialize` answer (AG-11): the CLI answers it before loading the MCP surface
+)
 RANK = {"bottom": 0, "domain": 1, "service": 2, "daemon": 3, "surface": 4}
 
 # The `memories` command starts the other processes in-process: these exact modules are

@@ -1,7 +1,8 @@
 """Answer the MCP ``initialize`` handshake before the SDK is imported (AG-11).
 
-It lives beside ``agent connect`` rather than in engine/mcp because the CLI calls it before it
-may import any MCP surface module (engine/mcp/server.py loads the SDK at import).
+A kernel module (stdlib only, importable from every layer), not part of engine/mcp: the CLI
+calls it before it may import any MCP surface module (engine/mcp/server.py loads the SDK at
+import), and the MCP server reuses its constants.
 
 Importing the MCP SDK (pydantic models for every protocol era) takes seconds on a busy
 2-core machine, and a client gives a server only so long to answer ``initialize`` (Codex:
