@@ -164,7 +164,7 @@ def test_version_imports_no_client(cli: Cli) -> None:
 
 def test_installed_launcher_takes_the_fast_path(vault: Cli) -> None:
     """Issue 32: the `memories` a wheel or `pip install -e` installs is packaging/bin/memories
-    as it is, not pip's console-script launcher (which imports `re` first in pip < 24.1):
+    as it is, not pip's console-script launcher (which imports `re` first in older pip, such as the 23.2 Python 3.11 bundles):
     a `get` through it loads only the lean client."""
     with open(ROOT / "pyproject.toml", "rb") as file:
         project = tomllib.load(file)
