@@ -14,9 +14,8 @@ is measured), it prints:
 * search latency, median of 5 whole commands: a rare word (one note in 1,000), a common one
   (most notes), three words;
 * `list --all --json`, the first after the unlock and again: wall seconds, and the engine's
-  and the CLI's CPU seconds (on a shared
-  machine the wall figure mostly measures the scheduler; CPU seconds show whether the work
-  grows linearly);
+  and the CLI's CPU seconds (on a shared machine the wall figure mostly measures the
+  scheduler; CPU seconds show whether the work grows linearly);
 * engine RSS steady (after the searches) and peak (VmHWM), store bytes (the home's files).
 
 With two sizes it prints each 2N ÷ N ratio: linear work shows about 2.0. Ratios and figures
