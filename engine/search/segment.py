@@ -206,6 +206,11 @@ def cjk_bigrams(folded: str) -> list[str]:
     return out
 
 
+def _bigram_text(folded: str) -> str:
+    """``" ".join(cjk_bigrams(folded))`` built run by run in C (issue 32: twice as fast)."""
+    return " ".join([" ".join(map(add, run, run[1:])) if len(run) > 1 else run for run in CJK_RUN.findall(folded)])
+
+
 def _words_only(tokens: list[str]) -> list[str]:
     """The tokens holding a letter or digit (spaces and punctuation dropped)."""
     return [t for t in tokens if t.isalnum() or (t != " " and _ALNUM.search(t) is not None)]
@@ -285,7 +290,7 @@ class Segmenter:
 
     def segment(self, text: str) -> Segmented:
         folded = to_simplified(fold(text))  # SR-8: one script for index and query
-        return Segmented(" ".join(self.words(folded)), " ".join(cjk_bigrams(folded)))
+        return Segmented(" ".join(self.words(folded)), _bigram_text(folded))
 
 
 def has_cjk(text: str) -> bool:
