@@ -1,3 +1,3 @@
-from engine.cli.main import exit_after, main
+from engine.cli.entry import run
 
-exit_after(main())
+run()

@@ -12,6 +12,14 @@ __all__ = ["fold", "fold_fast", "is_cjk", "is_cjk_text"]
 # which matters to no query term.
 _FULL_WIDTH = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 _WIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
+# All of full-width ASCII (punctuation too: Chinese text is full of ，and ：) and the
+# ideographic space, each to its one-character compatibility decomposition.
+_ANY_WIDE = re.compile("[\uff01-\uff5e\u3000]")
+_NARROW = {chr(wide): chr(narrow) for wide, narrow in _WIDTH.items()}
+
+
+def _narrow(match: re.Match[str]) -> str:
+    return _NARROW[match.group()]
 
 
 def fold(text: str) -> str:
@@ -21,6 +29,16 @@ def fold(text: str) -> str:
     """
     if text.isascii():  # NFKC leaves ASCII unchanged; skip it on the hot path
         return text.lower()
+    # NFKC of a whole note costs more than segmenting it (issue 32), and what it changes in
+    # mixed notes is nearly always full-width punctuation. Replacing each full-width
+    # character by its decomposition first changes nothing NFKC would give (NFKC composes
+    # the compatibility decomposition, which is the same either way), so when the result is
+    # already in NFKC (a quick check in C) it is NFKC's result; otherwise NFKC runs as before.
+    if unicodedata.is_normalized("NFKC", text):
+        return text.lower()
+    narrowed = _ANY_WIDE.sub(_narrow, text)
+    if unicodedata.is_normalized("NFKC", narrowed):
+        return narrowed.lower()
     return unicodedata.normalize("NFKC", text).lower()
 
 

@@ -32,6 +32,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import add
 
 import regex
 
@@ -62,7 +63,8 @@ CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 HANGUL_RUN = regex.compile(r"\p{Hangul}+")
 # Ideographs jieba-rs segments as Han but Jieba does not (Jieba's class is U+4E00–U+9FD5):
 # Jieba makes each one a token of its own, without context.
-_OUTSIDE_JIEBA_HAN = regex.compile(
+# (re, not regex: the same explicit ranges, scanned about twice as fast; issue 32.)
+_OUTSIDE_JIEBA_HAN = re.compile(
     "[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ebef\U0002f800-\U0002fa1f]"
 )
 # Jieba's HMM skip pattern (jieba/finalseg): how it cuts ASCII that is not a dictionary word.
@@ -71,7 +73,8 @@ _JOINERS = frozenset("-_.+#&%")
 # jieba-rs only joins across a joiner between two ASCII letters or digits ("wi-fi", "a+1"):
 # text without one has nothing for _rejoin to cut (one C scan per text, not a Python step
 # per token; "the end." has no such joiner).
-_JOINED = re.compile(r"[a-zA-Z0-9][-_.+#&%][a-zA-Z0-9]")
+# Looked for from the joiner (rare) rather than from every letter (issue 32: 7x faster).
+_JOINED = re.compile(r"[-_.+#&%](?<=[a-zA-Z0-9].)(?=[a-zA-Z0-9])")
 # A letter or digit: \w without the underscore, exactly the characters str.isalnum accepts.
 _ALNUM = re.compile(r"[^\W_]")
 _init_lock = threading.Lock()
@@ -198,9 +201,14 @@ def cjk_bigrams(folded: str) -> list[str]:
     for run in CJK_RUN.findall(folded):
         if len(run) == 1:
             out.append(run)
-        else:
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        else:  # each character joined to the next, in C (no Python step per bigram; issue 32)
+            out.extend(map(add, run, run[1:]))
     return out
+
+
+def _bigram_text(folded: str) -> str:
+    """``" ".join(cjk_bigrams(folded))`` built run by run in C (issue 32: twice as fast)."""
+    return " ".join([" ".join(map(add, run, run[1:])) if len(run) > 1 else run for run in CJK_RUN.findall(folded)])
 
 
 def _words_only(tokens: list[str]) -> list[str]:
@@ -282,7 +290,7 @@ class Segmenter:
 
     def segment(self, text: str) -> Segmented:
         folded = to_simplified(fold(text))  # SR-8: one script for index and query
-        return Segmented(" ".join(self.words(folded)), " ".join(cjk_bigrams(folded)))
+        return Segmented(" ".join(self.words(folded)), _bigram_text(folded))
 
 
 def has_cjk(text: str) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +128,53 @@ def test_other_calls_still_build_the_full_parser(vault: Cli) -> None:
     added = _added(vault, "list", "--lim", "5")  # an abbreviation only argparse knows
     assert "argparse" in added and "engine.cli.parser" in added
     assert "engine.cli.card_commands" not in added
+
+
+def _imported_by(env: dict[str, str], *command: str) -> set[str]:
+    """The modules a fresh interpreter (no site) imports running ``command``, from -X importtime."""
+    proc = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", *command],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")} - {
+        "package"  # the header line's last column
+    }
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "packaging" / "bin" / "memories"
+
+
+def test_version_imports_no_client(cli: Cli) -> None:
+    """Issue 32: `memories --version` (2.8x a bare interpreter through argparse) loads only the
+    entry module and the version string, however the command is started."""
+    bare = _imported_by(cli.environ(), "-c", "pass")
+    added = _imported_by(cli.environ(), str(LAUNCHER), "--version") - bare
+    assert sorted(added) == ["__future__", "engine", "engine.cli", "engine.cli.entry"]
+    # `python -m` adds runpy and importlib's helpers of its own; none of ours beyond the entry.
+    added = _imported_by(cli.environ(), "-m", "engine.cli", "--version") - bare
+    assert sorted(name for name in added if name.startswith("engine")) == ["engine", "engine.cli", "engine.cli.entry"]
+    assert "argparse" not in added
+
+
+def test_installed_launcher_takes_the_fast_path(vault: Cli) -> None:
+    """Issue 32: the `memories` a wheel or `pip install -e` installs is packaging/bin/memories
+    as it is, not pip's console-script launcher (which imports `re` first in older pip, such as the 23.2 Python 3.11 bundles):
+    a `get` through it loads only the lean client."""
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        project = tomllib.load(file)
+    assert "memories" not in project["project"]["scripts"]
+    assert project["tool"]["setuptools"]["script-files"] == ["packaging/bin/memories"]
+    assert LAUNCHER.read_text().startswith("#!python\n")  # pip points it at the venv's interpreter
+    put = vault.put("sourdough", "starter")
+    bare = _imported_by(vault.environ(), "-c", "import os")  # as _PROBE: site always loads os
+    added = _imported_by(vault.environ(), str(LAUNCHER), "--home", str(vault.home), "get", put["short_id"]) - bare
+    added = {name for name in added if not name.startswith("encodings")}
+    assert sorted(HEAVY.intersection(added)) == []
+    helpers = {"engine.cli.entry", "engine.cli.asset_commands", "engine.cli.content_options", "engine.cli.password"}
+    assert sorted(added - ALLOWED - helpers) == []
