@@ -1,8 +1,8 @@
 """The `memories` command's first module (issue 32): `--version` here, everything else to main.
 
-Every way of starting the command comes through :func:`run`: the launcher a wheel or
-``pip install -e`` installs (packaging/bin/memories, copied as it is), ``python -m
-engine.cli`` and the app bundle. It imports nothing but ``sys`` before it knows what was
+Every way of starting the command comes through :func:`run`: the console script a wheel or
+``pip install -e`` installs (``[project.scripts]``), ``python -m engine.cli`` and the app
+bundle. It imports nothing but ``sys`` before it knows what was
 asked: ``memories --version`` needs only the version string, not the IPC client, the error
 types or argparse (which made it 2.8x a bare interpreter, slower than a `get`).
 tests/unit/test_cli_imports.py lists what each call may import.

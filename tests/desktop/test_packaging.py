@@ -316,11 +316,10 @@ def test_a_wheel_carries_the_templates_and_icons(tmp_path: Path) -> None:
     assert module.startswith(str(venv)) and found == str(venv / "share" / "memories" / "packaging")
     assert icons == len(ICON_SIZES) + 1
     assert "ExecStart=" in unit and "Icon=memories" in launcher
-    # Issue 32: `memories` is packaging/bin/memories as it is (pip only points its first line
-    # at the venv), not pip's console-script launcher, and it runs from the installed wheel.
+    # Issue 32: the installed `memories` starts at the lean entry module and runs from the wheel.
     script = venv / "bin" / "memories"
     assert script.read_text().startswith(f"#!{venv}")
-    assert "engine.cli.entry import run" in script.read_text() and "import re\n" not in script.read_text()
+    assert "from engine.cli.entry import run" in script.read_text()
     version = subprocess.run([str(script), "--version"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("memories "), version.stderr
 

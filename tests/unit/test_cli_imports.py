@@ -147,14 +147,16 @@ def _imported_by(env: dict[str, str], *command: str) -> set[str]:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "packaging" / "bin" / "memories"
+# What the console script pip writes for `[project.scripts] memories = "engine.cli.entry:run"`
+# runs (current pip: no `import re` before it).
+LAUNCHER = ("-c", "import sys\nfrom engine.cli.entry import run\nsys.exit(run())")
 
 
 def test_version_imports_no_client(cli: Cli) -> None:
     """Issue 32: `memories --version` (2.8x a bare interpreter through argparse) loads only the
     entry module and the version string, however the command is started."""
     bare = _imported_by(cli.environ(), "-c", "pass")
-    added = _imported_by(cli.environ(), str(LAUNCHER), "--version") - bare
+    added = _imported_by(cli.environ(), *LAUNCHER, "--version") - bare
     assert sorted(added) == ["__future__", "engine", "engine.cli", "engine.cli.entry"]
     # `python -m` adds runpy and importlib's helpers of its own; none of ours beyond the entry.
     added = _imported_by(cli.environ(), "-m", "engine.cli", "--version") - bare
@@ -163,17 +165,14 @@ def test_version_imports_no_client(cli: Cli) -> None:
 
 
 def test_installed_launcher_takes_the_fast_path(vault: Cli) -> None:
-    """Issue 32: the `memories` a wheel or `pip install -e` installs is packaging/bin/memories
-    as it is, not pip's console-script launcher (which imports `re` first in older pip, such as the 23.2 Python 3.11 bundles):
-    a `get` through it loads only the lean client."""
+    """Issue 32: the `memories` a wheel or `pip install -e` installs starts at the lean entry
+    module (not engine.cli.main), so a `get` through it loads only the lean client."""
     with open(ROOT / "pyproject.toml", "rb") as file:
         project = tomllib.load(file)
-    assert "memories" not in project["project"]["scripts"]
-    assert project["tool"]["setuptools"]["script-files"] == ["packaging/bin/memories"]
-    assert LAUNCHER.read_text().startswith("#!python\n")  # pip points it at the venv's interpreter
+    assert project["project"]["scripts"]["memories"] == "engine.cli.entry:run"
     put = vault.put("sourdough", "starter")
     bare = _imported_by(vault.environ(), "-c", "import os")  # as _PROBE: site always loads os
-    added = _imported_by(vault.environ(), str(LAUNCHER), "--home", str(vault.home), "get", put["short_id"]) - bare
+    added = _imported_by(vault.environ(), *LAUNCHER, "--home", str(vault.home), "get", put["short_id"]) - bare
     added = {name for name in added if not name.startswith("encodings")}
     assert sorted(HEAVY.intersection(added)) == []
     helpers = {"engine.cli.entry", "engine.cli.asset_commands", "engine.cli.content_options", "engine.cli.password"}
