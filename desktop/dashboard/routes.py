@@ -49,6 +49,8 @@ class DashboardContext:
     backend: str  # the tray backend in use, or "none"
     on_quit: Callable[[], None] | None = None
     quit_locks: bool = False  # the host locks the vault when it quits (the tray's default)
+    # DT-6: the host's native ticket-approval window (the tray's); None where there is none.
+    approver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
     )
@@ -84,6 +86,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
                     "backend": ctx.backend,
                     "can_quit": ctx.on_quit is not None,
                     "quit_locks": ctx.on_quit is not None and ctx.quit_locks,
+                    "can_approve": ctx.approver is not None,
                 },
             }
         )

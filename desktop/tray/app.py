@@ -23,13 +23,14 @@ from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
 from desktop.status import Badges, TrayState, activity_text, delivery_text, tooltip_text, tray_state
+from desktop.tray.approval_dialog import ApprovalDialogs
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
-from desktop.tray.password_dialog import DialogHost
+from desktop.tray.password_dialog import DialogHost, choose_toolkit
 from desktop.tray.single_instance import TrayInstance
 from engine.config import Paths
 
@@ -95,6 +96,8 @@ class TrayApp:
 
     def _run_tray(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
+        socket_path = Paths(self.options.home).socket
+        approvals = ApprovalDialogs(socket_path, choose_toolkit(self.backend), self._say)
         ctx = DashboardContext(
             self.prober,
             self.gateway,
@@ -102,13 +105,14 @@ class TrayApp:
             backend=self.backend,
             on_quit=self.quit,
             quit_locks=self.options.lock_on_quit,
+            approver=approvals.approve,  # DT-6: the page's Approve opens the tray's window
         )
         self.server = DashboardServer(ctx, self.options.port)
         self.server.start_in_thread()
         self._say(f"memories tray: backend {self.backend}")
         if self.options.verbose:
             self._say(f"memories tray: dashboard {self.server.url}")
-        self.dialogs = DialogHost(Paths(self.options.home).socket, self.backend, self._say, self.prober.refresh)
+        self.dialogs = DialogHost(socket_path, self.backend, self._say, self.prober.refresh)
         icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
         actions = {"open": self.open_dashboard, "unlock": self.open_unlock, "lock": self.lock_now}
         menu = build_menu(
