@@ -23,7 +23,17 @@ TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
 
 
 class Tray:
-    def __init__(self, cli: Cli, x: XSession, tmp: Path, backend: str, standalone: bool = False, bus: str | None = None) -> None:
+    def __init__(
+        self,
+        cli: Cli,
+        x: XSession,
+        tmp: Path,
+        backend: str,
+        standalone: bool = False,
+        bus: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        verbose: bool = True,
+    ) -> None:
         self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
         self.out = tmp / f"tray-{backend}.out"
         self.opened = tmp / "browser-opened.txt"
@@ -32,7 +42,8 @@ class Tray:
         browser.chmod(0o755)
         env = x.env(cli.environ())
         env["BROWSER"] = str(browser)  # webbrowser.open runs this instead of a real browser
-        options = ["--backend", backend, "--verbose", "--probe-interval", "0.3", "--probe-deadline", "1"]
+        env.update(extra_env or {})
+        options = ["--backend", backend, *(["--verbose"] if verbose else []), "--probe-interval", "0.3", "--probe-deadline", "1"]
         if standalone:  # the `memories-tray` launcher (same code as its console script)
             cmd = [sys.executable, "-m", "desktop.tray.launcher", "--home", str(cli.home), *options]
         else:
