@@ -168,7 +168,13 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
         tray.wait_output(r"memories tray: backend gtk")
         url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)
         code, status = _dashboard_request(url, "/api/status", "GET")
-        assert code == 200 and status["desktop"] == {"mode": "tray", "backend": "gtk", "can_quit": True, "quit_locks": True}
+        assert code == 200 and status["desktop"] == {
+            "mode": "tray",
+            "backend": "gtk",
+            "can_quit": True,
+            "quit_locks": True,
+            "can_approve": True,
+        }
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")
         xsession.xdotool("mousemove", str(x), str(y), "click", "3")
