@@ -48,7 +48,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories import 1password export.1pux",
     ),
     "export": ("memories sudo && memories export --format markdown ~/backup",),
-    "search": ("memories search dentist", "memories search '\"exact phrase\"' --limit 5", "memories help search"),
+    "search": (
+        "memories search dentist",
+        "memories search '\"exact phrase\"' --limit 5",
+        "memories search sourdough --limit 50 --offset 50   # the second page of 50",
+        "memories help search",
+    ),
     "retrieve": ("memories retrieve 'when is the dentist'",),
     "ask": ("memories ask 'when is my dentist appointment?'",),
     "rag": ("memories rag status",),
