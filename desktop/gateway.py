@@ -55,8 +55,8 @@ class EngineGateway:
             body["tag"] = tag
         return self._call(body)
 
-    def search(self, query: str, kind: str | None, limit: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"op": "search", "query": query, "limit": limit, "wait_ms": 2000}
+    def search(self, query: str, kind: str | None, limit: int, offset: int = 0) -> dict[str, Any]:
+        body: dict[str, Any] = {"op": "search", "query": query, "limit": limit, "offset": offset, "wait_ms": 2000}
         if kind is not None:
             body["kind"] = kind
         return self._call(body)

@@ -49,6 +49,8 @@ class DashboardContext:
     backend: str  # the tray backend in use, or "none"
     on_quit: Callable[[], None] | None = None
     quit_locks: bool = False  # the host locks the vault when it quits (the tray's default)
+    # DT-6: the host's native ticket-approval window (the tray's); None where there is none.
+    approver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
     )
@@ -84,6 +86,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
                     "backend": ctx.backend,
                     "can_quit": ctx.on_quit is not None,
                     "quit_locks": ctx.on_quit is not None and ctx.quit_locks,
+                    "can_approve": ctx.approver is not None,
                 },
             }
         )
@@ -129,9 +132,21 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
             raise MemoriesError("invalid_input", f"A search is 1 to {MAX_QUERY_CHARS} characters.")
         kind = request.query.get("kind", "all")
         only = None if kind == "all" else cards.spec_for(kind).kind
-        raw = await ctx.engine(lambda: ctx.gateway.search(query, only, SEARCH_LIMIT))
+        offset = _int(request, "offset", 0, 0, 100_000)
+        raw = await ctx.engine(lambda: ctx.gateway.search(query, only, SEARCH_LIMIT, offset))
         hits = [h for h in (cards.project_hit(r) for r in raw.get("results", [])) if h is not None]
-        return web.json_response({"query": query, "mode": raw.get("mode"), "partial": bool(raw.get("partial")), "results": hits})
+        return web.json_response(
+            {
+                "query": query,
+                "mode": raw.get("mode"),
+                "partial": bool(raw.get("partial")),
+                "results": hits,
+                # DT-7: every match is counted and reachable a page at a time.
+                "total": int(raw.get("total", len(hits))),
+                "offset": offset,
+                "limit": SEARCH_LIMIT,
+            }
+        )
 
     async def _json_body(request: web.Request) -> Any:
         return json_body(await request.read())

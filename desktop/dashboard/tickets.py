@@ -1,8 +1,11 @@
-"""Dashboard Tickets page (DT-5): pending remote-exec tickets, Approve with the vault password, Reject.
+"""Dashboard Tickets page (DT-5, DT-6): pending remote-exec tickets, Approve in the tray, Reject.
 
 A route module of its own: ``register(app, ctx)`` adds three fixed API routes and the
-page's script. Each route maps to exactly one engine request built here with validated
-fields; the password goes to the engine for this one ticket and nothing is elevated.
+page's script. The page never takes the vault password (DT-6): Approve names the ticket and
+its fingerprint; the route checks both against the engine's pending list and hands the
+engine's view of the ticket to the host's native approval window (``ctx.approver``, the
+tray's), which takes the password and sends it to the engine itself. The page only learns
+the outcome: approved, cancelled, or the engine's 403/409/429 answer.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ __all__ = ["register", "TicketGateway"]
 TICKET = re.compile(r"^[0-9a-f]{16}$")
 FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 LIST_TIMEOUT = 5.0
-APPROVE_TIMEOUT = 30.0  # the engine runs the password KDF (≈1 s on the reference machine)
 # Engine answers that are the client's doing, not a dashboard fault: 4xx with the typed error.
 _CLIENT_ERRORS = {
     "wrong_password": 403,
@@ -47,10 +49,9 @@ class TicketGateway:
     def pending(self) -> dict[str, Any]:
         return self._call({"op": "remote_pending"}, LIST_TIMEOUT)
 
-    def approve(self, ticket: str, fingerprint: str, password: str) -> dict[str, Any]:
-        return self._call(
-            {"op": "remote_approve_confirm", "ticket": ticket, "fingerprint": fingerprint, "password": password}, APPROVE_TIMEOUT
-        )
+    def find(self, ticket: str) -> dict[str, Any] | None:
+        """The engine's view of one pending ticket, or None when it is not pending (used, gone)."""
+        return next((t for t in self.pending().get("tickets", []) if t.get("ticket") == ticket), None)
 
     def reject(self, ticket: str) -> dict[str, Any]:
         return self._call({"op": "remote_reject", "ticket": ticket}, LIST_TIMEOUT)
@@ -86,20 +87,29 @@ def register(app: web.Application, ctx: Any) -> None:
     async def approve(request: web.Request) -> web.Response:
         ticket = _ticket_id(request)
         payload = json_body(await request.read(), "The approval")
-        if not isinstance(payload, dict) or set(payload) != {"fingerprint", "password"}:
-            raise MemoriesError("invalid_input", "An approval carries exactly the fingerprint and the password.")
-        fingerprint, password = payload["fingerprint"], payload["password"]
+        # DT-6: a password sent by the page is refused outright; the tray's window takes it.
+        if not isinstance(payload, dict) or set(payload) != {"fingerprint"}:
+            raise MemoriesError("invalid_input", "An approval carries exactly the fingerprint; the tray asks for the password.")
+        fingerprint = payload["fingerprint"]
         if not isinstance(fingerprint, str) or not FINGERPRINT.match(fingerprint):
             raise MemoriesError("invalid_input", "The fingerprint is 64 hex digits.")
-        if not isinstance(password, str) or not 1 <= len(password) <= 1024:
-            raise MemoriesError("invalid_input", "Enter the vault password.")
+        shown = await ctx.engine(lambda: gateway.find(ticket))
+        if shown is None:
+            return _client_error(MemoriesError("ticket_used"))
+        if shown.get("fingerprint") != fingerprint:
+            raise MemoriesError("invalid_input", "The fingerprint does not match this ticket; nothing was approved.")
+        approver = ctx.approver
+        if approver is None:
+            return web.json_response({**_project(shown), "outcome": "no_dialog"})
         try:
-            result = await ctx.engine(lambda: gateway.approve(ticket, fingerprint, password))
+            # Blocks one worker thread while the person reads the window; the page waits for the answer.
+            result = await ctx.engine(lambda: approver(_project(shown)))
         except MemoriesError as exc:
             if exc.code in _CLIENT_ERRORS:  # a wrong password is the user's typo, not a server error
                 return _client_error(exc)
             raise
-        return web.json_response(_project(result))
+        state = "approved" if result.get("outcome") == "approved" else shown.get("state")
+        return web.json_response({**_project(shown), "state": state, "outcome": result.get("outcome")})
 
     async def reject(request: web.Request) -> web.Response:
         ticket = _ticket_id(request)

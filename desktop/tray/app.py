@@ -23,13 +23,15 @@ from desktop.dashboard.server import DashboardServer
 from desktop.gateway import EngineGateway, lock_quietly
 from desktop.prober import DEFAULT_DEADLINE, DEFAULT_INTERVAL, Probe, ProbeWorker
 from desktop.status import Badges, TrayState, activity_text, delivery_text, tooltip_text, tray_state
+from desktop.tray.approval_dialog import ApprovalDialogs
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
+from desktop.tray.clipboard_link import copy_link
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
-from desktop.tray.password_dialog import DialogHost
+from desktop.tray.password_dialog import DialogHost, choose_toolkit
 from desktop.tray.single_instance import TrayInstance
 from engine.config import Paths
 
@@ -95,6 +97,8 @@ class TrayApp:
 
     def _run_tray(self) -> int:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
+        socket_path = Paths(self.options.home).socket
+        approvals = ApprovalDialogs(socket_path, choose_toolkit(self.backend), self._say)
         ctx = DashboardContext(
             self.prober,
             self.gateway,
@@ -102,13 +106,14 @@ class TrayApp:
             backend=self.backend,
             on_quit=self.quit,
             quit_locks=self.options.lock_on_quit,
+            approver=approvals.approve,  # DT-6: the page's Approve opens the tray's window
         )
         self.server = DashboardServer(ctx, self.options.port)
         self.server.start_in_thread()
         self._say(f"memories tray: backend {self.backend}")
         if self.options.verbose:
             self._say(f"memories tray: dashboard {self.server.url}")
-        self.dialogs = DialogHost(Paths(self.options.home).socket, self.backend, self._say, self.prober.refresh)
+        self.dialogs = DialogHost(socket_path, self.backend, self._say, self.prober.refresh)
         icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
         actions = {"open": self.open_dashboard, "unlock": self.open_unlock, "lock": self.lock_now}
         menu = build_menu(
@@ -245,7 +250,21 @@ class TrayApp:
         server = self.server
         if server is not None:
             url = server.url
-            self._background(lambda: webbrowser.open(url))
+            self._background(lambda: self._open_url(url))
+
+    def _open_url(self, url: str) -> None:
+        """Open the dashboard; where no browser starts, the link is printed, copied and notified (issue 31)."""
+        try:
+            opened = webbrowser.open(url)
+        except Exception:  # a broken $BROWSER entry is the same as none
+            opened = False
+        if opened:
+            return
+        copied = copy_link(url)
+        where = " (copied to the clipboard)" if copied else ""
+        # Printed whatever --verbose says: this is the one place the person can find the link.
+        self._say(f"memories tray: no browser could be started; open {url}{where}")
+        self._desktop_notify("Memories dashboard", f"No browser could be started. Open {url}{where}.")
 
     def open_unlock(self) -> None:
         """Unlock… (or, with no vault yet, Create): the tray's own password window, never the page."""
@@ -273,8 +292,12 @@ class TrayApp:
         self.prober.refresh()
 
     def _notify(self, title: str, message: str) -> None:
-        """A desktop notification where the backend has one (GTK/AppIndicator use D-Bus)."""
+        """A ticket's desktop notification (the notifier calls this)."""
         self._say("memories tray: a remote-exec ticket waits for approval")
+        self._desktop_notify(title, message)
+
+    def _desktop_notify(self, title: str, message: str) -> None:
+        """A desktop notification where the backend has one (GTK/AppIndicator use D-Bus)."""
         icon = self.icon
         if icon is None or not getattr(icon, "HAS_NOTIFICATION", False):
             return

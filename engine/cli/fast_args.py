@@ -79,6 +79,7 @@ FAST_COMMANDS: dict[str, FastCommand] = {
         options={
             "--mode": str,
             "--limit": int,
+            "--offset": int,
             "--wait": float,
             "--kind": str,
             "--vault": str,
@@ -91,6 +92,7 @@ FAST_COMMANDS: dict[str, FastCommand] = {
         defaults={
             "mode": "auto",
             "limit": 10,
+            "offset": 0,
             "wait": 5.0,
             "kind": None,
             "vault": None,

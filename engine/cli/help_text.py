@@ -48,7 +48,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories import 1password export.1pux",
     ),
     "export": ("memories sudo && memories export --format markdown ~/backup",),
-    "search": ("memories search dentist", "memories search '\"exact phrase\"' --limit 5", "memories help search"),
+    "search": (
+        "memories search dentist",
+        "memories search '\"exact phrase\"' --limit 5",
+        "memories search sourdough --limit 50 --offset 50   # the second page of 50",
+        "memories help search",
+    ),
     "retrieve": ("memories retrieve 'when is the dentist'",),
     "ask": ("memories ask 'when is my dentist appointment?'",),
     "rag": ("memories rag status",),
@@ -312,6 +317,33 @@ Give secrets on standard input (`--…-stdin`), never as arguments: other users 
 machine can see a command's arguments in `ps`. Copying needs `memories sudo` first.
 """,
 }
+
+
+# `memories` alone: every command once, in groups, on one screen (issue 31). `--help` keeps
+# the full one-line-per-command list; tests/unit/test_cli_help.py checks both cover the table.
+OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Everyday", ("init", "unlock", "lock", "status", "sudo", "put", "list", "get", "edit", "delete", "search")),
+    ("", ("history", "diff", "import", "export", "login", "password", "copy", "otp", "file", "backup", "restore")),
+    ("Cards", ("card", "protected", "secret", "graph", "retrieve", "ask", "rag")),
+    ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine")),
+    ("Agents", ("agent", "mcp", "inject", "transcript")),
+    ("Remote", ("credential", "remote", "proxy", "run", "job")),
+    ("Admin", ("daemon", "audit", "tray", "dashboard", "autostart", "desktop", "local-config", "completion", "help")),
+)
+
+
+def overview_text() -> str:
+    """What `memories` with no command prints: the commands grouped, and where to read more."""
+    lines = ["Memories: a local-first, end-to-end encrypted vault.", "usage: memories COMMAND [options] [--json] [--home DIR]"]
+    lines.append("")
+    lines += [f"  {title:<10}{'  '.join(words)}" for title, words in OVERVIEW_GROUPS]
+    lines += [
+        "",
+        "  memories COMMAND --help   one command's options and examples",
+        "  memories help TOPIC       ids, conflicts, search, secrets",
+        "  memories --help           every command with a one-line description",
+    ]
+    return "\n".join(lines)
 
 
 def _path_of(parser: argparse.ArgumentParser) -> str:

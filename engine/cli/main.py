@@ -186,6 +186,11 @@ def _run(argv: Sequence[str] | None) -> int:
     from engine.cli.fast_args import parse_fast
 
     ctx: Context | None = None
+    if word is None and not any(a in ("-h", "--help", "--version") for a in args_list):
+        from engine.cli.help_text import overview_text
+
+        print(overview_text())  # `memories` alone: the grouped overview, one screen (issue 31)
+        return EXIT_USAGE
     try:
         args: Any = parse_fast(args_list)
         if args is not None:

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MODES = ("auto", "lexical", "vector", "hybrid")
+SEARCH_MAX_LIMIT = 500  # engine/service/handlers/search.py MAX_SEARCH_LIMIT (DT-7)
+SEARCH_MAX_OFFSET = 100_000  # ... MAX_SEARCH_OFFSET
 
 
 def _query_options(p: argparse.ArgumentParser, default_limit: int, max_limit: int) -> None:
@@ -36,7 +38,8 @@ def _filter_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search memories and cards")
-    _query_options(p, 10, 100)
+    _query_options(p, 10, SEARCH_MAX_LIMIT)
+    p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N matches (page with --limit)")
     p.add_argument("--kind", help="only this kind (memory, knowledge, brain, persona)")
     p.add_argument("--vault", metavar="NAME", help="search this vault (default: the default vault)")
     _filter_options(p)
@@ -97,7 +100,10 @@ def _flags(result: dict[str, Any]) -> list[str]:
 
 
 def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
-    body = _body("search", args, 100)
+    body = _body("search", args, SEARCH_MAX_LIMIT)
+    if not 0 <= args.offset <= SEARCH_MAX_OFFSET:
+        raise UsageError(f"--offset must be between 0 and {SEARCH_MAX_OFFSET}")
+    body["offset"] = args.offset
     if args.kind:
         body["kind"] = args.kind
     if args.vault is not None:
@@ -120,7 +126,16 @@ def cmd_search(ctx: Context, args: argparse.Namespace) -> int:
         if item["snippet"]:
             # Escape first, then style: stored text cannot inject sequences, our bold still works.
             lines.append("    " + bold_highlights(one_line(item["snippet"]), color))
-    if not result["results"]:
+    total = int(result.get("total", len(result["results"])))
+    shown = len(result["results"])
+    if shown and (args.offset or shown < total):
+        # DT-7: say how many match and how to see the rest, not only this page.
+        first = args.offset + 1
+        more = f"; next: --offset {args.offset + shown}" if args.offset + shown < total else ""
+        lines.append(f"({first}–{args.offset + shown} of {total} matches{more})")
+    elif not shown and total:
+        lines.append(f"(no matches at --offset {args.offset}; there are {total})")
+    if not total:
         # Someone moving in from a password manager looks for a login by name first.
         lines.append("(no matches; logins and protected cards are not searched: `memories login list WORDS` finds logins)")
     # Every part above is escaped already (and may carry our bold), so emit prints it as is.

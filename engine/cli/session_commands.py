@@ -65,17 +65,37 @@ def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+UNLOCK_TRIES = 3
+
+
 def cmd_unlock(ctx: Context, args: argparse.Namespace) -> int:
     if not ctx.paths.store.exists():
         raise MemoriesError("not_initialized")
     password = read_password(args.password_stdin, prompt="Vault password: ")
     ctx.ensure_engine()
-    result = ctx.request({"op": "unlock", "password": password}, timeout=120)
+    # At a terminal a typo gets another try (issue 31), as sudo(8) does; the engine's
+    # password budget still throttles the tries, and piped input gets exactly one.
+    tries = 1 if args.password_stdin else UNLOCK_TRIES
+    for attempt in range(1, tries + 1):
+        try:
+            result = ctx.request({"op": "unlock", "password": password}, timeout=120)
+            break
+        except MemoriesError as exc:
+            if exc.code != "wrong_password" or attempt == tries:
+                raise
+            print("Wrong password; try again.", file=sys.stderr, flush=True)
+            password = read_password(False, prompt="Vault password: ")
     ctx.emit(result, "Already unlocked." if result.get("already") else "Unlocked.")
     return 0
 
 
 def cmd_sudo(ctx: Context, args: argparse.Namespace) -> int:
+    # A locked vault cannot be elevated: say so before asking for a password (issue 31).
+    if not ctx.paths.store.exists():
+        raise MemoriesError("not_initialized")
+    state = ctx.request({"op": "desktop_status"}, timeout=5).get("state") if ctx.engine_running() else "not_running"
+    if state not in ("unlocked", "attention"):
+        raise MemoriesError("locked", "The vault is locked; run `memories unlock` first, then `memories sudo`.")
     password = read_password(args.password_stdin, prompt="Vault password (sudo): ")
     result = ctx.request({"op": "sudo", "password": password}, timeout=120)
     ctx.emit(result, f"Elevated for {result['seconds'] // 60} minutes in this shell session.")

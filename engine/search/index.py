@@ -228,14 +228,17 @@ class VaultIndex:
         limit: int = 10,
         kinds: frozenset[str] | None = None,
         keep: Callable[[bytes], bool] | None = None,
+        lexical_depth: int | None = None,
     ) -> list[Hit]:
         """``keep`` (asset ID → bool) filters candidates (time window, author, source); with it,
-        each retriever looks deeper, so that a narrow filter still finds its matches."""
+        each retriever looks deeper, so that a narrow filter still finds its matches.
+        ``lexical_depth`` lets the word retriever look deeper still, so that a search can
+        count and page through every match (issue 31, DT-7)."""
         lexical: list[tuple[bytes, int, float]] = []
         vector: list[tuple[bytes, int, float]] = []
         depth = CANDIDATES if keep is None else FILTERED_CANDIDATES
         if mode in ("lexical", "hybrid") and not query.empty:
-            lexical = self._best_per_asset(self._lexical_rows(query, depth), kinds, keep)
+            lexical = self._best_per_asset(self._lexical_rows(query, max(depth, lexical_depth or 0)), kinds, keep)
         if mode in ("vector", "hybrid") and query_vector is not None:
             rows: list[tuple[int, float]] = []
             for key, score in self.vectors.nearest(query_vector, None, depth):

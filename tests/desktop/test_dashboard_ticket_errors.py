@@ -1,4 +1,8 @@
-"""DT-5 / API-8: the ticket approval route answers a wrong password with a 4xx typed error, not 500."""
+"""DT-5 / DT-6 / API-8: the dashboard's approve route takes no password and answers bad input with typed 4xx errors.
+
+The approval itself happens in the tray's native window (tests/desktop/test_tray_approval.py);
+a `memories dashboard` without a tray has no window and says how to approve in a terminal.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +20,8 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         await writer.drain()
 
 
-def _approve(dashboard: Dashboard, ticket: dict[str, Any], password: str) -> tuple[int, dict[str, Any]]:
-    code, _, data = dashboard.request(
-        "POST", f"/api/tickets/{ticket['ticket']}/approve", {"fingerprint": ticket["fingerprint"], "password": password}
-    )
+def _approve(dashboard: Dashboard, ticket: dict[str, Any], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    code, _, data = dashboard.request("POST", f"/api/tickets/{ticket['ticket']}/approve", body)
     return code, data
 
 
@@ -29,29 +31,36 @@ def _state(dashboard: Dashboard, ticket: dict[str, Any]) -> str:
     return next(str(t["state"]) for t in data["tickets"] if t["ticket"] == ticket["ticket"])
 
 
-def test_wrong_approval_password_is_a_4xx_and_approves_nothing(module_vault: Cli, dashboard: Dashboard) -> None:
-    """DT-5 / API-8: a wrong approval password is 403 wrong_password (the ticket stays pending); the
-    right one approves; approving again is 409 ticket_used; a spent password budget is 429 rate_limited."""
+def test_dt6_approve_route_refuses_a_password_and_needs_the_tray(module_vault: Cli, dashboard: Dashboard) -> None:
+    """DT-6: a password in the approval body is 400 invalid_input and approves nothing; a wrong
+    fingerprint is 400; without a tray window the answer says so (outcome no_dialog) and the ticket
+    stays pending; an unknown ticket is 409 ticket_used; Reject still works."""
     with fakes.serve(_echo) as port:
         module_vault.ok("credential", "new", "tcp", "--name", "echo", "--host", "127.0.0.1", "--port", str(port))
         session = module_vault.ok("remote", "open", "echo")["session"]
         first = module_vault.ok("remote", "propose", session, "one")
-        second = module_vault.ok("remote", "propose", session, "two")
+        try:
+            code, data = _approve(dashboard, first, {"fingerprint": first["fingerprint"], "password": PASSWORD})
+            assert (code, data["error"]["code"]) == (400, "invalid_input")
+            assert "tray" in data["error"]["message"] and PASSWORD not in str(data)
+            assert _state(dashboard, first) == "pending"
 
-        code, data = _approve(dashboard, first, "not the password")
-        assert (code, data["error"]["code"]) == (403, "wrong_password")
-        assert "not the password" not in str(data)
-        assert _state(dashboard, first) == "pending"
+            code, data = _approve(dashboard, first, {"fingerprint": "0" * 64})
+            assert (code, data["error"]["code"]) == (400, "invalid_input")
+            code, data = _approve(dashboard, first, {"fingerprint": "not hex"})
+            assert (code, data["error"]["code"]) == (400, "invalid_input")
 
-        code, data = _approve(dashboard, first, PASSWORD)
-        assert code == 200 and data["state"] == "approved"
-        code, data = _approve(dashboard, first, PASSWORD)
-        assert (code, data["error"]["code"]) == (409, "ticket_used")
+            code, data = _approve(dashboard, first, {"fingerprint": first["fingerprint"]})
+            assert code == 200 and data["outcome"] == "no_dialog" and data["state"] == "pending"
+            assert data["fingerprint"] == first["fingerprint"]
+            assert _state(dashboard, first) == "pending"
 
-        # Four more wrong tries spend the budget (5 a minute); the next is refused before any KDF.
-        for _ in range(4):
-            assert _approve(dashboard, second, "still wrong")[0] == 403
-        code, data = _approve(dashboard, second, PASSWORD)
-        assert (code, data["error"]["code"]) == (429, "rate_limited")
-        assert _state(dashboard, second) == "pending"
-        module_vault.ok("remote", "close", session)
+            code, _, data = dashboard.request("GET", "/api/status")
+            assert data["desktop"]["can_approve"] is False
+
+            code, _, data = dashboard.request("POST", f"/api/tickets/{first['ticket']}/reject", {})
+            assert code == 200 and data["state"] == "rejected"
+            code, data = _approve(dashboard, first, {"fingerprint": first["fingerprint"]})
+            assert (code, data["error"]["code"]) == (409, "ticket_used")
+        finally:
+            module_vault.ok("remote", "close", session)

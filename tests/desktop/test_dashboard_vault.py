@@ -110,6 +110,34 @@ def test_search_as_you_type_finds_chinese_and_english(seeded: dict[str, Any]) ->
     run_in_browser(dash.url, scenario)
 
 
+def test_dt7_search_counts_every_match_and_pages_past_50(seeded: dict[str, Any]) -> None:
+    """DT-7: a search matching 2,000 notes says "2,000 results" (not the page size) and its pager
+    walks to page 2 (51–100) and to the last page, each a different page of matches."""
+    dash: Dashboard = seeded["dash"]
+
+    async def scenario(page: Any) -> None:
+        await _vault_ready(page)
+        await page.fill("#search", "filler")
+        await page.wait_for_selector(f"#list-note:has-text('{BULK:,} results')")
+        note = await page.text_content("#list-note")
+        assert note is not None and note.startswith(f"{BULK:,} results (1–50 shown) for “filler”"), note
+        assert await page.locator("#card-list button.card").count() == 50
+        first_ids = set(await page.eval_on_selector_all("#card-list button.card", "bs => bs.map(b => b.dataset.id)"))
+        assert await page.text_content("#page-label") == f"Page 1 of {BULK // 50}"
+        await page.click("#page-next")
+        await page.wait_for_selector("#list-note:has-text('(51–100 shown)')")
+        second_ids = set(await page.eval_on_selector_all("#card-list button.card", "bs => bs.map(b => b.dataset.id)"))
+        assert len(second_ids) == 50 and not first_ids & second_ids
+        assert await page.text_content("#page-label") == f"Page 2 of {BULK // 50}"
+        await page.click("#page-last")
+        await page.wait_for_selector(f"#list-note:has-text('({BULK - 49:,}–{BULK:,} shown)')")
+        assert await page.locator("#card-list button.card").count() == 50
+        assert await page.locator("#page-next").is_disabled()
+        await _shot(page, "dashboard-search-paging.png", seeded["tmp"])
+
+    run_in_browser(dash.url, scenario)
+
+
 def test_paging_reaches_the_last_item(seeded: dict[str, Any]) -> None:
     """DT-5: the list pages through every item of a 2k vault; the last page ends with the oldest note."""
     dash: Dashboard = seeded["dash"]

@@ -98,3 +98,40 @@ def test_a_peer_can_only_ask_for_the_dashboard(tmp_path: Path) -> None:
     again = TrayInstance(engine_socket)
     assert again.claim(lambda: None)
     again.close()
+
+
+def test_open_dashboard_without_a_browser_prints_and_copies_the_link(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """Issue 31: "Open dashboard" where no browser starts ($BROWSER fails, none on PATH) prints
+    the link without --verbose and puts it on the clipboard, instead of doing nothing."""
+    import shutil
+
+    from tests.helpers import require
+
+    xclip = shutil.which("xclip")
+    require(xclip is not None, "xclip (apt: xclip)")
+    assert xclip is not None
+    bin_dir = tmp_path / "bin"  # a PATH with a clipboard tool and no browser at all
+    bin_dir.mkdir()
+    (bin_dir / "xclip").symlink_to(xclip)
+    first = Tray(vault, xsession, tmp_path, "xorg", verbose=False, extra_env={"PATH": str(bin_dir), "BROWSER": "/bin/false"})
+    try:
+        first.wait_output(r"memories tray: backend xorg")
+        first.wait_icon(TrayState.UNLOCKED)
+        assert "dashboard http" not in first.output(), "without --verbose the link is not printed at start"
+        second = subprocess.run(  # starting the tray again asks the running one to open its dashboard
+            vault.command("tray", "--backend", "xorg"),
+            env=xsession.env(vault.environ()),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 0, second.stdout + second.stderr
+        line = first.wait_output(r"no browser could be started; open (http://127\.0\.0\.1:\d+/#\S+) \(copied to the clipboard\)")
+        url = line.group(1)
+        pasted = subprocess.run(
+            ["xclip", "-selection", "clipboard", "-o"], env=xsession.env(), capture_output=True, text=True, timeout=10
+        )
+        assert pasted.stdout == url
+    finally:
+        first.stop()

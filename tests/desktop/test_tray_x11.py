@@ -37,6 +37,8 @@ class Tray:
         standalone: bool = False,
         bus: str | None = None,
         probe_deadline: float = PROBE_DEADLINE,
+        extra_env: dict[str, str] | None = None,
+        verbose: bool = True,
     ) -> None:
         self.cli, self.x, self.tmp, self.backend = cli, x, tmp, backend
         self.out = tmp / f"tray-{backend}.out"
@@ -46,7 +48,16 @@ class Tray:
         browser.chmod(0o755)
         env = x.env(cli.environ())
         env["BROWSER"] = str(browser)  # webbrowser.open runs this instead of a real browser
-        options = ["--backend", backend, "--verbose", "--probe-interval", "0.3", "--probe-deadline", str(probe_deadline)]
+        env.update(extra_env or {})
+        options = [
+            "--backend",
+            backend,
+            *(["--verbose"] if verbose else []),
+            "--probe-interval",
+            "0.3",
+            "--probe-deadline",
+            str(probe_deadline),
+        ]
         if standalone:  # the `memories-tray` launcher (same code as its console script)
             cmd = [sys.executable, "-m", "desktop.tray.launcher", "--home", str(cli.home), *options]
         else:
@@ -171,7 +182,13 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
         tray.wait_output(r"memories tray: backend gtk")
         url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)
         code, status = _dashboard_request(url, "/api/status", "GET")
-        assert code == 200 and status["desktop"] == {"mode": "tray", "backend": "gtk", "can_quit": True, "quit_locks": True}
+        assert code == 200 and status["desktop"] == {
+            "mode": "tray",
+            "backend": "gtk",
+            "can_quit": True,
+            "quit_locks": True,
+            "can_approve": True,
+        }
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")
         xsession.xdotool("mousemove", str(x), str(y), "click", "3")

@@ -73,3 +73,23 @@ def test_the_editor_file_round_trips_every_value() -> None:
     assert parse_draft(render_draft(draft)) == draft
     simple = Draft("Title", ["x", "y"], {}, "")
     assert "tags: x, y" in render_draft(simple) and parse_draft(render_draft(simple)) == simple
+
+
+def test_bare_memories_prints_every_command_grouped_on_one_screen() -> None:
+    """Issue 31: `memories` alone prints the commands in groups (everyday, sharing, agents,
+    remote, admin) on one 80x24 screen; every command of the table appears exactly once."""
+    import subprocess
+    import sys
+
+    from engine.cli.main import COMMAND_TABLE
+
+    proc = subprocess.run([sys.executable, "-m", "engine.cli"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stdout.rstrip("\n").split("\n")
+    assert len(lines) <= 24 and all(len(line) <= 100 for line in lines), proc.stdout
+    for group in ("Everyday", "Sharing", "Agents", "Remote", "Admin"):
+        assert any(line.strip().startswith(group) for line in lines), group
+    words = [w for line in lines[3:] if line.startswith("  ") and not line.strip().startswith("memories") for w in line.split()]
+    commands = sorted(c for c in COMMAND_TABLE if not c.startswith("__"))
+    listed = sorted(w for w in words if w not in ("Everyday", "Cards", "Sharing", "Agents", "Remote", "Admin"))
+    assert listed == commands

@@ -417,10 +417,15 @@ function emptyText() {
   return "Nothing here yet. Press New to write the first item.";
 }
 
+function pageSize() {
+  return view.query && !isProtectedKind(view.kind) ? view.pageSize || PAGE_SIZE : PAGE_SIZE;
+}
+
 function renderPager(filtered) {
   const pager = $("pager");
-  const pages = Math.max(1, Math.ceil(view.total / PAGE_SIZE));
-  const page = Math.floor(view.offset / PAGE_SIZE) + 1;
+  const size = pageSize();
+  const pages = Math.max(1, Math.ceil(view.total / size));
+  const page = Math.floor(view.offset / size) + 1;
   pager.hidden = (!!view.query && !filtered) || pages <= 1;
   $("page-label").textContent = `Page ${page} of ${pages}`;
   $("page-first").disabled = $("page-prev").disabled = page <= 1;
@@ -428,10 +433,11 @@ function renderPager(filtered) {
 }
 
 function goPage(which) {
-  const lastOffset = Math.max(0, (Math.ceil(view.total / PAGE_SIZE) - 1) * PAGE_SIZE);
-  const target = { first: 0, prev: view.offset - PAGE_SIZE, next: view.offset + PAGE_SIZE, last: lastOffset }[which];
+  const size = pageSize();
+  const lastOffset = Math.max(0, (Math.ceil(view.total / size) - 1) * size);
+  const target = { first: 0, prev: view.offset - size, next: view.offset + size, last: lastOffset }[which];
   view.offset = Math.min(Math.max(0, target), lastOffset);
-  loadPage().then(() => $("card-list").scrollTo(0, 0));
+  refreshList().then(() => $("card-list").scrollTo(0, 0));
 }
 
 function appendSnippet(parent, parts) {
@@ -540,15 +546,22 @@ async function runSearch() {
   setResult("list-note", "Searching…");
   try {
     if (!view.kinds.length) await loadKinds();
-    const params = new URLSearchParams({ q: query, kind: view.kind });
+    const params = new URLSearchParams({ q: query, kind: view.kind, offset: String(view.offset) });
     const data = await api("/api/search?" + params);
     if (seq !== view.searchSeq || query !== view.query) return; // a newer keystroke won
     let results = data.results;
     if (view.tag) results = results.filter((r) => (r.tags || []).includes(view.tag));
     renderItems(results, results);
-    $("pager").hidden = true;
-    const count = results.length ? `${results.length} result${results.length === 1 ? "" : "s"}` : "No results";
+    // DT-7: the count is every match, and the pager walks through them a page at a time.
+    view.total = data.total;
+    view.pageSize = data.limit;
+    const total = data.total;
+    let count = total ? `${total.toLocaleString()} result${total === 1 ? "" : "s"}` : "No results";
+    if (total > data.results.length) {
+      count += ` (${(data.offset + 1).toLocaleString()}–${(data.offset + data.results.length).toLocaleString()} shown)`;
+    }
     setResult("list-note", `${count} for “${query}”` + (data.partial ? ". Still indexing: results may be incomplete" : ""));
+    renderPager(true);
   } catch (err) {
     if (seq !== view.searchSeq) return;
     $("card-list").replaceChildren();

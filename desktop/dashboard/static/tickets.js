@@ -1,5 +1,6 @@
 // Tickets page (DT-5): pending remote-exec tickets with their full instruction and fingerprint.
-// Approve asks for the vault password for that one ticket. Values are inserted with
+// Approve asks the tray, which shows its own window with the ticket and takes the vault
+// password there (DT-6): this page never has a password field. Values are inserted with
 // textContent only. The token is the one app.js moved into sessionStorage.
 "use strict";
 
@@ -38,30 +39,35 @@
       dd.className = "ticket-" + label.toLowerCase();
       fields.append(dd);
     }
-    const password = el("input");
-    password.type = "password";
-    password.autocomplete = "current-password";
-    password.placeholder = "Vault password for this ticket";
-    password.className = "ticket-password";
-    password.setAttribute("aria-label", "Vault password to approve this ticket");
     const approve = el("button", "Approve", "ticket-approve primary");
     approve.type = "button";
     const reject = el("button", "Reject", "ticket-reject");
     reject.type = "button";
     const result = el("p", "", "ticket-result");
     result.setAttribute("role", "status");
+    const OUTCOMES = {
+      approved: ["Approved. The command can run once.", "ok"],
+      cancelled: ["Not approved: the tray window was closed.", "error"],
+      busy: ["Another approval window is open in the tray; finish that one first.", "error"],
+      no_dialog: ["This dashboard has no tray window to ask for the password. Approve in a terminal: memories sudo && memories remote approve "
+                  + ticket.ticket, "error"],
+    };
     approve.addEventListener("click", async () => {
       approve.disabled = true;
+      result.textContent = "Waiting for the tray window: check the ticket there and type the vault password.";
+      result.className = "ticket-result";
       try {
-        const body = JSON.stringify({ fingerprint: ticket.fingerprint, password: password.value });
-        password.value = "";  // never kept in the page
-        const done = await call("/api/tickets/" + ticket.ticket + "/approve", body);
-        result.textContent = "Approved (" + done.state + ").";
-        result.className = "ticket-result ok";
+        const done = await call("/api/tickets/" + ticket.ticket + "/approve", JSON.stringify({ fingerprint: ticket.fingerprint }));
+        const [text, cls] = OUTCOMES[done.outcome] || ["Approval ended (" + done.outcome + ").", "error"];
+        result.textContent = text;
+        result.className = "ticket-result " + cls;
+        if (done.outcome !== "approved") approve.disabled = false;
       } catch (err) {
-        result.textContent = err.message || "Approval failed.";
+        const refused = { wrong_password: "Refused: the password typed in the tray window was wrong.",
+                          rate_limited: "Refused: too many password attempts. Wait a minute, then try again." };
+        result.textContent = refused[err.code] || err.message || "Approval failed.";
         result.className = "ticket-result error";
-        approve.disabled = false;
+        approve.disabled = err.code === "ticket_used" || err.code === "session_closed";
       }
     });
     reject.addEventListener("click", async () => {
@@ -74,7 +80,7 @@
         result.className = "ticket-result error";
       }
     });
-    item.append(fields, password, approve, reject, result);
+    item.append(fields, approve, reject, result);
     return item;
   }
 

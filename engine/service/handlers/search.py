@@ -55,12 +55,19 @@ HIT_DETAILS: dict[str, Callable[[Service, Unlocked, Caller, bytes], dict[str, An
 # Reorderings of a search's hits, under the service lock (a transcript turn that a later turn
 # corrects: the later one first, AG-9). Each may add hits (``snapshot``) and must keep the rest.
 HIT_ORDER: list[Callable[[Service, Unlocked, list[Found]], list[Found]]] = []
+MAX_SEARCH_LIMIT = 500
+MAX_SEARCH_OFFSET = 100_000
+# DT-7: a search looks this many passages deep for words, so its total and its pages cover
+# every match in a large vault (a filtered search already looks 2,000 deep).
+TOTAL_DEPTH = 5000
 
 
 class Search(Request, tag="search"):
     query: QueryText
     mode: ModeName = "auto"
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEARCH_LIMIT)] = 10
+    # DT-7: a page of the matches; the answer's ``total`` says how many there are.
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_SEARCH_OFFSET)] = 0
     kind: Kind | None = None
     wait_ms: WaitMs = 5000
     # A vault by name (`memories vaults`); without it, the default vault.
@@ -123,6 +130,7 @@ class Retrieved:
     partial: bool
     truncated: int
     hits: list[Found] = field(default_factory=list)
+    total: int = 0  # every match the search found (DT-7), not only this page
     vectors_missing: int = 0
 
 
@@ -159,7 +167,10 @@ def _retrieve(
     wait_ms: int,
     vault_name: str | None = None,
     filters: Filters | None = None,
+    offset: int | None = None,
 ) -> Retrieved:
+    """The best ``limit`` hits; with ``offset`` (the search op), the page at ``offset`` of all
+    matches, and ``total`` counts them (``retrieve``/``ask`` leave it None: top hits only)."""
     if vault_name is not None:
         with service.lock:  # the named vault's index must exist (and be building) before waiting
             state = service.require_unlocked()
@@ -196,7 +207,21 @@ def _retrieve(
                 raise MemoriesError("provider_error", "The provider returned vectors of inconsistent size.") from None
         window = max(limit, RERANK_WINDOW) if config.rerank is not None else limit
         keep = _keeper(state, index, filters)
-        hits = index.search(parsed, mode=mode, query_vector=query_vector, limit=window, kinds=kinds, keep=keep)
+        paging = offset is not None
+        hits = index.search(
+            parsed,
+            mode=mode,
+            query_vector=query_vector,
+            limit=TOTAL_DEPTH if paging else window,
+            kinds=kinds,
+            keep=keep,
+            lexical_depth=TOTAL_DEPTH if paging else None,
+        )
+        total = len(hits)
+        if paging and config.rerank is None:
+            hits = hits[(offset or 0) : (offset or 0) + limit]  # only the page needs its passage
+        elif paging:
+            hits = hits[: max(window, (offset or 0) + limit)]
         found = [_snapshot(index, h.asset_id, h.rowid, h.score) for h in hits]
         result = Retrieved(
             vault_id=vault_id,
@@ -207,11 +232,15 @@ def _retrieve(
             truncated=len(index.truncated),
             hits=found,
             vectors_missing=len(index.missing_vectors(1)) if mode != "lexical" else 0,
+            total=total,
         )
     if config.rerank is not None and len(result.hits) > 1:
-        scores = run_sync(rerank_scores(config, query, [f"{h.title}\n{h.passage}" for h in result.hits]))
-        order = sorted(range(len(result.hits)), key=lambda i: scores[i], reverse=True)
-        result.hits = [result.hits[i] for i in order]
+        head, tail = result.hits[:window], result.hits[window:]  # the model reorders the top window
+        scores = run_sync(rerank_scores(config, query, [f"{h.title}\n{h.passage}" for h in head]))
+        order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)
+        result.hits = [head[i] for i in order] + tail
+    if offset is not None and config.rerank is not None:
+        result.hits = result.hits[offset:]  # without a reranker the page was cut before the snapshots
     result.hits = result.hits[:limit]
     return result
 
@@ -325,6 +354,7 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
         request.wait_ms,
         request.vault,
         _filters(request),
+        request.offset,
     )
     with service.lock:
         state = _checked_state(service, found.generation)
@@ -339,10 +369,13 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
                 "score": round(hit.score, 4),
                 **_details(service, state, caller, hit),
             }
-            for rank, hit in enumerate(hits, start=1)
+            for rank, hit in enumerate(hits, start=request.offset + 1)
         ]
     return {
         "query": request.query,
+        "total": found.total,
+        "offset": request.offset,
+        "limit": request.limit,
         "mode": found.mode,
         "partial": found.partial,
         "truncated": found.truncated,
