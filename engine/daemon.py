@@ -279,7 +279,10 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
         service.lock_now("shutdown")
         if service.store is not None:
             service.store.close()
-        executor.shutdown(wait=True, cancel_futures=True)
+        # A restart must not wait for a request the drain gave up on (a transfer stuck on the
+        # network): its connection is closed already, the store is closed, and the exec ends
+        # its thread. A plain stop still lets every thread finish.
+        executor.shutdown(wait=restart is None, cancel_futures=True)
         if restart is not None:
             restart.carried = {name: save() for name, (save, _) in service.carried.items()}
         log.info("engine stopped")
