@@ -34,8 +34,7 @@ from engine.crypto.keys import CERT_TAG, fingerprint, sign
 from engine.crypto.libsodium import ed25519_verify_detached
 from engine.errors import MemoriesError
 from engine.vault.joining import (
-    _decode_canonical_object,
-    _decode_text,
+    _decode_signed_body,
     _encode_text,
     _is_ms,
     _usable_exchange_key,
@@ -191,15 +190,7 @@ def _check_device(user: bytes, entry: object) -> tuple[dict[str, Any], bytes]:
 
 def decode_invite(text: str) -> Invite:
     """Check an invitation's format and every signature (no pin, no clock)."""
-    raw = _decode_text(text, INVITE_PREFIX, MAX_INVITE_TEXT)
-    if raw is None:
-        raise _invalid(f"it is not a complete `{INVITE_PREFIX}` line")
-    outer = _decode_canonical_object(raw)
-    if outer is None or set(outer) != {"body", "sig"} or not isinstance(outer["body"], dict):
-        raise _invalid("its contents are damaged")
-    body, sig = outer["body"], outer["sig"]
-    if set(body) != _FIELDS or body["v"] != 1 or isinstance(body["v"], bool):
-        raise _invalid("it is not a version-1 invitation")
+    body, sig = _decode_signed_body(text, INVITE_PREFIX, MAX_INVITE_TEXT, _FIELDS, "invitation", _invalid)
     for field in ("user", "owner"):
         if not isinstance(body[field], bytes) or len(body[field]) != _KEY:
             raise _invalid(f"its {field} key is not 32 bytes")

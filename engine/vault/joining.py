@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 import hmac
 import os
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -180,6 +180,26 @@ def _decode_canonical_object(raw: bytes) -> dict[str, Any] | None:
     return value
 
 
+def _decode_signed_body(
+    text: str, prefix: str, limit: int, fields: frozenset[str], kind: str, invalid: Callable[[str], MemoriesError]
+) -> tuple[dict[str, Any], object]:
+    """The version-1 ``body`` (exactly ``fields``) and ``sig`` of a ``prefix.`` text; raises ``invalid(...)``.
+
+    Shared by join requests and invitations, whose outer form is the same: canonical
+    ``{"body": ..., "sig": ...}``. The signature is checked by the caller.
+    """
+    raw = _decode_text(text, prefix, limit)
+    if raw is None:
+        raise invalid(f"it is not a complete `{prefix}` line")
+    outer = _decode_canonical_object(raw)
+    if outer is None or set(outer) != {"body", "sig"} or not isinstance(outer["body"], dict):
+        raise invalid("its contents are damaged")
+    body, sig = outer["body"], outer["sig"]
+    if set(body) != fields or body["v"] != 1 or isinstance(body["v"], bool):
+        raise invalid(f"it is not a version-1 {kind}")
+    return body, sig
+
+
 def _invalid_request(detail: str) -> MemoriesError:
     return MemoriesError("join_request_invalid", f"The join request is invalid: {detail}; nothing was changed.")
 
@@ -233,15 +253,7 @@ def decode_request(text: str) -> JoinRequest:
     The new device uses this to reload its own pending request; an approver uses
     :func:`parse_request`.
     """
-    raw = _decode_text(text, REQUEST_PREFIX, MAX_REQUEST_TEXT)
-    if raw is None:
-        raise _invalid_request("it is not a complete `memories-join-request-v1.` line")
-    outer = _decode_canonical_object(raw)
-    if outer is None or set(outer) != {"body", "sig"} or not isinstance(outer["body"], dict):
-        raise _invalid_request("its contents are damaged")
-    body, sig = outer["body"], outer["sig"]
-    if set(body) != _REQUEST_FIELDS or body["v"] != 1 or isinstance(body["v"], bool):
-        raise _invalid_request("it is not a version-1 request")
+    body, sig = _decode_signed_body(text, REQUEST_PREFIX, MAX_REQUEST_TEXT, _REQUEST_FIELDS, "request", _invalid_request)
     for field in ("device", "exchange", "approver"):
         if not isinstance(body[field], bytes) or len(body[field]) != _KEY:
             raise _invalid_request(f"its {field} key is not 32 bytes")
