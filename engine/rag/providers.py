@@ -84,13 +84,8 @@ async def embed(config: RagConfig, texts: list[str]) -> list[list[float]]:
     return out
 
 
-async def chat(config: RagConfig, messages: list[dict[str, str]]) -> str:
-    ep = config.generation
-    if ep is None:
-        raise MemoriesError(
-            "provider_not_configured",
-            "`ask` needs a generation provider: add [rag.generation] (url, model) to config.toml.",
-        )
+async def _openai_chat(config: RagConfig, ep: Endpoint, messages: list[dict[str, str]]) -> str:
+    """One OpenAI-compatible chat completion at temperature 0: the first choice's text."""
     answer = await post_json(config, ep, ep.url, {"model": ep.model, "messages": messages, "temperature": 0})
     try:
         content = answer["choices"][0]["message"]["content"]
@@ -99,6 +94,16 @@ async def chat(config: RagConfig, messages: list[dict[str, str]]) -> str:
     if not isinstance(content, str):
         raise _malformed("chat")
     return content
+
+
+async def chat(config: RagConfig, messages: list[dict[str, str]]) -> str:
+    ep = config.generation
+    if ep is None:
+        raise MemoriesError(
+            "provider_not_configured",
+            "`ask` needs a generation provider: add [rag.generation] (url, model) to config.toml.",
+        )
+    return await _openai_chat(config, ep, messages)
 
 
 async def complete(config: RagConfig, ep: Endpoint, system: str, user: str, max_tokens: int = 2048) -> str:
@@ -120,14 +125,7 @@ async def complete(config: RagConfig, ep: Endpoint, system: str, user: str, max_
             raise _malformed("messages")
         return "".join(parts)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    answer = await post_json(config, ep, ep.url, {"model": ep.model, "messages": messages, "temperature": 0})
-    try:
-        content = answer["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        raise _malformed("chat") from None
-    if not isinstance(content, str):
-        raise _malformed("chat")
-    return content
+    return await _openai_chat(config, ep, messages)
 
 
 async def rerank_scores(config: RagConfig, query: str, documents: list[str]) -> list[float]:
