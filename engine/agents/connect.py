@@ -206,17 +206,23 @@ def _strip_block(text: str) -> str:
     return text[:start] + text[end:]
 
 
+def _current_bytes(path: Path) -> bytes | None:
+    """A config file's bytes before connect merges into it (None: no file); never through a symlink."""
+    if path.is_symlink():
+        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def prepare_config(client: str, path: Path, name: str, command: list[str]) -> tuple[bytes | None, bytes]:
     """The config's bytes now (None: no file) and with our entry merged; writes nothing.
 
     Every refusal (unparsable file, a table of the user's own, a symlink) happens here,
     before connect changes anything (AG-11)."""
-    if path.is_symlink():
-        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
     try:
-        old: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        old = None
+        old = _current_bytes(path)
     except IsADirectoryError:
         raise MemoriesError("invalid_input", f"{path} is a directory; nothing was changed.") from None
     if client == "codex":
@@ -334,12 +340,7 @@ def _is_ours(entry: Any, command: str) -> bool:
 
 def prepare_hooks(path: Path, command: str) -> tuple[bytes | None, bytes]:
     """The settings file now and with our Stop/SessionEnd hooks merged; writes nothing."""
-    if path.is_symlink():
-        raise MemoriesError("permission_denied", f"Refusing to write through a symlink: {path}; nothing was changed.")
-    try:
-        old: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        old = None
+    old = _current_bytes(path)
     data = _read_json(path) or {}
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
