@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -540,11 +540,10 @@ def _quarantine_reason(rev: Revision, vault: VaultKeys, adopted: set[bytes]) -> 
     return None
 
 
-def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Policy) -> set[bytes]:
-    """Every revision that is an ancestor of a revision by a device the head lets write."""
-    by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
+def _with_ancestors(start: Iterable[bytes], by_id: dict[bytes, Revision]) -> set[bytes]:
+    """``start`` and every ancestor of it, as far as ``by_id`` holds them (an ID it lacks is left out)."""
     out: set[bytes] = set()
-    stack = [p for rev in by_id.values() if _lets_write(head, rev.author) for p in rev.parents]
+    stack = list(start)
     while stack:
         rid = stack.pop()
         if rid in out or rid not in by_id:
@@ -552,6 +551,12 @@ def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Polic
         out.add(rid)
         stack.extend(by_id[rid].parents)
     return out
+
+
+def _adopted(revisions: list[Revision], held: dict[bytes, Revision], head: Policy) -> set[bytes]:
+    """Every revision that is an ancestor of a revision by a device the head lets write."""
+    by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
+    return _with_ancestors([p for rev in by_id.values() if _lets_write(head, rev.author) for p in rev.parents], by_id)
 
 
 def _accepted_before_revocation(revisions: list[Revision], held: dict[bytes, Revision], vault: VaultKeys) -> set[bytes]:
@@ -563,15 +568,7 @@ def _accepted_before_revocation(revisions: list[Revision], held: dict[bytes, Rev
     if not recorded:
         return set()
     by_id = {**held, **{rev.rev_id: rev for rev in revisions}}
-    out: set[bytes] = set()
-    stack = list(recorded)
-    while stack:
-        rid = stack.pop()
-        if rid in out or rid not in by_id:
-            continue
-        out.add(rid)
-        stack.extend(by_id[rid].parents)
-    return out
+    return _with_ancestors(recorded, by_id)
 
 
 def _own_offline(
