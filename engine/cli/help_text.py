@@ -326,7 +326,7 @@ OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("", ("history", "diff", "import", "export", "login", "password", "copy", "otp", "file", "backup", "restore")),
     ("Cards", ("card", "protected", "secret", "graph", "retrieve", "ask", "rag")),
     ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine")),
-    ("Agents", ("agent", "mcp", "inject", "transcript")),
+    ("Agents", ("agent", "mcp", "inject", "transcript", "memory")),
     ("Remote", ("credential", "remote", "proxy", "run", "job")),
     ("Admin", ("daemon", "audit", "tray", "dashboard", "autostart", "desktop", "local-config", "completion", "help")),
 )

@@ -34,6 +34,7 @@ ELEVATED: dict[str, dict[str, Any]] = {
     "device_revoke": {"device": "nothing"},
     "export": {},
     "export_memories_json": {},
+    "invite_new": {"owner": "ab" * 32},
     "job_run": {"digest": "0" * 64},
     "login_secret": {"id": "abcdef12", "what": "password"},
     "mcp_grant": {"name": "agent", "scope": "read"},

@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -86,17 +86,30 @@ def test_a_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path: P
 # -- hostile exports through the real CLI -------------------------------------------------------------
 
 
+# Runs argv[1:] and reports its exit code and peak RSS (KiB) on stderr. A child's ru_maxrss
+# starts at its parent's resident size at the fork, and a pytest worker late in a run is
+# hundreds of MiB: this small, freshly started process forks the CLI instead.
+_MEASURE = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "sys.stderr.write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\\n')\n"
+)
+
+
 def _run_measured(cli: Cli, *args: str) -> tuple[int, str, int]:
-    """(exit code, stdout, peak RSS in KiB) of one CLI process, reaped with wait4 for its own rusage."""
-    proc = subprocess.Popen(
-        cli.command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=cli.environ()
+    """(exit code, stdout, peak RSS in KiB) of one CLI process, its own rusage from wait4."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cli.command(*args)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=cli.environ(),
+        timeout=300,
+        check=False,
     )
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    return proc.returncode, out.decode(), usage.ru_maxrss
+    code, peak = proc.stderr.split()[-2:]
+    return int(code), proc.stdout, int(peak)
 
 
 def _count(vault: Cli) -> int:

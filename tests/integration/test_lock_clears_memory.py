@@ -155,7 +155,8 @@ def _write_canaries(vault: Cli, tmp_path: Path) -> tuple[dict[str, str], dict[st
     sessions_shown = [s["session_uid"] for s in vault.ok("transcript", "list")["sessions"]]
     body = tmp_path / "notes.txt"
     body.write_text(f"a file body with {canaries['file']}\n", "utf-8")
-    file_id = vault.ok("file", "add", str(body))["id"]
+    # --searchable: its text then also lives in the search index, which the lock must clear too.
+    file_id = vault.ok("file", "add", "--searchable", str(body))["id"]
     body.unlink()
 
     def copy(ref: str) -> object:

@@ -43,7 +43,8 @@ def cloud_jobs(cli: Cli) -> list[dict[str, Any]]:
 
 def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server, vault: Cli) -> None:
     """Issue 16: the worker is listed while it transfers (phase 1 of 4), a lock leaves it cancelled
-    and the sync refused with `locked`; the retry completes and is listed as done, 4 of 4 (the
+    and the sync refused with `locked` (or cut off by the engine's restart after the lock,
+    ST-12); the retry completes and is listed as done, 4 of 4 (the
     fourth phase publishes the delivery marks, CL-5)."""
     bucket = s3.bucket("t-jobs-cloud-status")
     relay = HoldingRelay(int(s3.endpoint.rsplit(":", 1)[1])).start()
@@ -71,7 +72,9 @@ def test_cloud_sync_is_listed_with_its_phase_and_a_lock_cancels_it(s3: S3Server,
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        assert proc.returncode != 0 and '"locked"' in out
+        # Refused with `locked`, or (ST-12) its connection closed by the engine's restart after
+        # the lock, which stops waiting for an upload held on the network.
+        assert proc.returncode != 0 and ('"locked"' in out or '"daemon_unavailable"' in out), out
         assert cloud_jobs(vault)[-1]["state"] == "cancelled"
         relay.hold_on = None
         vault.ok("cloud", "sync")

@@ -50,8 +50,9 @@ def test_a_bulk_import_becomes_searchable_and_its_tokens_are_kept(engine: Engine
     engine.client.connect()
     rebuilt = engine.wait_ready()
     assert rebuilt["index"]["assets"] == COUNT
-    assert rebuilt["build"]["reused_tokens"] - status["build"]["reused_tokens"] >= COUNT
-    assert rebuilt["build"]["segmented"] == status["build"]["segmented"]  # nothing segmented again
+    # ST-12: the lock re-executed the engine, so these counters count since the unlock.
+    assert rebuilt["build"]["reused_tokens"] >= COUNT
+    assert rebuilt["build"]["segmented"] == 0  # nothing segmented again
     assert _found(engine, _word(COUNT - 1)) == [f"Bulk {COUNT - 1}"]
 
 

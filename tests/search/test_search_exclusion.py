@@ -75,7 +75,8 @@ def test_lock_wipes_index_and_unlock_rebuilds(engine: Engine) -> None:
     engine.client.connect()
     status = engine.wait_ready()
     assert status["index"]["assets"] == 1 and status["index"]["chunks"] == 1
-    assert status["build"]["builds"] == first["build"]["builds"] + 1
+    # ST-12: the lock re-executed the engine (a new image, its counters new): one build since.
+    assert first["build"]["builds"] >= 1 and status["build"]["builds"] == 1
     # SR-6: the second build reused the token stream written at put time instead of re-segmenting.
     assert status["build"]["reused_tokens"] >= 1
     assert engine.search_titles("lighthouse") == ["Lighthouse"]
