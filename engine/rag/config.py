@@ -13,7 +13,8 @@ from engine.errors import MemoriesError
 __all__ = ["Endpoint", "RagConfig", "load_rag_config", "IndexBounds"]
 
 _PROVIDER_KINDS = {
-    "embedding": ("openai", "gemini", "onnx", "fastembed"),
+    # "local" (AG-12): the model shipped in the embed-local extra's package (engine/rag/local_model.py)
+    "embedding": ("openai", "gemini", "onnx", "fastembed", "local"),
     "generation": ("openai",),
     "rerank": ("openai",),
     # AG-9: the model seat of the extraction cycle (`memory cycle once`): any OpenAI-compatible
@@ -25,7 +26,7 @@ _SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
 
 @dataclass(frozen=True)
 class Endpoint:
-    kind: str  # "openai" (OpenAI-compatible wire format), "anthropic", "gemini", "onnx" or "fastembed" (local model dirs)
+    kind: str  # "openai" (OpenAI-compatible wire format), "anthropic", "gemini", "onnx"/"fastembed" (local model dirs), "local" (packaged model)
     url: str
     model: str
     api_key_env: str | None = None
@@ -104,7 +105,13 @@ def _endpoint(name: str, table: object) -> Endpoint:
     model_dir = table.get("model_dir")
     env = table.get("api_key_env")
     pooling = table.get("pooling", "mean")
-    if kind in ("onnx", "fastembed"):
+    if kind == "local":
+        from engine.rag.local_model import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+
+        model = model or DEFAULT_LOCAL_MODEL
+        if model not in LOCAL_MODELS:
+            raise _bad(f"[rag.{name}] kind local: model must be one of {', '.join(LOCAL_MODELS)}.")
+    elif kind in ("onnx", "fastembed"):
         if not isinstance(model_dir, str) or not model_dir:
             raise _bad(f"[rag.{name}] kind {kind} needs `model_dir`.")
         if pooling not in ("mean", "cls"):

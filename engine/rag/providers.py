@@ -61,8 +61,9 @@ async def _embed_gemini(config: RagConfig, ep: Endpoint, texts: list[str]) -> li
         raise _malformed("embedding") from None
 
 
-async def embed(config: RagConfig, texts: list[str]) -> list[list[float]]:
-    """Vectors for ``texts`` in order, in batches of the endpoint's ``batch`` size."""
+async def embed(config: RagConfig, texts: list[str], *, queries: int = 0) -> list[list[float]]:
+    """Vectors for ``texts`` in order, in batches of the endpoint's ``batch`` size. The first
+    ``queries`` texts are search queries (a model trained with query/passage prefixes gets them)."""
     ep = config.embedding
     if ep is None:
         raise MemoriesError(
@@ -73,6 +74,10 @@ async def embed(config: RagConfig, texts: list[str]) -> list[list[float]]:
         from engine.rag.onnx_embedder import embed_local  # lazy: onnxruntime is optional and heavy
 
         return await asyncio.to_thread(embed_local, ep, texts)
+    if ep.kind == "local":
+        from engine.rag.local_model import embed_packaged  # lazy: the model package is an optional extra
+
+        return await asyncio.to_thread(embed_packaged, ep, texts, queries)
     if ep.kind == "fastembed":
         from engine.rag.fastembed_local import embed_fastembed  # lazy, like onnx
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -211,7 +211,7 @@ class VaultIndex:
                         return out
         return out
 
-    def store_vectors(self, items: Iterable[tuple[bytes, list[float]]]) -> int:
+    def store_vectors(self, items: Iterable[tuple[bytes, list[float] | npt.NDArray[Any]]]) -> int:
         stored = 0
         for key, values in items:
             if key in self.by_key and self.vectors.put(key, values):

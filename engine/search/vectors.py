@@ -6,6 +6,8 @@ chunks whose text changed, and a changed model invalidates everything.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -21,7 +23,7 @@ Vector = npt.NDArray[np.float32]
 MIN_SIMILARITY = 0.2
 
 
-def normalize(values: list[float] | Vector) -> Vector:
+def normalize(values: list[float] | npt.NDArray[Any]) -> Vector:
     vec = np.asarray(values, dtype=np.float32)
     norm = float(np.linalg.norm(vec))
     if not np.isfinite(norm) or norm == 0.0:
@@ -54,7 +56,7 @@ class VectorStore:
     def has(self, key: bytes) -> bool:
         return key in self._vectors
 
-    def put(self, key: bytes, values: list[float]) -> bool:
+    def put(self, key: bytes, values: list[float] | npt.NDArray[Any]) -> bool:
         """Store one vector; False when the byte bound is reached (the caller reports truncation)."""
         vec = normalize(values)
         if self.dims == 0:

@@ -38,6 +38,7 @@ from engine.service.registry import op
 from engine.service.requests import Kind, Request
 from engine.service.search_runtime import SearchRuntime, runtime_of
 from engine.service.service import Service, Unlocked
+from engine.service.vector_runtime import vectors_of
 
 __all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex", "HIT_DETAILS", "HIT_ORDER", "Found", "retrieve_hits", "snapshot"]
 
@@ -187,11 +188,17 @@ def _retrieve(
         missing: list[tuple[bytes, str]] = []
         if mode != "lexical" and config.embedding is not None:
             index.vectors.reset_if_model_changed(config.embedding.model_id)
-            missing = index.missing_vectors(EMBED_ON_DEMAND)
+            if config.embedding.kind == "local":
+                # AG-12: the packaged model embeds passages in the background (vector_runtime.py);
+                # a search embeds only its query and uses the vectors there are so far.
+                if index.missing_vectors(1):
+                    vectors_of(service).schedule()
+            else:
+                missing = index.missing_vectors(EMBED_ON_DEMAND)
     query_vector: npt.NDArray[np.float32] | None = None
     if mode != "lexical":
         # Model work outside the service lock; the query goes first in the batch.
-        vectors = run_sync(embed(config, [query] + [text for _, text in missing]))
+        vectors = run_sync(embed(config, [query] + [text for _, text in missing], queries=1))
         try:
             query_vector = normalize(vectors[0])
         except ValueError:
@@ -547,6 +554,8 @@ def rag_status(service: Service, request: RagStatus, caller: Caller) -> dict[str
             },
         }
     stats = runtime.stats
+    if config is not None and config.embedding is not None and config.embedding.kind == "local":
+        info["embedding"] = vectors_of(service).status()
     return {
         "index": info,
         "cached_indexes": len(runtime.cache),
@@ -587,7 +596,19 @@ def rag_index(service: Service, request: RagIndex, caller: Caller) -> dict[str, 
     runtime.wait_ready(request.wait_ms / 1000)
     embedded = 0
     stopped = None
-    if request.vectors and config.embedding is not None:
+    if request.vectors and config.embedding is not None and config.embedding.kind == "local":
+        # AG-12: the background job embeds (and seals) every passage; wait for it to be done.
+        background = vectors_of(service)
+        with service.lock:
+            _checked_state(service, generation)
+            before = background.embedded + background.reused
+            background.schedule()
+        background.wait_idle(request.wait_ms / 1000)
+        if background.error is not None:
+            raise background.error
+        embedded = background.embedded + background.reused - before
+        stopped = "vector_bytes" if background.limit_reached else None
+    elif request.vectors and config.embedding is not None:
         while True:
             with service.lock:
                 state = _checked_state(service, generation)
