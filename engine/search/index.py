@@ -32,11 +32,11 @@ FILTERED_CANDIDATES = 2000  # the same with a filter (time window, author, sourc
 
 @dataclass(frozen=True)
 class Limits:
-    """SR-2 per-index bounds (configurable in [rag.index])."""
+    """SR-2 per-index bounds (configurable in [rag.index]; the defaults are engine/rag/config.py's)."""
 
-    max_chunks: int = 10_000
-    max_text_bytes: int = 16 * 1024 * 1024
-    max_vector_bytes: int = 32 * 1024 * 1024
+    max_chunks: int = 100_000
+    max_text_bytes: int = 128 * 1024 * 1024
+    max_vector_bytes: int = 96 * 1024 * 1024
 
 
 @dataclass
