@@ -26,7 +26,9 @@ _SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
 
 @dataclass(frozen=True)
 class Endpoint:
-    kind: str  # "openai" (OpenAI-compatible wire format), "anthropic", "gemini", "onnx"/"fastembed" (local model dirs), "local" (packaged model)
+    # "openai" (OpenAI-compatible wire format), "anthropic", "gemini", "onnx"/"fastembed" (local
+    # model directories) or "local" (the model package of the embed-local extra)
+    kind: str
     url: str
     model: str
     api_key_env: str | None = None

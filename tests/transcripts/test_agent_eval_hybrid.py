@@ -92,7 +92,8 @@ q, near, far, zh = np.array(embed_packaged(ep, [
     "Bananas are rich in potassium.",
     "预发布环境的数据库迁移后改用 5433 端口。",
 ], queries=1))
-print(json.dumps({"dims": len(q), "norm": float(np.linalg.norm(q)), "near": float(q @ near), "far": float(q @ far), "zh": float(q @ zh)}))
+scores = {"near": float(q @ near), "far": float(q @ far), "zh": float(q @ zh)}
+print(json.dumps({"dims": len(q), "norm": float(np.linalg.norm(q)), **scores}))
 """
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", no_proxy="*")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
