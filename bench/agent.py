@@ -288,10 +288,42 @@ def _eval_scores(root: Path, name: str, config: str | None) -> tuple[dict[str, d
     try:
         recalled = asyncio.run(recall_all())
         scores = agent_eval.run(ipc.request, lambda inner: recalled[inner["query"]])
+        if config is not None:
+            ipc.close()
+            info.update(_embedding_costs(home))
     finally:
         ipc.close()
         subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"], capture_output=True, cwd=ROOT)
     return scores, info
+
+
+def _embedding_costs(home: Path) -> dict[str, Any]:
+    """AG-12: what the local model costs after the first embedding: an unlock (the sealed vectors
+    read back, no model run) and one new passage (the background job embeds and seals it)."""
+    _cli(home, "lock")
+    t = time.perf_counter()
+    _cli(home, "unlock", "--password-stdin", stdin=PASSWORD + "\n")
+    again = _cli(home, "rag", "index")["status"]["index"]  # waits for the build and the embedding job
+    unlock_s = time.perf_counter() - t
+    ipc = IpcClient(Paths(home).socket)
+    ipc.connect()
+    try:
+        appends: list[float] = []
+        for k in range(5):
+            body = f"Turn {k}: the nightly backup now runs at 02:{k}0 UTC, after the cache warm-up finished."
+            t = time.perf_counter()
+            ipc.request({"op": "put", "title": f"appended turn {k}", "body": body})
+            done = ipc.request({"op": "rag_index", "wait_ms": 600_000}, timeout=650)
+            appends.append(time.perf_counter() - t)
+            assert done["embedded"] == 1, done
+    finally:
+        ipc.close()
+    return {
+        "unlock_seconds": unlock_s,
+        "unlock_reused": again["embedding"]["reused"],
+        "unlock_embedded": again["embedding"]["embedded"],
+        "append_p50_ms": _p50(appends),
+    }
 
 
 def _eval(root: Path, hybrid: bool = True) -> None:
@@ -317,6 +349,11 @@ def _eval(root: Path, hybrid: bool = True) -> None:
         f"hybrid (BM25 + local multilingual-e5-small): {info['embedded']} passages embedded in {info['seconds']:.1f} s "
         f"({info['embedded'] / max(info['seconds'], 1e-9):.1f}/s), {status['vectors']} vectors, "
         f"{status['vector_bytes'] / 2**20:.2f} MiB"
+    )
+    print(
+        f"after a lock: unlock + index + {info['unlock_reused']} sealed vectors read back in {info['unlock_seconds']:.1f} s "
+        f"(CLI processes included; {info['unlock_embedded']} passages re-embedded); one new passage embedded and sealed: "
+        f"p50 {info['append_p50_ms']:.0f} ms (the write, the job's 0.5 s wait for more writes, the model, the sealed commit)"
     )
     print(agent_eval.report(mixed))
     print(f"{'kind':<11} {'search ΔR@5':>11} {'ΔMRR':>6}   {'recall_turn ΔR@5':>16} {'ΔMRR':>6}   (hybrid − BM25)")
@@ -371,6 +408,12 @@ def main() -> None:
         print(f"sessions {args.sessions}, turns {total_turns}, events {first['events_added']}, {size / 2**20:.1f} MiB of JSONL")
         print(f"import      {first_s:7.2f} s  {total_turns / first_s:8.0f} turns/s (whole CLI process)")
         print(f"re-import   {again_s:7.2f} s  ({again_s / first_s * 100:.1f} % of the first import; 0 events sent)")
+        # Issue 28: every turn stays in the search index at this size (the default [rag.index] bounds).
+        index = _cli(home, "rag", "index", "--no-vectors")["status"]["index"]
+        print(
+            f"index       {index['assets']} items, {index['chunks']} passages ({index['text_bytes'] / 2**20:.1f} MiB of text), "
+            f"{index['truncated']} left out by the bounds (max_chunks {index['limits']['max_chunks']})"
+        )
         _cli(home, "sudo", "--password-stdin", stdin=PASSWORD + "\n")
         token = _cli(home, "mcp", "grant", "--name", "bench", "--scope", "read", "--transcripts")["token"]
         sessions = _cli(home, "transcript", "list", "--limit", "1000")["sessions"]
