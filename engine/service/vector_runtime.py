@@ -36,7 +36,8 @@ log = logging.getLogger("memories.search")
 VECTORS_KIND = "search_vectors"
 RECORD_VERSION = 1
 # Passages embedded per step; each step's vectors are one sealed record (one synced commit).
-STEP = 64
+# Small enough that a lock waits for at most a few seconds of model work before the job drops its texts.
+STEP = 32
 # Seconds after a commit before the job looks for new passages: a burst of writes (an import,
 # `transcript watch`) is embedded in one pass.
 COMMIT_DELAY = 0.5
@@ -134,10 +135,12 @@ class VectorRuntime:
                         self.idle.set()
                         return
                     self._again = False
-        except MemoriesError as exc:
-            log.warning("background embedding stopped (%s)", exc.code)
+        except Exception as exc:  # any failure must end the wait of `rag index`, not leave it hanging
+            failed = MemoriesError("provider_error", "The local embedding model failed.")
+            error = exc if isinstance(exc, MemoriesError) else failed
+            log.warning("background embedding stopped (%s)", error.code)
             with self.service.lock:
-                self.error = exc
+                self.error = error
                 if self.service.session.generation == generation:
                     self.job = None
                     self._again = False
@@ -158,7 +161,7 @@ class VectorRuntime:
         from engine.rag.local_model import embed_packaged  # lazy: the model package is an optional extra
 
         self.search.wait_ready(3600)  # the index build fills the passages first
-        self._take_records(ep.model_id)
+        self._take_records(ep.model_id, generation)
         while True:
             with self.service.lock:
                 current = self._current(context, generation)
@@ -202,9 +205,11 @@ class VectorRuntime:
                     return
             context.progress(self.embedded + self.reused)
 
-    def _take_records(self, model_id: str) -> None:
+    def _take_records(self, model_id: str, generation: int) -> None:
         """Decode the sealed records read at unlock (off the lock): those of this model only."""
         with self.service.lock:
+            if self.service.session.generation != generation:
+                return
             records, self._records = self._records, []
             if model_id != self.model:
                 self.stored.clear()
@@ -223,6 +228,8 @@ class VectorRuntime:
             except (KeyError, TypeError, ValueError):
                 continue  # an unreadable record only costs a model run for its passages
         with self.service.lock:
+            if self.service.session.generation != generation:
+                return  # locked meanwhile: nothing of this unlock stays in memory
             for key, row in decoded.items():
                 self.stored.setdefault(key, row)
 
