@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,25 @@ def test_hybrid_eval_meets_the_floor(vault: tuple[Cli, str]) -> None:
         assert scores[surface]["all"].recall >= 0.9, text
         for kind in agent_eval.KINDS:
             assert scores[surface][kind].recall >= 0.75, (kind, scores[surface][kind].misses, text)
+
+
+def test_a_new_passage_is_embedded_without_being_asked(vault: tuple[Cli, str]) -> None:
+    """AG-12: a write is embedded by the background job (no `rag index`, no search), and a
+    paraphrase of it then finds it by its vector."""
+    cli, _token = vault
+    client = ipc(cli)
+    try:
+        before = client.request({"op": "rag_status"})["index"]["vectors"]
+        body = "The nightly backup of the billing database now starts at 02:30 UTC, after the cache warm-up."
+        asset = client.request({"op": "put", "title": "backup window", "body": body})["id"]
+        deadline = time.monotonic() + 600
+        while client.request({"op": "rag_status"})["index"]["vectors"] < before + 1:
+            assert time.monotonic() < deadline, "the new passage was never embedded"
+            time.sleep(0.2)
+        found = client.request({"op": "search", "query": "when do we copy the invoices DB each night", "mode": "vector"})
+        assert asset in [r["id"] for r in found["results"][:3]], found["results"][:3]
+    finally:
+        client.close()
 
 
 def test_vectors_are_sealed_and_survive_a_lock(vault: tuple[Cli, str]) -> None:
