@@ -364,9 +364,12 @@ def _eval(root: Path, hybrid: bool = True) -> None:
         ]
         print(f"{kind:<11} {d[0][0]:>+11.2f} {d[0][1]:>+6.2f}   {d[1][0]:>+16.2f} {d[1][1]:>+6.2f}")
     for surface in ("search", "recall_turn"):
+        before, after = lexical[surface]["all"].ranks, mixed[surface]["all"].ranks
+        moved = [f"{q!r} {before[q] or '-'} → {after[q] or '-'}" for q in sorted(before) if before[q] != after.get(q)]
         gained = sorted(set(lexical[surface]["all"].misses) - set(mixed[surface]["all"].misses))
         lost = sorted(set(mixed[surface]["all"].misses) - set(lexical[surface]["all"].misses))
         print(f"{surface}: hybrid finds in the top 5 what BM25 missed: {gained}; misses what BM25 found: {lost}")
+        print(f"{surface}: the answer's rank, BM25 → hybrid, where it moved ('-': not in the top 10): {'; '.join(moved)}")
 
 
 def main() -> None:

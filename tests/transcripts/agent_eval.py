@@ -28,9 +28,11 @@ class Score:
     total: int = 0
     rr: float = 0.0
     misses: list[str] = field(default_factory=list)
+    ranks: dict[str, int | None] = field(default_factory=dict)  # query -> the answer's rank (None: not in the list)
 
     def add(self, rank: int | None, query: str) -> None:
         self.total += 1
+        self.ranks[query] = rank
         if rank is not None and rank <= 5:
             self.hits += 1
         else:
