@@ -190,6 +190,15 @@ def _status_text(status: dict[str, Any]) -> str:
             f"{index['text_bytes']}/{limits['max_text_bytes']} text bytes"
         )
         lines.append(f"vectors:    {index['vectors']} ({index['vector_bytes']}/{limits['max_vector_bytes']} bytes)")
+        embedding = index.get("embedding")
+        if embedding:  # AG-12: the local model's background job
+            state = "running" if embedding["running"] else "idle"
+            lines.append(
+                f"embedding:  {state}; {embedding['embedded']} passages embedded since unlock, "
+                f"{embedding['reused']} read back sealed" + (", vector bound reached" if embedding["limit_reached"] else "")
+            )
+            if embedding["error"]:
+                lines.append(f"            stopped: {embedding['error']['message']}")
         if index["truncated"]:
             lines.append(f"truncated:  {index['truncated']} older items left out (bounds reached)")
         if index["excluded"]:

@@ -215,3 +215,5 @@ def test_vectors_are_sealed_and_survive_a_lock(vault: tuple[Cli, str]) -> None:
     embedding = indexed["status"]["index"]["embedding"]
     assert embedding["reused"] > 400 and embedding["embedded"] == 0, embedding
     assert indexed["status"]["index"]["vectors"] == embedding["reused"]
+    shown = cli.run("rag", "status")
+    assert shown.returncode == 0 and f"0 passages embedded since unlock, {embedding['reused']} read back sealed" in shown.stdout
