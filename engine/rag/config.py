@@ -119,7 +119,7 @@ def _endpoint(name: str, table: object) -> Endpoint:
         from engine.rag.local_model import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
 
         model = model or DEFAULT_LOCAL_MODEL
-        if model not in LOCAL_MODELS:
+        if not isinstance(model, str) or model not in LOCAL_MODELS:
             raise _bad(f"[rag.{name}] kind local: model must be one of {', '.join(LOCAL_MODELS)}.")
     elif kind in ("onnx", "fastembed"):
         if not isinstance(model_dir, str) or not model_dir:

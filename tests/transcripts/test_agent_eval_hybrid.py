@@ -130,9 +130,10 @@ def test_local_kind_config_is_checked() -> None:
 
     ep = parse_rag_config({"rag": {"embedding": {"kind": "local"}}}).embedding
     assert ep is not None and ep.model_id == "local:multilingual-e5-small"
-    with pytest.raises(MemoriesError) as bad:
-        parse_rag_config({"rag": {"embedding": {"kind": "local", "model": "../../etc/passwd"}}})
-    assert bad.value.code == "invalid_config" and "multilingual-e5-small" in bad.value.message
+    for model in ("../../etc/passwd", ["multilingual-e5-small"], 7):
+        with pytest.raises(MemoriesError) as bad:
+            parse_rag_config({"rag": {"embedding": {"kind": "local", "model": model}}})
+        assert bad.value.code == "invalid_config" and "multilingual-e5-small" in bad.value.message
 
 
 def _rank(results: list[dict[str, Any]], uid: str) -> int | None:

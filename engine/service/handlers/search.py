@@ -188,12 +188,9 @@ def _retrieve(
         missing: list[tuple[bytes, str]] = []
         if mode != "lexical" and config.embedding is not None:
             index.vectors.reset_if_model_changed(config.embedding.model_id)
-            if config.embedding.kind == "local":
-                # AG-12: the packaged model embeds passages in the background (vector_runtime.py);
-                # a search embeds only its query and uses the vectors there are so far.
-                if index.missing_vectors(1):
-                    vectors_of(service).schedule()
-            else:
+            # AG-12: the packaged model embeds passages in the background (vector_runtime.py); a
+            # search embeds only its query and uses the vectors there are so far (see below).
+            if config.embedding.kind != "local":
                 missing = index.missing_vectors(EMBED_ON_DEMAND)
     query_vector: npt.NDArray[np.float32] | None = None
     if mode != "lexical":
@@ -241,6 +238,10 @@ def _retrieve(
             vectors_missing=len(index.missing_vectors(1)) if mode != "lexical" else 0,
             total=total,
         )
+        if result.vectors_missing and config.embedding is not None and config.embedding.kind == "local":
+            background = vectors_of(service)
+            if background.idle.is_set():  # enabled since the unlock, or a job that stopped: start one
+                background.schedule()
     if config.rerank is not None and len(result.hits) > 1:
         head, tail = result.hits[:window], result.hits[window:]  # the model reorders the top window
         scores = run_sync(rerank_scores(config, query, [f"{h.title}\n{h.passage}" for h in head]))
