@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ class Opened:
     reopen: Any
 
 
-def _sqlite(tmp: Path) -> Iterator[Opened]:
+def _sqlite(tmp: Path) -> Generator[Opened, None, None]:
     path = tmp / "store.db"
     master = create_store(path, PASSWORD, calibrate(), FIRST)
     store = StoreFile.open(path)
