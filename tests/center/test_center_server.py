@@ -318,3 +318,23 @@ def test_ct2_expired_grant_is_refused(center: Center) -> None:
         "the grant to expire",
     )
     assert center.request("GET", f"/v1/tickets/{made['ticket_id']}").body["status"] == "expired"
+
+
+def test_ct2_plain_http_only_on_loopback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import TEST_ENV
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "center", "serve", "--data", str(tmp_path / "d"), "--listen", "0.0.0.0:0", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **TEST_ENV},
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode != 0
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_input" and "HTTPS" in error["message"]
+    assert not (tmp_path / "d").exists()
