@@ -141,7 +141,7 @@ def test_a_readers_write_through_the_bucket_is_quarantined_at_the_owner(people: 
     """PO-2, PO-3, SY-2: Ann makes Ben a Reader; a write Ben's device made before it heard of that
     (offline) travels through the bucket and is quarantined at Ann's device (and at Ben's own),
     never applied; afterwards Ben's device refuses to write at all."""
-    ann, ben, _, _bucket = people
+    ann, ben, ben2, _bucket = people
     _add_ben(ann, ben, "editor")
     _sync(ann)
     _sync(ben)
@@ -160,6 +160,14 @@ def test_a_readers_write_through_the_bucket_is_quarantined_at_the_owner(people: 
     assert [str(e["reason"]) for e in held] == [READER_REASON], held
     assert ben.err("put", "--title", "another", "--body", "x", "--vault", "family")["code"] == "read_only"
     assert "reader write" not in _titles(ben, "family")
+    # Ben's other device holds the same role: it receives the vault from B and refuses to write.
+    # (B's write reaches it in the bundle B made before it heard of the demotion, under the policy
+    # that let B write; B2 keeps it like any revision it applied before it learned of the policy:
+    # docs/sync.md, Quarantine, "Both sides of a sync hold back the same writes".)
+    _sync(ben)
+    _sync(ben2)
+    assert _vaults(ben2)["family"]["role"] == "reader" and "shared recipe" in _titles(ben2, "family")
+    assert ben2.err("put", "--title", "b2 write", "--body", "x", "--vault", "family")["code"] == "read_only"
 
 
 def _copy_home(src: Path, dst: Path) -> None:
