@@ -682,6 +682,7 @@ def acknowledge(
         "not_taken": moved.not_taken,
         "marks_refused": moved.marks_refused,
         "introduced": len(moved.introduced),
+        "introductions": moved.introductions,
     }
     floors = cs.floors(records, plan.account)
     sent = cs.sent_seqs(records, plan.account)
