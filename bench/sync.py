@@ -25,6 +25,10 @@ Issue 29, member of a shared vault, N=10000 (load average ~10 on the 2 cores; by
   first sync of the shared vault 10.90 s, 12.59 MiB moved; one edit afterwards: 1,796 B sent /
   3,447 B received by the member, 1.41 s. (Before the arriving vault got a sync mark: 531,735 B
   / 534,053 B for that edit, a full inventory each way.)
+  Again after the cloud introductions and the relay-refusal fix (2026-12-07, `--member 1000,10000`,
+  load average 22 on the 2 cores): N=1000 first sync 1.88 s, 1.26 MiB; N=10000 12.94 s, 12.59 MiB
+  (x9.98); one edit 1,796 B sent / 3,444-3,447 B received at both sizes (x1.00). At load ~5:
+  N=10000 first sync 4.72 s, one edit 0.63 s, the same bytes.
 (Before the marks, on an idle box: one edit cost 55.9 KB at 1k and 534 KB at 10k, because each
 inventory listed every revision ID; initial sync 0.92 s / 5.82 s, offline merge 0.96 s.)
 The one-edit cost no longer grows with the vault: after a completed sync each inventory lists
@@ -121,8 +125,9 @@ def offline(count: int, root: Path) -> None:
         b.stop()
 
 
-def member(n: int, root: Path) -> None:
-    """Issue 29 (PO-3): another person's first sync of an N-item shared vault, then one edit."""
+def member(n: int, root: Path) -> tuple[int, int]:
+    """Issue 29 (PO-3): another person's first sync of an N-item shared vault, then one edit.
+    Returns (bytes of the first sync, bytes of the edit's sync), both directions."""
     home = root / f"member{n}"
     home.mkdir()
     ann, ben = Cli(home=home / "ann"), Cli(home=home / "ben")
@@ -155,6 +160,7 @@ def member(n: int, root: Path) -> None:
                 f"member N={n}: one edit: sent {edit['sent_bytes']} B, received {edit['received_bytes']} B by the member; "
                 f"{seconds:.2f} s"
             )
+            return moved, int(edit["sent_bytes"]) + int(edit["received_bytes"])
     finally:
         ann.stop()
         ben.stop()
@@ -172,8 +178,13 @@ def main() -> int:
             one_size(n, root)
         if args.offline:
             offline(args.offline, root)
-        for n in (int(x) for x in args.member.split(",") if x):
-            member(n, root)
+        members = [(n, member(n, root)) for n in (int(x) for x in args.member.split(",") if x)]
+        if len(members) > 1:
+            (small, (first_s, edit_s)), (large, (first_l, edit_l)) = members[0], members[-1]
+            print(
+                f"member N={large} vs N={small}, same run: first sync bytes x{first_l / first_s:.2f}, "
+                f"one-edit bytes x{edit_l / edit_s:.2f} (should stay near 1: it must not grow with the vault)"
+            )
     return 0
 
 

@@ -93,6 +93,15 @@ class Restorer:
     archive_records: list[dict[str, Any]] = field(default_factory=list)
     link_records: list[dict[str, Any]] = field(default_factory=list)
     vault_records: list[dict[str, Any]] = field(default_factory=list)
+    # Vaults whose backed-up policy had members besides one user: shared with other people.
+    # Their restored copies have one member (BK-2), so the restore says so (issue 29).
+    shared: list[dict[str, Any]] = field(default_factory=list)
+    # ``restore --leave-shared``: those vaults (but never the default one) are verified and left
+    # out, so the shared vault itself can arrive here when its Owner adds this device again (a
+    # restored copy keeps the item IDs, and an item lives in one vault).
+    leave_shared: bool = False
+    left: set[bytes] = field(default_factory=set)
+    _left_assets: set[bytes] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {"vaults": 0, "revisions": 0, "heads": 0, "links": 0, "assets": 0})
     _next_seq: int = 1
     _defaults: int = 0
@@ -153,7 +162,7 @@ class Restorer:
             raise _invalid("the marked heads are not the heads of the history")
         for item in links:
             self._link(item)
-        self.counts["assets"] = len(heads)
+        self.counts["assets"] = len(heads) - len(self._left_assets)
         yield from self._sign_heads()
 
     def _vault(self, item: dict[str, Any]) -> None:
@@ -170,8 +179,14 @@ class Restorer:
             raise _invalid("a vault's keys")
         old = VaultKeys(vault_id, name, head, keys, history, discarded)
         self.old_vaults[vault_id] = old
-        self.counts["vaults"] += 1
         self._defaults += 1 if item.get("default") else 0
+        leave = self.build and self.leave_shared and len(head.members()) > 1 and not item.get("default")
+        if len(head.members()) > 1:
+            self.shared.append({"name": name, "people": len(head.members()), "left_out": leave})
+        if leave:
+            self.left.add(vault_id)
+            return
+        self.counts["vaults"] += 1
         if not self.build:
             return
         new_id = os.urandom(16)
@@ -233,6 +248,7 @@ class Restorer:
         archived: list[int] = []
         body_len = 0
         context = asset + b"body"
+        skip = bytes(rev.body["vault"]) in self.left  # verified, not written (--leave-shared)
         for index, chunk in enumerate(chunks):
             if hashlib.sha256(chunk).digest() != digests[index]:
                 raise _invalid("a content chunk does not match its signed digest")
@@ -241,7 +257,7 @@ class Restorer:
             except ChunkError:
                 raise _invalid("a content chunk failed authentication") from None
             body_len += len(plain)
-            if not self.build:
+            if not self.build or skip:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
@@ -255,6 +271,9 @@ class Restorer:
             # An item may have several first revisions (a restore or a memories-json import makes
             # one per conflict head); a restored store's own backup carries the original times.
             self._first_ms[asset] = min(self._first_ms.get(asset, rev.item_created_ms), rev.item_created_ms)
+        if skip:
+            self._left_assets.add(asset)
+            return
         self.counts["revisions"] += 1
         if not self.build:
             return
@@ -311,6 +330,8 @@ class Restorer:
         vault = record.get("vault")
         if not isinstance(vault, bytes) or vault not in self.old_vaults:
             raise _invalid("a link of an unknown vault")
+        if vault in self.left:
+            return
         self.counts["links"] += 1
         if self.build:
             self.link_records.append({**record, "vault": self.new_vaults[vault].vault_id})

@@ -47,6 +47,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read the backup's password, then (optional second line) the new vault password, from standard input",
     )
+    p.add_argument(
+        "--leave-shared",
+        action="store_true",
+        help="leave out the vaults shared with other people, so their Owner can add this device again (issue 29)",
+    )
     p.set_defaults(func=cmd_restore)
 
 
@@ -117,6 +122,33 @@ def cmd_verify(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _shared_words(result: dict[str, Any]) -> str:
+    """What a restore did to vaults shared with other people (issue 29, BK-2), in words."""
+    shared = result.get("shared_vaults") or []
+    if not shared:
+        return ""
+    kept = ", ".join(str(v["name"]) for v in shared if not v.get("left_out"))
+    left = ", ".join(str(v["name"]) for v in shared if v.get("left_out"))
+    rejoin = (
+        "To rejoin, run here `memories whoami --invite --owner OWNER_FINGERPRINT` (the Owner's `memories whoami`) and "
+        "send the printed invitation; after `memories vault member add` there, the vault arrives on the next sync. "
+        f"This device's user fingerprint (check it at both ends): {result['user_fingerprint']}"
+    )
+    words = (
+        "\nA restore makes a new device with new keys and new vault IDs and does not claim the old shared "
+        "membership: nothing syncs with the other members until a vault's Owner adds this device again."
+    )
+    if kept:
+        words += (
+            f"\nshared with other people before, restored as copies that are yours alone: {kept}. A copy keeps the "
+            "item IDs, so the shared vault itself cannot arrive on this device while the copy is here (an item lives "
+            "in one vault). To rejoin one, restore again into a new data home with `--leave-shared`."
+        )
+    if left:
+        words += f"\nshared with other people before, left out (--leave-shared): {left}. " + rejoin
+    return words
+
+
 def cmd_restore(ctx: Context, args: argparse.Namespace) -> int:
     path = _path(args.file)
     backup_password = read_password(args.password_stdin, prompt="Backup password: ")
@@ -126,13 +158,20 @@ def cmd_restore(ctx: Context, args: argparse.Namespace) -> int:
     else:
         password = read_password(False, confirm=True, prompt="New vault password for this device: ")
     ctx.ensure_engine()
-    request = {"op": "restore", "path": path, "backup_password": backup_password, "password": password}
+    request = {
+        "op": "restore",
+        "path": path,
+        "backup_password": backup_password,
+        "password": password,
+        "leave_shared": bool(args.leave_shared),
+    }
     result = ctx.request(request, timeout=_TIMEOUT)
-    ctx.emit(
-        result,
+    text = (
         f"restored {result['items']} items in {result['vaults']} vault(s) as a new device; "
-        f"the original history ({result['archived_revisions']} revisions) is kept read-only",
+        f"the original history ({result['archived_revisions']} revisions) is kept read-only"
     )
+    text += _shared_words(result)
+    ctx.emit(result, text)
     return 0
 
 

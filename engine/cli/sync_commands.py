@@ -171,6 +171,8 @@ def _report_text(result: dict[str, Any]) -> str:
                 f"  vault {vault}: {report['discarded_policies']} policy change(s) made on this device were discarded "
                 "by the Owner's fork resolution; make them again if they are still wanted (`memories vault members`)"
             )
+            if any(isinstance(r, dict) and r.get("vault") == report.get("vault") for r in result.get("peer_vaults") or []):
+                lines.append(f"  vault {vault}: this device now follows the kept branch; sync once more to send its writes")
     if not result.get("vaults"):
         lines.append("  nothing new here")
     if result.get("peer_error"):

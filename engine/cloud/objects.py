@@ -15,6 +15,8 @@ Layout under an account's prefix ``P``:
   ``to``'s bundles, where it is stuck and why (with the content address of what it found),
   and the highest sequence number it has itself uploaded for ``to``. The one key is
   rewritten on every sync.
+* ``P/i/<H(to)>/<H(from)>`` — the introduction of device ``from`` to a device of another
+  person (PO-3): engine/cloud/intro.py.
 
 The sealed payload of each object names its vault, sequence number and index, so an object
 cannot be moved under another descriptor; the first one also says which policy heads,

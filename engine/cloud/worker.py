@@ -36,6 +36,7 @@ from typing import Any
 
 from engine.cloud import objects as ob
 from engine.cloud import state as cs
+from engine.cloud.intro import MAX_INTRO_BYTES, intro_key, intro_prefix, make_intro, parse_intro, sender_dir
 from engine.cloud.transport import ObjectStore
 from engine.errors import MemoriesError
 from engine.vault.core import Actor, Unlocked, VaultCore
@@ -85,6 +86,12 @@ class Plan:
     sent: dict[bytes, int]  # receiver -> highest seq whose upload is acknowledged
     out_records: dict[tuple[bytes, int], dict[str, Any]]  # (receiver, seq) -> cloud_out record
     enqueued: int = 0
+    # PO-3 (engine/cloud/intro.py): peers of another user we introduce ourselves to until they
+    # publish marks for us, with our certificate; and the user fingerprints a live invitation
+    # made here pins (whose devices' introductions this device follows).
+    introduce: list[bytes] = field(default_factory=list)
+    certificate: tuple[dict[str, Any], bytes] | None = None
+    pinned: set[bytes] = field(default_factory=set)
 
 
 @dataclass
@@ -131,9 +138,30 @@ class Transferred:
     not_taken: list[NotTaken] = field(default_factory=list)
     ignored: int = 0  # keys under a sender's prefix that are no descriptor
     corrupt: int = 0  # objects whose bytes do not hash to their ID (treated as missing)
+    introduced: list[bytes] = field(default_factory=list)  # senders followed for the first time (PO-3)
+    introductions: int = 0  # introductions of ours put for peers that have not answered yet
 
 
 # -- 1. enqueue -------------------------------------------------------------------------------------
+
+
+def _pinned(state: Unlocked, now: int) -> set[bytes]:
+    """Fingerprints of the users a live invitation made here pins (PO-3)."""
+    from engine.vault.invite import PIN_RECORD
+
+    return {bytes(r["owner"]) for _, r in state.extra_records.get(PIN_RECORD, []) if int(r["expires_ms"]) >= now}
+
+
+def _other_users(state: Unlocked, peers: list[bytes]) -> list[bytes]:
+    """The peers that are devices of another person (they may not know this device yet)."""
+    from engine.sync.bundle import shared_vault_ids
+
+    own = state.identity.user_pub
+    others: set[bytes] = set()
+    for vault_id in shared_vault_ids(state):
+        policy = state.vaults[vault_id].policy
+        others.update(d for d in peers if policy.authorizes_device(d) and policy.device_user(d) not in (None, own))
+    return sorted(others)
 
 
 def _peers(state: Unlocked) -> list[bytes]:
@@ -213,6 +241,7 @@ def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor)
         # CL-3: the exact bytes and their descriptor are durable before any transport I/O.
         core.commit(state, [], [], rows)
     uploads = [_upload(account.prefix, me, r, bytes(r["id"])) for r in cs.outbox(records, account.account_id)]
+    peers = _peers(state)
     open_slots: dict[bytes, dict[int, dict[str, Any]]] = {}
     for (sender, seq), r in cs.inbox(records, account.account_id).items():
         open_slots.setdefault(sender, {})[seq] = r
@@ -223,12 +252,15 @@ def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor)
         exchange_key=state.identity.exchange_key,
         device_key=state.identity.device_key,
         uploads=uploads,
-        peers=_peers(state),
+        peers=peers,
         floors=cs.floors(records, account.account_id),
         open=open_slots,
         sent=cs.sent_seqs(records, account.account_id),
         out_records=cs.sent_out(records, account.account_id),
         enqueued=len(rows),
+        introduce=_other_users(state, peers),
+        certificate=(state.identity.certificate, state.identity.certificate_sig),
+        pinned=_pinned(state, now_ms()),
     )
 
 
@@ -239,6 +271,12 @@ async def transfer(store: ObjectStore, plan: Plan, now: int) -> Transferred:
     out = Transferred()
     limit = asyncio.Semaphore(_CONCURRENCY)
 
+    if plan.pinned:
+        # PO-3: the devices of a person whose invitation this device made may be holding a
+        # vault for it; follow them from now on (acknowledge and the marks use plan.peers).
+        out.introduced = await _introductions(store, plan)
+        plan.peers = sorted({*plan.peers, *out.introduced})
+
     # Marks first: they say what to upload again, and what each peer has sent us.
     marks = await asyncio.gather(*(_read_marks(store, plan, peer) for peer in plan.peers))
     for peer, (found, error) in zip(plan.peers, marks, strict=True):
@@ -246,6 +284,7 @@ async def transfer(store: ObjectStore, plan: Plan, now: int) -> Transferred:
             out.marks_refused.append((peer, error))
         elif found is not None:
             out.marks[peer] = found
+    await _introduce(store, plan, out)
     again = _not_taken(plan, out)
 
     queued = {(u.to, u.seq) for u in plan.uploads}
@@ -278,6 +317,42 @@ async def transfer(store: ObjectStore, plan: Plan, now: int) -> Transferred:
     for sender in plan.peers:
         await _receive(store, plan, sender, now, out, limit)
     return out
+
+
+async def _introductions(store: ObjectStore, plan: Plan) -> list[bytes]:
+    """Senders not followed yet whose introduction for this device checks and whose user a live
+    invitation made here pins (engine/cloud/intro.py). Anything else under the prefix is ignored."""
+    known = {ob.device_dir(p) for p in plan.peers}
+    prefix = intro_prefix(plan.prefix, plan.me)
+    found: list[bytes] = []
+    for key in await store.list_after(prefix, None, MAX_PENDING):
+        dirname = sender_dir(key)
+        if dirname in known:
+            continue
+        try:
+            data = await store.get(key, MAX_INTRO_BYTES)
+            if data is None:
+                continue
+            introduced = parse_intro(data, to=plan.me, dirname=dirname)
+        except MemoriesError as exc:
+            if exc.code not in ("sync_rejected", "sync_invalid"):
+                raise
+            continue
+        if introduced.user_fingerprint in plan.pinned and introduced.device != plan.me:
+            found.append(introduced.device)
+    return found
+
+
+async def _introduce(store: ObjectStore, plan: Plan, out: Transferred) -> None:
+    """Put this device's introduction for each peer of another user that has published no marks
+    for it yet (it may not know this device); once it answers, nothing more is written."""
+    if plan.certificate is None:
+        return
+    cert, cert_sig = plan.certificate
+    waiting = [p for p in plan.introduce if p not in out.marks and all(p != r for r, _ in out.marks_refused)]
+    intros = [(intro_key(plan.prefix, p, plan.me), make_intro(plan.device_key, p, cert, cert_sig)) for p in waiting]
+    await asyncio.gather(*(store.put(key, data, replace=True) for key, data in intros))
+    out.introductions = len(waiting)
 
 
 async def _read_marks(store: ObjectStore, plan: Plan, peer: bytes) -> tuple[ob.Marks | None, MemoriesError | None]:
@@ -606,6 +681,8 @@ def acknowledge(
         "gaps": gaps,
         "not_taken": moved.not_taken,
         "marks_refused": moved.marks_refused,
+        "introduced": len(moved.introduced),
+        "introductions": moved.introductions,
     }
     floors = cs.floors(records, plan.account)
     sent = cs.sent_seqs(records, plan.account)

@@ -32,6 +32,7 @@ class Restore(Request, tag="restore"):
     path: FilePath
     backup_password: Password
     password: Password
+    leave_shared: bool = False  # leave out the vaults shared with other people (issue 29)
 
 
 # -- export --format memories-json and its import -----------------------------------------------

@@ -408,6 +408,8 @@ async def _session(
             raise MemoriesError("sync_unauthorized", "The peer did not prove it holds its device key.") from None
         await _blocking(local.check_peer, peer_device, peer_user)
     except MemoriesError as exc:
+        if exc.code == "sync_unreachable":
+            await _peer_refusal(channel, None)
         with contextlib.suppress(MemoriesError):
             await channel.send(_plain(_error_frame(exc)))
         raise
@@ -416,6 +418,8 @@ async def _session(
     try:
         await _exchange(channel, sealed, local, limits, result)
     except MemoriesError as exc:
+        if exc.code == "sync_unreachable":
+            await _peer_refusal(channel, sealed)
         if not exc.details.get("peer"):
             with contextlib.suppress(MemoriesError):
                 await channel.send(sealed.seal(_error_frame(exc)))
@@ -424,6 +428,36 @@ async def _session(
         local.inbox(0)
         result.sent_bytes, result.received_bytes = channel.sent_bytes, channel.received_bytes
     return result
+
+
+# How long a side whose connection broke still reads what the peer sent before it (issue 29).
+_REFUSAL_SECONDS = 2.0
+_REFUSAL_FRAMES = 8
+
+
+async def _peer_refusal(channel: Channel, sealed: _Sealed | None) -> None:
+    """Raise the peer's refusal if one is among the frames already received, else return.
+
+    A peer that refuses this device sends its refusal and closes at once; a relay then closes
+    this side's connection too. If this side was sending at that moment (its inventory, after
+    its own check of the peer), the send fails with the refusal frame still unread in the
+    receive buffer, and "the connection broke" would hide "you are not authorized". So before
+    reporting a broken connection, the frames that did arrive are read (a few, briefly): a
+    refusal among them is what this side reports.
+    """
+    for _ in range(_REFUSAL_FRAMES):
+        try:
+            frame = await channel.recv(_REFUSAL_SECONDS)
+        except MemoriesError:
+            return  # closed, broken or silent: nothing more arrived
+        _raise_plain_error(frame)
+        if sealed is not None:
+            try:
+                sealed.open(frame)
+            except MemoriesError as exc:
+                if exc.details.get("peer"):
+                    raise
+        # Anything else (a frame the peer sent before it refused) is skipped.
 
 
 async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits: Limits, result: SessionResult) -> None:

@@ -159,6 +159,13 @@ def test_ownership_transfer_to_another_person(people: tuple[Cli, Cli, Cli]) -> N
         sync(ben, listener.url, token)
     assert _vaults(ben)["family"]["role"] == "owner"
     assert _vaults(ann)["family"]["role"] == "admin"
+    # Exactly one Owner, as each device sees it; the new Owner cannot make a second one.
+    for cli in (ann, ben):
+        roles = [m["role"] for m in cli.ok("vault", "members", "--vault", "family")["members"]]
+        assert roles.count("owner") == 1 and sorted(roles) == ["admin", "owner"]
+    ben.sudo(BEN_PASSWORD)
+    ann_user = str(ann.ok("whoami")["user_id"])
+    assert ben.err("vault", "member", "role", ann_user, "--role", "owner", "--vault", "family")["code"] == "policy_invalid"
     ann.sudo()
     assert ann.err("vault", "member", "remove", ben_user, "--vault", "family")["code"] in {"policy_forbidden", "policy_invalid"}
 

@@ -198,7 +198,7 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
                 # before any error propagates, so the staging cleanup below sees a finished store.
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-kdf") as pool:
                     empty_store = pool.submit(create_store, staging / "store.db", request.password, kdf, [])
-                    restorer = Restorer(BackupReader(src, request.backup_password), build=True)
+                    restorer = Restorer(BackupReader(src, request.backup_password), build=True, leave_shared=request.leave_shared)
                     master = empty_store.result()
                     _build(staging, master, restorer)
             try:
@@ -215,11 +215,11 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
         store = StoreFile.open(target)
         store.install_master(master)
         service.store = store
-        service.state = service.load_state(store)
+        service.state = state = service.load_state(store)
         service.session.touch()
         counts = restorer.counts
-        audit = service.vault.audit_record(service.state, "restore", caller, outcome="ok", vaults=counts["vaults"])
-        service.vault.commit(service.state, [], [], [audit])
+        audit = service.vault.audit_record(state, "restore", caller, outcome="ok", vaults=counts["vaults"])
+        service.vault.commit(state, [], [], [audit])
         return {
             "restored": True,
             "unlocked": True,
@@ -228,6 +228,10 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
             "heads": counts["heads"],
             "archived_revisions": counts["revisions"],
             "links": counts["links"],
+            # Issue 29 (BK-2): vaults shared with other people before; their restored copies are
+            # this device's alone, and the old membership is not claimed.
+            "shared_vaults": restorer.shared,
+            "user_fingerprint": fingerprint(state.identity.user_pub),
         }
 
 
