@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import MemoriesError
@@ -27,6 +27,10 @@ class Caller:
     hidden_kinds: frozenset[str] = frozenset()
     # The program's own name for itself (CLIENT_LABELS) or "": informational, audit only.
     client: str = ""
+    # AG-13: for an MCP caller, the grant the daemon authenticated and the key derived from the
+    # token that authenticated it (opens that grant's notebook only). Never from a request.
+    grant_id: bytes | None = None
+    grant_key: bytes | None = field(default=None, repr=False)
 
 
 def take_client_label(body: dict[str, Any]) -> str:

@@ -26,6 +26,8 @@ class McpGrantCreate(Request, tag="mcp_grant"):
     )
     # AG-5: the agent may read imported transcripts (off by default).
     transcripts: bool = False
+    # AG-13: take over the notebook of a revoked grant of the same name (agent connect again).
+    keep_notebook: bool = False
 
 
 class McpGrantList(Request, tag="mcp_grants"):

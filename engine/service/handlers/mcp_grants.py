@@ -24,10 +24,12 @@ import weakref
 from typing import Any
 
 from engine.agents import grants as g
+from engine.agents import notebook as nb
 from engine.agents.replay import REPLAYED_OPS, Replays
 from engine.errors import MemoriesError
 from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
+from engine.service.handlers.notebook import NOTEBOOK_OPS, handover_records
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
@@ -146,7 +148,9 @@ def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> d
         transcripts=request.transcripts,
     )
     audit = service.vault.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
-    service.vault.commit(state, [], [], [grant.to_record(), audit])
+    # AG-13: the agent connected again under the same name keeps its notebook.
+    handover = handover_records(state, grant.name, grant.grant_id, token) if request.keep_notebook else []
+    service.vault.commit(state, [], [], [grant.to_record(), *handover, audit])
     # The only time the token exists outside the caller: it is returned once, never stored.
     return {**_grant_view(state, grant, None), "token": token}
 
@@ -239,12 +243,23 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         if not spec.mcp_allowed:
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
         g.require_capability(grant.scope, op_name)
-        _check_vault(state, grant, inner)
-        _check_transcripts(state, grant, op_name, inner)
+        notebook = op_name in NOTEBOOK_OPS
+        if not notebook:  # the agent's own notebook is in no vault and holds no transcript
+            _check_vault(state, grant, inner)
+            _check_transcripts(state, grant, op_name, inner)
         generation = service.session.generation
     # Files are not open to agents (no file op is MCP-allowed), so search never shows them either.
     hidden = frozenset({"file"}) if grant.transcripts else frozenset({TRANSCRIPT_KIND, "file"})
-    agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
+    # AG-13: the notebook ops act on the notebook of this grant, opened with a key derived
+    # from this call's token; no other caller carries either.
+    agent = Caller(
+        namespace=f"mcp:{grant.name}",
+        surface="mcp",
+        uid=caller.uid,
+        hidden_kinds=hidden,
+        grant_id=grant.grant_id,
+        grant_key=nb.grant_wrap_key(request.token, grant.grant_id) if notebook else None,
+    )
     # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
     # in dispatch, exactly as for every other surface.
     if op_name in REPLAYED_OPS:
