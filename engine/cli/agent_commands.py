@@ -54,6 +54,19 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
     a.set_defaults(func=cmd_list)
 
+    a = actions.add_parser(
+        "notebook",
+        parents=[common],
+        help="read, export or delete an agent's private notebook (AG-13)",
+        description="Without NAME: every agent's notebook. With NAME (the agent's grant name, or a notebook ID "
+        "prefix): its entries and scratch pad. A revoked agent's notebook stays until you delete it.",
+    )
+    a.add_argument("name", nargs="?", help="the agent's name (see `memories agent list`) or a notebook ID prefix")
+    a.add_argument("--revisions", action="store_true", help="show every revision, not only the latest")
+    a.add_argument("--export", metavar="FILE", help="write the whole notebook, every revision, as JSON to FILE (new file, 0600)")
+    a.add_argument("--delete", action="store_true", help="erase the notebook for good (needs `memories sudo`)")
+    a.set_defaults(func=cmd_notebook)
+
     a = actions.add_parser("disconnect", parents=[common], help="revoke the grant and remove what connect wrote")
     a.add_argument("name", help="the agent's name (see `memories agent list`), or the client with --project")
     a.add_argument("--project", metavar="DIR", help="disconnect only this project's grant of the client NAME")
@@ -130,7 +143,8 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         else:
             if grant is not None:  # its token is lost or its scope changes: replace the grant
                 ctx.request({"op": "mcp_revoke", "name": name})
-            body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope}
+            # AG-13: the same agent connected again keeps its notebook.
+            body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope, "keep_notebook": True}
             if transcripts:
                 body["transcripts"] = True
             token = str(ctx.request(body)["token"])
@@ -316,3 +330,79 @@ def _remove_skill(path: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def _time(ms: int | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000)) if ms else "-"
+
+
+def cmd_notebook(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-13: the user's view of the agents' notebooks: list, read, export, delete."""
+    if args.name is None:
+        if args.export or args.delete:
+            raise MemoriesError("invalid_input", "Name the agent whose notebook to export or delete.")
+        notebooks = ctx.request({"op": "notebook_show"})["notebooks"]
+        lines = [
+            f"{n['agent']:<28} {'active' if n['agent_active'] else 'REVOKED':<8} {n['entries']:>4} entries "
+            f"{n['revisions']:>5} revisions  since {_time(n['created_ms'])}  id {n['id'][:12]}"
+            for n in notebooks
+        ]
+        ctx.emit({"notebooks": notebooks}, "\n".join(lines) or "(no agent has written in a notebook yet)")
+        return 0
+    if args.delete:
+        if args.export:
+            raise MemoriesError("invalid_input", "Export first, then delete: not both at once.")
+        result = ctx.request({"op": "notebook_delete", "name": args.name})
+        ctx.emit(result, f"deleted notebook {result['id'][:12]} ({result['revisions_erased']} revisions erased)")
+        return 0
+    whole = ctx.request({"op": "notebook_show", "name": args.name, "revisions": bool(args.revisions or args.export)})
+    if args.export:
+        return _export_notebook(ctx, Path(args.export), whole)
+    ctx.emit(whole, _notebook_text(whole))
+    return 0
+
+
+def _notebook_text(whole: dict[str, Any]) -> str:
+    from engine.terminal_text import block, one_line
+
+    book = whole["notebook"]
+    out = [f"notebook of {book['agent']} ({'active' if book['agent_active'] else 'revoked'}), id {book['id'][:12]}"]
+    for entry in whole["entries"]:
+        flag = " (forgotten by the agent)" if entry["forgotten"] else ""
+        out.append(f"\n## {one_line(entry['title'])}  [{entry['id'][:8]} rev {entry['rev']}, {_time(entry['updated_ms'])}]{flag}")
+        if entry["tags"]:
+            out.append("tags: " + ", ".join(one_line(t) for t in entry["tags"]))
+        out.append(block(entry["body"]))
+        for revision in entry.get("revisions", [])[:-1]:
+            out.append(
+                f"  - rev {revision['rev']} ({_time(revision['at_ms'])}): {one_line(revision.get('title', '(forgotten)'))}"
+            )
+    scratch = whole.get("scratch")
+    if scratch:
+        out.append(f"\n## scratch pad  [rev {scratch['rev']}, {_time(scratch['at_ms'])}]")
+        out.append(block(scratch["text"]))
+    return "\n".join(out)
+
+
+def _export_notebook(ctx: Context, path: Path, whole: dict[str, Any]) -> int:
+    """Write the notebook as JSON to a new 0600 file (never over an existing one)."""
+    import json
+    import os
+
+    data = (json.dumps({"format": "memories-notebook", "version": 1, **whole}, ensure_ascii=False, indent=2) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        raise MemoriesError("invalid_input", f"{path} already exists; choose a new file name.") from None
+    except OSError as exc:
+        raise MemoriesError("io_error", f"{path} could not be created.") from exc
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    book = whole["notebook"]
+    result = {"exported": str(path), "id": book["id"], "entries": len(whole["entries"])}
+    ctx.emit(result, f"exported the notebook of {book['agent']} ({len(whole['entries'])} entries, every revision) to {path}")
+    return 0

@@ -205,7 +205,9 @@ def _append(
     if book is None or key is None:
         book, key, records = _create(state, caller)
     if book.revision_count() >= nb.MAX_REVISIONS:
-        raise MemoriesError("invalid_input", f"This notebook already holds {nb.MAX_REVISIONS} revisions; ask the user to export it.")
+        raise MemoriesError(
+            "invalid_input", f"This notebook already holds {nb.MAX_REVISIONS} revisions; ask the user to export it."
+        )
     if entry not in book.entries and entry != nb.SCRATCH:
         live = sum(1 for e in book.entries if e != nb.SCRATCH)
         if live >= nb.MAX_ENTRIES:
@@ -291,7 +293,11 @@ def notebook_read(service: Service, request: NotebookRead, caller: Caller) -> di
     payload = _read(service, opened.book, opened.key, entry, revision)
     if payload.get("deleted") and request.rev is None:
         raise MemoriesError("not_found", "That entry was forgotten; earlier revisions can still be read with `rev`.")
-    result = {**_summary(opened.book, entry, revision, payload), "body": payload.get("body", ""), "deleted": bool(payload.get("deleted"))}
+    result = {
+        **_summary(opened.book, entry, revision, payload),
+        "body": payload.get("body", ""),
+        "deleted": bool(payload.get("deleted")),
+    }
     if request.history:
         result["revisions"] = [{"rev": r.rev, "at_ms": r.at_ms, "size": r.size} for r in revisions]
     return result
@@ -462,7 +468,9 @@ def notebook_show(service: Service, request: NotebookShow, caller: Caller) -> di
     scratch_view = None
     if scratch:
         shown = scratch if request.revisions else scratch[-1:]
-        texts = [{"rev": r.rev, "at_ms": r.at_ms, "text": _read(service, book, book.key, nb.SCRATCH, r).get("text", "")} for r in shown]
+        texts = [
+            {"rev": r.rev, "at_ms": r.at_ms, "text": _read(service, book, book.key, nb.SCRATCH, r).get("text", "")} for r in shown
+        ]
         scratch_view = {**texts[-1], **({"revisions": texts} if request.revisions else {})}
     return {"notebook": _book_view(state, book, grants), "entries": entries, "scratch": scratch_view}
 
