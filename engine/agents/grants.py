@@ -142,6 +142,9 @@ class Grant:
     # AG-5: may this agent read imported transcripts (recall_turn/recall_session, and transcript
     # hits in search/retrieve/ask)? Off unless the grant was created with it.
     transcripts: bool = False
+    # AG-11: with transcripts, only the sessions whose working directory is inside this project
+    # (an absolute path); None: every session.
+    transcripts_project: str | None = None
 
     @property
     def active(self) -> bool:
@@ -158,6 +161,7 @@ class Grant:
             hint=str(record["hint"]),
             created_ms=int(record["created_ms"]),
             transcripts=record.get("transcripts") is True,
+            transcripts_project=str(record["transcripts_project"]) if record.get("transcripts_project") else None,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -171,6 +175,7 @@ class Grant:
             "hint": self.hint,
             "created_ms": self.created_ms,
             **({"transcripts": True} if self.transcripts else {}),
+            **({"transcripts_project": self.transcripts_project} if self.transcripts_project else {}),
         }
 
 
@@ -199,6 +204,7 @@ def load_grants(extra_records: dict[str, list[tuple[int, dict[str, Any]]]]) -> l
                 revoked_ms=revoked.get(base.grant_id),
                 used_ms=used.get(base.grant_id),
                 transcripts=base.transcripts,
+                transcripts_project=base.transcripts_project,
             )
         )
     return grants

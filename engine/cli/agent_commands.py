@@ -34,9 +34,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     a.add_argument(
         "--transcripts",
-        choices=("none", "all"),
-        default="none",
-        help="let the agent read imported agent transcripts (default: none)",
+        choices=("this-project", "all", "none"),
+        default=None,
+        help="which imported agent sessions the agent may read: this-project (the sessions whose working "
+        "directory is inside --project; the default with --project), all, or none (the default without --project)",
     )
     a.set_defaults(func=cmd_connect)
 
@@ -106,7 +107,11 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     client = args.client
     project = _project_of(args)
     name = c.agent_name(client, project)
-    transcripts = args.transcripts == "all"
+    mode = args.transcripts or ("this-project" if project is not None else "none")
+    if mode == "this-project" and project is None:
+        raise MemoriesError("invalid_input", "--transcripts this-project needs --project DIR; use all or none without it.")
+    transcripts = mode != "none"
+    transcripts_project = str(project) if mode == "this-project" and project is not None else None
     # 1. Everything that can be refused, refused before any change.
     command = c.agent_command(home, name)
     path = c.config_path(client, project)
@@ -123,6 +128,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         and token is not None
         and grant["scope"] == args.scope
         and bool(grant.get("transcripts")) == transcripts
+        and grant.get("transcripts_project") == transcripts_project
         and manifest is not None
         and _token_works(ctx, token)
     )
@@ -147,6 +153,8 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
             body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope, "keep_notebook": True}
             if transcripts:
                 body["transcripts"] = True
+            if transcripts_project is not None:
+                body["transcripts_project"] = transcripts_project
             token = str(ctx.request(body)["token"])
             undo.append(("grant", lambda: ctx.request({"op": "mcp_revoke", "name": name})))
             old_token = c.load_token(home, name)
@@ -158,7 +166,9 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         hooks = dict(manifest.hooks) if manifest else {}
         if hooks_file is not None:
             hooks[str(hooks_file)] = hooks.get(str(hooks_file), old_hooks is None)
-        c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks))
+        c.save_manifest(
+            home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks, mode)
+        )
     except BaseException:
         for what, step in reversed(undo):
             try:
@@ -172,6 +182,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         "project": str(project) if project else None,
         "scope": args.scope,
         "transcripts": transcripts,
+        "transcripts_scope": mode,
         "grant": "kept" if reuse else "created",
         "token_store": store,
         "config": str(path),
@@ -181,7 +192,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     }
     where = "the OS keyring" if store == "keyring" else f"{home / 'agents' / (name + '.token')} (0600)"
     text = (
-        f"connected {name} ({args.scope}{', transcripts' if transcripts else ''}; grant {result['grant']})\n"
+        f"connected {name} ({args.scope}{', transcripts: ' + mode if transcripts else ''}; grant {result['grant']})\n"
         f"config: {path}\n"
         f"command: {' '.join(command)}\n"
         f"token: in {where}, never in the config{skill_note}"

@@ -156,6 +156,7 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress:
                     "source_sha256": source.sha256,
                     "events": batch,
                     "final": n == len(batches),
+                    **({"cwds": parsed.cwds} if parsed.cwds else {}),
                 },
                 timeout=600,
             )

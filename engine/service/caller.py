@@ -31,6 +31,9 @@ class Caller:
     # token that authenticated it (opens that grant's notebook only). Never from a request.
     grant_id: bytes | None = None
     grant_key: bytes | None = field(default=None, repr=False)
+    # AG-11: a grant whose transcript access is one project's: the project's absolute path
+    # (only sessions whose working directory is inside it are visible). None: no such limit.
+    transcript_scope: str | None = None
 
 
 def take_client_label(body: dict[str, Any]) -> str:

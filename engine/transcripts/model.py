@@ -122,3 +122,6 @@ class Parsed:
     consumed: int = 0
     pending_bytes: int = 0
     lines: int = 0
+    # session_key -> the working directory the client reported for it (the first one seen):
+    # what `agent connect --transcripts this-project` matches against the project (AG-11).
+    cwds: dict[str, str] = field(default_factory=dict)
