@@ -68,7 +68,9 @@ def _roots(args: argparse.Namespace) -> list[Path]:
 
 
 def _wire(event: Event) -> dict[str, Any]:
-    wire = {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    # vars(), not dataclasses.asdict(): every field is a str or an int, and asdict's deep copy
+    # of each value cost a third of a 20,000-turn import's CLI time.
+    wire = {k: v for k, v in vars(event).items() if v != "" or k in ("text", "native_key")}
     if event.occurrence < 0:
         del wire["occurrence"]
     return wire
