@@ -128,12 +128,11 @@ def test_ag11_this_project_transcripts_only(vault: Cli, tmp_path: Path) -> None:
                     ("search", {"query": f"{word} config"}),
                     ("retrieve", {"query": f"{word} config"}),
                 ]
-                for name, args in calls:
-                    call = await client.call_tool(name, args)
-                    answers.append(text_of(call))
+                for tool, query in calls:
+                    answers.append(text_of(await client.call_tool(tool, query)))
                 assert result_of(await client.call_tool("recall_turn", {"query": word}))["hit"] is None
                 assert result_of(await client.call_tool("search", {"query": word}))["results"] == []
-            for name, args in (
+            probes: tuple[tuple[str, dict[str, Any]], ...] = (
                 ("recall_session", {"session": beta_uid}),
                 ("recall_session", {"session": sibling_uid[:12]}),
                 ("recall_turn", {"turn": beta_turn["turn_uid"]}),
@@ -141,7 +140,8 @@ def test_ag11_this_project_transcripts_only(vault: Cli, tmp_path: Path) -> None:
                 ("memory_read", {"id": beta_turn["id"]}),
                 ("history", {"id": beta_turn["id"]}),
                 ("memory_conclude", {"title": "leak", "turns": [beta_turn["turn_uid"]]}),
-            ):
+            )
+            for name, args in probes:
                 call = await client.call_tool(name, args)
                 assert error_of(call)["code"] == "not_found", (name, call.structured_content)
                 answers.append(text_of(call))
