@@ -58,7 +58,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a = actions.add_parser(
         "notebook",
         parents=[common],
-        help="read, export or delete an agent's private notebook (AG-13)",
+        help="read, export or delete an agent's private notebook",
         description="Without NAME: every agent's notebook. With NAME (the agent's grant name, or a notebook ID "
         "prefix): its entries and scratch pad. A revoked agent's notebook stays until you delete it.",
     )
