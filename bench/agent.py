@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.config import Paths  # noqa: E402
 from engine.ipc.client import IpcClient  # noqa: E402
-from engine.transcripts import claude_code  # noqa: E402
+from engine.transcripts import claude_code, follow, sources  # noqa: E402
 from engine.transcripts.model import occurrences  # noqa: E402
 from tests.transcripts import agent_eval  # noqa: E402
 
@@ -186,12 +186,23 @@ def _append_cost(root: Path, sizes: tuple[int, ...] = (500, 2000), appends: int 
             store = home / "store.db"
             times: list[float] = []
             grown: list[int] = []
+            watcher: list[float] = []
+            source = sources.read_source(path)
+            assert source is not None
+            followed = follow.start(path, source.data, source.adapter, sources.ADAPTERS[source.adapter], sources.parse(source))
+            assert followed is not None
             for k in range(appends):
                 lines = path.read_text().splitlines(keepends=True)
                 extra = json.loads(lines[-4])
                 extra["uuid"] = f"append-{size}-{k}"
                 extra["message"] = {"role": "user", "content": f"one more question number {k} about the backup window"}
                 path.write_text("".join(lines) + json.dumps(extra) + "\n")
+                # What `transcript watch` now does per round: read and parse only the appended bytes.
+                t = time.process_time()
+                appended = follow.read_appended(path, followed, sources.ADAPTERS[followed.adapter], sources.MAX_FILE_BYTES)
+                assert appended is not None and len(appended.parsed.events) == 1
+                follow.advance(followed, appended)
+                watcher.append(time.process_time() - t)
                 data = path.read_bytes()
                 parsed = claude_code.parse(data)
                 counts = occurrences(parsed.events)
@@ -222,7 +233,8 @@ def _append_cost(root: Path, sizes: tuple[int, ...] = (500, 2000), appends: int 
             print(
                 f"append 1 turn to a {size:>5}-turn session: engine p50 {_p50(times):6.1f} ms "
                 f"({len(parsed.events)} events in the file, {len(events)} sent), "
-                f"store +{statistics.median(grown) / 1024:5.1f} KiB, 1 turn written"
+                f"store +{statistics.median(grown) / 1024:5.1f} KiB, 1 turn written; "
+                f"watcher CPU p50 {_p50(watcher):5.2f} ms (reads the appended line only)"
             )
         finally:
             ipc.close()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import activity, cards, history, links, protected, tickets
+from desktop.dashboard import activity, cards, history, links, notebooks, protected, tickets
 from desktop.dashboard.security import json_body
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
@@ -231,4 +231,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     history.register(app, ctx)  # issue 17: an item's revisions and a diff of two (allowlisted fields)
     links.register(app, ctx)  # issue 17: an item's links and its neighbourhood (titles only)
     protected.register(app, ctx)  # issue 17: protected cards, logins, credentials by title and kind
+    notebooks.register(app, ctx)  # AG-13: the agents' private notebooks, read-only
     return app

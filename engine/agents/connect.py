@@ -500,6 +500,7 @@ class Manifest:
     project: str | None = None  # AG-11: the project this grant is for (None: the user's config)
     transcripts: bool = False
     hooks: dict[str, bool] = field(default_factory=dict)  # settings path -> connect created the file
+    transcripts_scope: str = ""  # AG-11: "this-project", "all" or "none" ("": written before the choice existed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -512,6 +513,7 @@ class Manifest:
             "project": self.project,
             "transcripts": self.transcripts,
             "hooks": self.hooks,
+            "transcripts_scope": self.transcripts_scope,
         }
 
 
@@ -529,6 +531,7 @@ def load_manifest(home: Path, name: str) -> Manifest | None:
             project=str(raw["project"]) if raw.get("project") else None,
             transcripts=raw.get("transcripts") is True,
             hooks={str(k): bool(v) for k, v in dict(raw.get("hooks") or {}).items()},
+            transcripts_scope=str(raw.get("transcripts_scope") or ""),
         )
     except FileNotFoundError:
         return None
@@ -565,5 +568,7 @@ def reconnect_command(home: Path, name: str) -> str:
         return f"memories agent connect {name}"
     project = f" --project {shlex.quote(manifest.project)}" if manifest.project else ""
     scope = f" --scope {manifest.scope}" if manifest.scope != "read_write" else ""
-    transcripts = " --transcripts all" if manifest.transcripts else ""
+    mode = manifest.transcripts_scope or ("all" if manifest.transcripts else "none")
+    default = "this-project" if manifest.project else "none"
+    transcripts = f" --transcripts {mode}" if mode != default else ""
     return f"memories agent connect {manifest.client}{project}{scope}{transcripts}"

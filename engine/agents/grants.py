@@ -51,12 +51,14 @@ SCOPES: Final[tuple[str, ...]] = ("read", "write", "read_write", "read_write_del
 # What each scope may do. "other" covers ops on the MCP allowlist that this table does
 # not classify (a feature added later): only allow_all reaches them, so a new op is
 # never silently granted to a narrower scope.
+# "notebook": the agent's own private notebook (AG-13), which every scope has: it changes
+# nothing in the user's memories and no one else reads it but the user.
 CAPABILITIES: Final[dict[str, frozenset[str]]] = {
-    "read": frozenset({"read"}),
-    "write": frozenset({"write"}),
-    "read_write": frozenset({"read", "write"}),
-    "read_write_delete": frozenset({"read", "write", "delete"}),
-    "allow_all": frozenset({"read", "write", "delete", "other"}),
+    "read": frozenset({"read", "notebook"}),
+    "write": frozenset({"write", "notebook"}),
+    "read_write": frozenset({"read", "write", "notebook"}),
+    "read_write_delete": frozenset({"read", "write", "delete", "notebook"}),
+    "allow_all": frozenset({"read", "write", "delete", "other", "notebook"}),
 }
 
 # Engine op → the capability an MCP grant needs for it. The op must *also* be on the
@@ -89,6 +91,14 @@ OP_CAPABILITY: Final[dict[str, str]] = {
     "conclusion_write": "write",  # AG-9: a conclusion citing transcript turns (MCP memory_conclude)
     # deletes
     "delete": "delete",
+    # the agent's own notebook (AG-13)
+    "notebook_write": "notebook",
+    "notebook_read": "notebook",
+    "notebook_list": "notebook",
+    "notebook_search": "notebook",
+    "notebook_forget": "notebook",
+    "scratch_read": "notebook",
+    "scratch_write": "notebook",
 }
 
 
@@ -132,6 +142,9 @@ class Grant:
     # AG-5: may this agent read imported transcripts (recall_turn/recall_session, and transcript
     # hits in search/retrieve/ask)? Off unless the grant was created with it.
     transcripts: bool = False
+    # AG-11: with transcripts, only the sessions whose working directory is inside this project
+    # (an absolute path); None: every session.
+    transcripts_project: str | None = None
 
     @property
     def active(self) -> bool:
@@ -148,6 +161,7 @@ class Grant:
             hint=str(record["hint"]),
             created_ms=int(record["created_ms"]),
             transcripts=record.get("transcripts") is True,
+            transcripts_project=str(record["transcripts_project"]) if record.get("transcripts_project") else None,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -161,6 +175,7 @@ class Grant:
             "hint": self.hint,
             "created_ms": self.created_ms,
             **({"transcripts": True} if self.transcripts else {}),
+            **({"transcripts_project": self.transcripts_project} if self.transcripts_project else {}),
         }
 
 
@@ -189,6 +204,7 @@ def load_grants(extra_records: dict[str, list[tuple[int, dict[str, Any]]]]) -> l
                 revoked_ms=revoked.get(base.grant_id),
                 used_ms=used.get(base.grant_id),
                 transcripts=base.transcripts,
+                transcripts_project=base.transcripts_project,
             )
         )
     return grants

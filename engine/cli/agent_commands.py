@@ -34,9 +34,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     a.add_argument(
         "--transcripts",
-        choices=("none", "all"),
-        default="none",
-        help="let the agent read imported agent transcripts (default: none)",
+        choices=("this-project", "all", "none"),
+        default=None,
+        help="which imported agent sessions the agent may read: this-project (the sessions whose working "
+        "directory is inside --project; the default with --project), all, or none (the default without --project)",
     )
     a.set_defaults(func=cmd_connect)
 
@@ -53,6 +54,19 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
     a.set_defaults(func=cmd_list)
+
+    a = actions.add_parser(
+        "notebook",
+        parents=[common],
+        help="read, export or delete an agent's private notebook",
+        description="Without NAME: every agent's notebook. With NAME (the agent's grant name, or a notebook ID "
+        "prefix): its entries and scratch pad. A revoked agent's notebook stays until you delete it.",
+    )
+    a.add_argument("name", nargs="?", help="the agent's name (see `memories agent list`) or a notebook ID prefix")
+    a.add_argument("--revisions", action="store_true", help="show every revision, not only the latest")
+    a.add_argument("--export", metavar="FILE", help="write the whole notebook, every revision, as JSON to FILE (new file, 0600)")
+    a.add_argument("--delete", action="store_true", help="erase the notebook for good (needs `memories sudo`)")
+    a.set_defaults(func=cmd_notebook)
 
     a = actions.add_parser("disconnect", parents=[common], help="revoke the grant and remove what connect wrote")
     a.add_argument("name", help="the agent's name (see `memories agent list`), or the client with --project")
@@ -93,7 +107,11 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     client = args.client
     project = _project_of(args)
     name = c.agent_name(client, project)
-    transcripts = args.transcripts == "all"
+    mode = args.transcripts or ("this-project" if project is not None else "none")
+    if mode == "this-project" and project is None:
+        raise MemoriesError("invalid_input", "--transcripts this-project needs --project DIR; use all or none without it.")
+    transcripts = mode != "none"
+    transcripts_project = str(project) if mode == "this-project" and project is not None else None
     # 1. Everything that can be refused, refused before any change.
     command = c.agent_command(home, name)
     path = c.config_path(client, project)
@@ -110,6 +128,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         and token is not None
         and grant["scope"] == args.scope
         and bool(grant.get("transcripts")) == transcripts
+        and grant.get("transcripts_project") == transcripts_project
         and manifest is not None
         and _token_works(ctx, token)
     )
@@ -130,9 +149,12 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         else:
             if grant is not None:  # its token is lost or its scope changes: replace the grant
                 ctx.request({"op": "mcp_revoke", "name": name})
-            body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope}
+            # AG-13: the same agent connected again keeps its notebook.
+            body: dict[str, Any] = {"op": "mcp_grant", "name": name, "scope": args.scope, "keep_notebook": True}
             if transcripts:
                 body["transcripts"] = True
+            if transcripts_project is not None:
+                body["transcripts_project"] = transcripts_project
             token = str(ctx.request(body)["token"])
             undo.append(("grant", lambda: ctx.request({"op": "mcp_revoke", "name": name})))
             old_token = c.load_token(home, name)
@@ -144,7 +166,9 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         hooks = dict(manifest.hooks) if manifest else {}
         if hooks_file is not None:
             hooks[str(hooks_file)] = hooks.get(str(hooks_file), old_hooks is None)
-        c.save_manifest(home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks))
+        c.save_manifest(
+            home, c.Manifest(name, client, args.scope, store, configs, skills, project_text, transcripts, hooks, mode)
+        )
     except BaseException:
         for what, step in reversed(undo):
             try:
@@ -158,6 +182,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         "project": str(project) if project else None,
         "scope": args.scope,
         "transcripts": transcripts,
+        "transcripts_scope": mode,
         "grant": "kept" if reuse else "created",
         "token_store": store,
         "config": str(path),
@@ -167,7 +192,7 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     }
     where = "the OS keyring" if store == "keyring" else f"{home / 'agents' / (name + '.token')} (0600)"
     text = (
-        f"connected {name} ({args.scope}{', transcripts' if transcripts else ''}; grant {result['grant']})\n"
+        f"connected {name} ({args.scope}{', transcripts: ' + mode if transcripts else ''}; grant {result['grant']})\n"
         f"config: {path}\n"
         f"command: {' '.join(command)}\n"
         f"token: in {where}, never in the config{skill_note}"
@@ -316,3 +341,79 @@ def _remove_skill(path: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def _time(ms: int | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000)) if ms else "-"
+
+
+def cmd_notebook(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-13: the user's view of the agents' notebooks: list, read, export, delete."""
+    if args.name is None:
+        if args.export or args.delete:
+            raise MemoriesError("invalid_input", "Name the agent whose notebook to export or delete.")
+        notebooks = ctx.request({"op": "notebook_show"})["notebooks"]
+        lines = [
+            f"{n['agent']:<28} {'active' if n['agent_active'] else 'REVOKED':<8} {n['entries']:>4} entries "
+            f"{n['revisions']:>5} revisions  since {_time(n['created_ms'])}  id {n['id'][:12]}"
+            for n in notebooks
+        ]
+        ctx.emit({"notebooks": notebooks}, "\n".join(lines) or "(no agent has written in a notebook yet)")
+        return 0
+    if args.delete:
+        if args.export:
+            raise MemoriesError("invalid_input", "Export first, then delete: not both at once.")
+        result = ctx.request({"op": "notebook_delete", "name": args.name})
+        ctx.emit(result, f"deleted notebook {result['id'][:12]} ({result['revisions_erased']} revisions erased)")
+        return 0
+    whole = ctx.request({"op": "notebook_show", "name": args.name, "revisions": bool(args.revisions or args.export)})
+    if args.export:
+        return _export_notebook(ctx, Path(args.export), whole)
+    ctx.emit(whole, _notebook_text(whole))
+    return 0
+
+
+def _notebook_text(whole: dict[str, Any]) -> str:
+    from engine.terminal_text import block, one_line
+
+    book = whole["notebook"]
+    out = [f"notebook of {book['agent']} ({'active' if book['agent_active'] else 'revoked'}), id {book['id'][:12]}"]
+    for entry in whole["entries"]:
+        flag = " (forgotten by the agent)" if entry["forgotten"] else ""
+        out.append(f"\n## {one_line(entry['title'])}  [{entry['id'][:8]} rev {entry['rev']}, {_time(entry['updated_ms'])}]{flag}")
+        if entry["tags"]:
+            out.append("tags: " + ", ".join(one_line(t) for t in entry["tags"]))
+        out.append(block(entry["body"]))
+        for revision in entry.get("revisions", [])[:-1]:
+            out.append(
+                f"  - rev {revision['rev']} ({_time(revision['at_ms'])}): {one_line(revision.get('title', '(forgotten)'))}"
+            )
+    scratch = whole.get("scratch")
+    if scratch:
+        out.append(f"\n## scratch pad  [rev {scratch['rev']}, {_time(scratch['at_ms'])}]")
+        out.append(block(scratch["text"]))
+    return "\n".join(out)
+
+
+def _export_notebook(ctx: Context, path: Path, whole: dict[str, Any]) -> int:
+    """Write the notebook as JSON to a new 0600 file (never over an existing one)."""
+    import json
+    import os
+
+    data = (json.dumps({"format": "memories-notebook", "version": 1, **whole}, ensure_ascii=False, indent=2) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        raise MemoriesError("invalid_input", f"{path} already exists; choose a new file name.") from None
+    except OSError as exc:
+        raise MemoriesError("io_error", f"{path} could not be created.") from exc
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    book = whole["notebook"]
+    result = {"exported": str(path), "id": book["id"], "entries": len(whole["entries"])}
+    ctx.emit(result, f"exported the notebook of {book['agent']} ({len(whole['entries'])} entries, every revision) to {path}")
+    return 0

@@ -100,11 +100,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories sudo && memories agent connect claude-code",
         "memories agent connect codex --scope read --project .   # a grant of its own for this project",
         "memories agent connect claude-code --project ~/shop --transcripts all",
+        "memories agent connect codex --project .   # transcripts: only this project's sessions (the default)",
     ),
     "agent capture": (
         'echo \'{"transcript_path": "/home/me/.claude/projects/-home-me-shop/S.jsonl"}\' | memories agent capture claude-code',
     ),
     "agent list": ("memories agent list",),
+    "agent notebook": (
+        "memories agent notebook   # every agent's private notebook",
+        "memories agent notebook claude-code --revisions",
+        "memories agent notebook claude-code --export notebook.json",
+        "memories sudo && memories agent notebook claude-code --delete",
+    ),
     "agent disconnect": (
         "memories agent disconnect claude-code",
         "memories agent disconnect codex --project .   # only this project's grant",

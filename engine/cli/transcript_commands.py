@@ -9,8 +9,6 @@ source revisions it already has first, so unchanged files cost one digest each.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import signal
 import sys
 import time
@@ -21,8 +19,8 @@ from typing import Any
 from engine.cli.context import Context
 from engine.errors import MemoriesError
 from engine.terminal_text import block, one_line
-from engine.transcripts import sources
-from engine.transcripts.model import Event, occurrences
+from engine.transcripts import follow, sources
+from engine.transcripts.model import Event, Parsed, revision_id
 
 __all__ = ["register", "BATCH_EVENTS", "BATCH_BYTES"]
 
@@ -68,7 +66,9 @@ def _roots(args: argparse.Namespace) -> list[Path]:
 
 
 def _wire(event: Event) -> dict[str, Any]:
-    wire = {k: v for k, v in dataclasses.asdict(event).items() if v != "" or k in ("text", "native_key")}
+    # vars(), not dataclasses.asdict(): every field is a str or an int, and asdict's deep copy
+    # of each value cost a third of a 20,000-turn import's CLI time.
+    wire = {k: v for k, v in vars(event).items() if v != "" or k in ("text", "native_key")}
     if event.occurrence < 0:
         del wire["occurrence"]
     return wire
@@ -92,32 +92,57 @@ def _warn(text: str) -> None:
     print(block(f"warning: {text}"), file=sys.stderr)
 
 
-# What `watch` already sent of a file: (bytes of complete lines read, their SHA-256, events sent).
-Progress = dict[Path, tuple[int, str, int]]
+# What `watch` knows of each file it sent: enough to read only what is appended next (AG-8).
+Progress = dict[Path, follow.Followed]
 
 
-def _tail(source: sources.Source, events: list[Event], progress: Progress | None) -> list[Event]:
-    """The events to send: for a file that only grew since `watch` last sent it, just the new
-    ones, each with its occurrence number counted over the whole file (AG-8: an append costs the
-    engine the new turn, not the session); otherwise all of them."""
-    if progress is None:
-        return events
-    done = progress.get(source.path)
-    if done is None:
-        return events
-    consumed, digest, sent = done
-    if len(source.data) < consumed or sent > len(events) or hashlib.sha256(source.data[:consumed]).hexdigest() != digest:
-        return events  # rewritten, not appended to: the engine skips what it has
-    counts = occurrences(events)
-    return [dataclasses.replace(e, occurrence=n) for e, n in zip(events[sent:], counts[sent:], strict=True)]
+def _send(
+    ctx: Context,
+    adapter: str,
+    version: str,
+    sha256: str,
+    parsed: Parsed,
+    events: list[Event],
+    totals: dict[str, Any],
+    sessions: dict[str, int],
+) -> None:
+    """One file's events to the engine, in batches; the last one is ``final``."""
+    batches = list(_batches(events))
+    for n, batch in enumerate(batches, start=1):
+        result = ctx.request(
+            {
+                "op": "transcript_import",
+                "adapter": adapter,
+                "adapter_version": version,
+                "source_sha256": sha256,
+                "events": batch,
+                "final": n == len(batches),
+                **({"cwds": parsed.cwds} if parsed.cwds else {}),
+            },
+            timeout=600,
+        )
+        totals["events_added"] += result["events_added"]
+        totals["sessions_written"] += result["written"]
+        totals["redacted"] += result.get("redacted", 0)
+        for s in result["sessions"]:
+            sessions[s["session_uid"]] = s["turns"]
 
 
 def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress: Progress | None = None) -> dict[str, Any]:
-    """Import ``files``; the totals. Used by `import` and by each round of `watch` (with ``progress``)."""
+    """Import ``files``; the totals. Used by `import` and by each round of `watch` (with ``progress``:
+    a file already read in an earlier round is read from where that round stopped)."""
     started = time.monotonic()
     read: list[tuple[sources.Source, str]] = []
+    grown: list[tuple[Path, follow.Followed, follow.Appended, str]] = []
     unrecognised = 0
     for path in files:
+        state = progress.get(path) if progress is not None else None
+        if state is not None and progress is not None:
+            appended = follow.read_appended(path, state, sources.ADAPTERS[state.adapter], sources.MAX_FILE_BYTES)
+            if appended is not None:
+                grown.append((path, state, appended, revision_id(appended.sha256, sources.version_of(state.adapter))))
+                continue
+            del progress[path]  # rewritten, not appended to: read whole (the engine skips what it has)
         source = sources.read_source(path)
         if source is None:
             unrecognised += 1
@@ -126,12 +151,23 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress:
             continue
         read.append((source, source.revision_id(sources.version_of(source.adapter))))
     known: set[str] = set()
-    for i in range(0, len(read), KNOWN_CHUNK):
-        chunk = [rid for _s, rid in read[i : i + KNOWN_CHUNK]]
-        known.update(ctx.request({"op": "transcript_known", "revisions": chunk})["known"])
+    ids = [rid for _s, rid in read] + [rid for *_x, rid in grown]
+    for i in range(0, len(ids), KNOWN_CHUNK):
+        known.update(ctx.request({"op": "transcript_known", "revisions": ids[i : i + KNOWN_CHUNK]})["known"])
     totals: dict[str, Any] = {"files": len(files), "unchanged": 0, "imported": 0, "unrecognised": unrecognised, "events_added": 0}
     totals |= {"sessions_written": 0, "skipped_lines": 0, "still_being_written": 0, "turns": 0, "redacted": 0}
     sessions: dict[str, int] = {}  # session_uid -> its turns after the import (as the user saw them)
+    for _path, state, appended, rid in grown:
+        parsed = appended.parsed
+        totals["skipped_lines"] += len(parsed.warnings)
+        if parsed.pending_bytes:
+            totals["still_being_written"] += 1
+        if rid not in known and parsed.events:
+            totals["imported"] += 1
+            _send(ctx, state.adapter, parsed.adapter_version, appended.sha256, parsed, parsed.events, totals, sessions)
+        elif rid in known:
+            totals["unchanged"] += 1
+        follow.advance(state, appended)
     for source, rid in read:
         if rid in known:
             totals["unchanged"] += 1
@@ -146,30 +182,11 @@ def import_files(ctx: Context, files: list[Path], quiet: bool = False, progress:
         if not parsed.events:
             continue
         totals["imported"] += 1
-        batches = list(_batches(_tail(source, parsed.events, progress)))
-        for n, batch in enumerate(batches, start=1):
-            result = ctx.request(
-                {
-                    "op": "transcript_import",
-                    "adapter": parsed.adapter,
-                    "adapter_version": parsed.adapter_version,
-                    "source_sha256": source.sha256,
-                    "events": batch,
-                    "final": n == len(batches),
-                },
-                timeout=600,
-            )
-            totals["events_added"] += result["events_added"]
-            totals["sessions_written"] += result["written"]
-            totals["redacted"] += result.get("redacted", 0)
-            for s in result["sessions"]:
-                sessions[s["session_uid"]] = s["turns"]
+        _send(ctx, parsed.adapter, parsed.adapter_version, source.sha256, parsed, parsed.events, totals, sessions)
         if progress is not None:
-            progress[source.path] = (
-                parsed.consumed,
-                hashlib.sha256(source.data[: parsed.consumed]).hexdigest(),
-                len(parsed.events),
-            )
+            followed = follow.start(source.path, source.data, source.adapter, sources.ADAPTERS[source.adapter], parsed)
+            if followed is not None:
+                progress[source.path] = followed
     totals["sessions"] = len(sessions)
     totals["turns"] = sum(sessions.values())
     totals["seconds"] = round(time.monotonic() - started, 3)

@@ -34,6 +34,21 @@ def b64d(text: str) -> bytes:
 
 
 def _prepare(value: Any) -> Any:
+    # Exact types first: a revision's summary is mostly str/int leaves in dicts and lists, and
+    # signing every turn of a transcript import walks thousands of them.
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return value
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise TypeError("canonical objects take string keys only")
+            leaf = type(item)
+            out[key] = item if leaf is str or leaf is int else _prepare(item)
+        return out
+    if kind is list:
+        return [item if type(item) is str or type(item) is int else _prepare(item) for item in value]
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
@@ -41,7 +56,7 @@ def _prepare(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$b": b64e(bytes(value))}
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
+        out = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError("canonical objects take string keys only")

@@ -24,6 +24,8 @@ __all__ = ["GrantView", "needed_capability", "visible_tools"]
 
 
 def needed_capability(spec: ToolSpec) -> str:
+    if spec.capability is not None:
+        return spec.capability
     if spec.read_only:
         return "read"
     return "delete" if spec.destructive else "write"

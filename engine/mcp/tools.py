@@ -269,6 +269,62 @@ def _unlink(args: UnlinkArgs) -> dict[str, Any]:
     return body
 
 
+# -- the agent's own notebook (AG-13) ---------------------------------------------------------
+EntryId = Annotated[
+    str, msgspec.Meta(min_length=4, max_length=32, pattern="^[0-9a-fA-F]+$", description="A notebook entry ID (or prefix).")
+]
+
+
+class NotebookWriteArgs(_Args):
+    title: Annotated[str, msgspec.Meta(min_length=1, max_length=300, description="A short, specific title.")]
+    body: Annotated[str, msgspec.Meta(max_length=200_000, description="The note (Markdown).")] = ""
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=32, description="Labels to file the entry under.")] = []
+    id: Annotated[EntryId | None, msgspec.Meta(description="Set to revise an existing entry (its earlier text is kept).")] = None
+
+
+class NotebookReadArgs(_Args):
+    id: EntryId
+    rev: Annotated[int | None, msgspec.Meta(description="An earlier revision to read (1 is the first).")] = None
+    history: Annotated[bool, msgspec.Meta(description="Also list the entry's revisions.")] = False
+
+
+class NotebookListArgs(_Args):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="Maximum number of entries.")] = 50
+    offset: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 0
+
+
+class NotebookSearchArgs(_Args):
+    query: Annotated[Query, msgspec.Meta(description="Words to find in your own notebook and scratch pad.")]
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="Maximum number of results.")] = 10
+
+
+class NotebookIdArgs(_Args):
+    id: EntryId
+
+
+class NoArgs(_Args):
+    pass
+
+
+class ScratchWriteArgs(_Args):
+    text: Annotated[str, msgspec.Meta(max_length=100_000, description="The scratch pad's new text.")]
+    append: Annotated[bool, msgspec.Meta(description="Add to the end instead of replacing.")] = False
+
+
+def _notebook_write(args: NotebookWriteArgs) -> dict[str, Any]:
+    body: dict[str, Any] = {"op": "notebook_write", "title": args.title, "body": args.body, "tags": args.tags}
+    if args.id is not None:
+        body["id"] = args.id
+    return body
+
+
+def _notebook_read(args: NotebookReadArgs) -> dict[str, Any]:
+    body: dict[str, Any] = {"op": "notebook_read", "id": args.id, "history": args.history}
+    if args.rev is not None:
+        body["rev"] = args.rev
+    return body
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -278,6 +334,9 @@ class ToolSpec:
     build: Callable[[Any], dict[str, Any]]
     read_only: bool = True
     destructive: bool = False
+    # The grant capability the tool needs when it is not read/write/delete of the user's
+    # memories (``notebook``: every grant has its own, engine.agents.grants).
+    capability: str | None = None
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -434,6 +493,72 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 
+_PRIVATE = " Private to you: no other agent can read it and it never appears in search; the user can read and export it."
+NOTEBOOK_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "notebook_write",
+        "Write in your notebook",
+        "Write an entry in your own notebook (title, Markdown body, tags), or revise one by id: working notes, "
+        "plans, what you tried, what to check next time." + _PRIVATE + " Never store passwords or keys here.",
+        NotebookWriteArgs,
+        _notebook_write,
+        read_only=False,
+        capability="notebook",
+    ),
+    ToolSpec(
+        "notebook_read",
+        "Read a notebook entry",
+        "Read one entry of your own notebook by id (an earlier revision with rev; its revisions with history).",
+        NotebookReadArgs,
+        _notebook_read,
+        capability="notebook",
+    ),
+    ToolSpec(
+        "notebook_list",
+        "List your notebook",
+        "List the entries of your own notebook, most recently changed first, and whether your scratch pad has text.",
+        NotebookListArgs,
+        lambda a: {"op": "notebook_list", "limit": a.limit, "offset": a.offset},
+        capability="notebook",
+    ),
+    ToolSpec(
+        "notebook_search",
+        "Search your notebook",
+        "Find entries of your own notebook (and your scratch pad) by words. Only your notebook: use search for "
+        "the user's shared memories.",
+        NotebookSearchArgs,
+        lambda a: {"op": "notebook_search", "query": a.query, "limit": a.limit},
+        capability="notebook",
+    ),
+    ToolSpec(
+        "notebook_forget",
+        "Forget a notebook entry",
+        "Remove an entry from your notebook's list and search (its revisions stay in the user's export).",
+        NotebookIdArgs,
+        lambda a: {"op": "notebook_forget", "id": a.id},
+        read_only=False,
+        destructive=True,
+        capability="notebook",
+    ),
+    ToolSpec(
+        "scratch_read",
+        "Read your scratch pad",
+        "Read your scratch pad: one running text for the task at hand." + _PRIVATE,
+        NoArgs,
+        lambda a: {"op": "scratch_read"},
+        capability="notebook",
+    ),
+    ToolSpec(
+        "scratch_write",
+        "Write your scratch pad",
+        "Replace your scratch pad's text, or append to it (each write is kept as a revision)." + _PRIVATE,
+        ScratchWriteArgs,
+        lambda a: {"op": "scratch_write", "text": a.text, "append": a.append},
+        read_only=False,
+        capability="notebook",
+    ),
+)
+TOOLS = TOOLS + NOTEBOOK_TOOLS
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 # Tools that read imported transcripts: listed only to grants that include them (AG-5).
 TRANSCRIPT_TOOLS: frozenset[str] = frozenset({"recall_turn", "recall_session", "memory_conclude"})

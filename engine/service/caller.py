@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import MemoriesError
@@ -27,6 +27,13 @@ class Caller:
     hidden_kinds: frozenset[str] = frozenset()
     # The program's own name for itself (CLIENT_LABELS) or "": informational, audit only.
     client: str = ""
+    # AG-13: for an MCP caller, the grant the daemon authenticated and the key derived from the
+    # token that authenticated it (opens that grant's notebook only). Never from a request.
+    grant_id: bytes | None = None
+    grant_key: bytes | None = field(default=None, repr=False)
+    # AG-11: a grant whose transcript access is one project's: the project's absolute path
+    # (only sessions whose working directory is inside it are visible). None: no such limit.
+    transcript_scope: str | None = None
 
 
 def take_client_label(body: dict[str, Any]) -> str:

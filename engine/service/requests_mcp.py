@@ -26,6 +26,10 @@ class McpGrantCreate(Request, tag="mcp_grant"):
     )
     # AG-5: the agent may read imported transcripts (off by default).
     transcripts: bool = False
+    # AG-11: with transcripts, only the sessions whose working directory is inside this absolute path.
+    transcripts_project: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)] | None = None
+    # AG-13: take over the notebook of a revoked grant of the same name (agent connect again).
+    keep_notebook: bool = False
 
 
 class McpGrantList(Request, tag="mcp_grants"):

@@ -60,6 +60,14 @@ class TranscriptImport(Request, tag="transcript_import"):
     source_sha256: Hex64
     events: Annotated[list[EventIn], msgspec.Meta(max_length=20_000)]
     final: bool = True
+    # session_key -> the working directory its client reported (AG-11: project-scoped transcript grants).
+    cwds: Annotated[
+        dict[
+            Annotated[str, msgspec.Meta(min_length=1, max_length=512)],
+            Annotated[str, msgspec.Meta(min_length=1, max_length=4096)],
+        ],
+        msgspec.Meta(max_length=1000),
+    ] = msgspec.field(default_factory=dict)
 
 
 class TranscriptList(Request, tag="transcript_list"):

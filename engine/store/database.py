@@ -622,6 +622,21 @@ class StoreFile:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA secure_delete=ON")
 
+    def erase_content(self, seqs: Sequence[int]) -> None:
+        """Delete content rows for good (a notebook the user deleted, AG-13): the freed pages are
+        overwritten (this connection's ``secure_delete``), then the write-ahead log is copied back
+        and cut, so no old log frame keeps their bytes. Rows already gone are skipped."""
+        with self._db_lock:
+            self._key()
+            try:
+                with self._transaction():
+                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+            except sqlite3.Error as exc:
+                if is_disk_full(exc, self.path):
+                    raise MemoriesError("disk_full") from exc
+                raise MemoriesError("io_error", "The store could not be written; nothing was erased.") from exc
+            self._truncate_log()
+
     def _truncate_log(self) -> bool:
         """Copy the write-ahead log into the store and cut it to zero bytes (best effort).
 

@@ -7,7 +7,7 @@ Sub-agents (the Task tool) are sidechains: ``isSidechain: true``, in the parent'
 (older clients) or in their own ``agent-<agentId>.jsonl`` file with ``agentId`` (newer
 clients); either way they become their own thread of the parent's session. ``summary``,
 ``system``, ``file-history-snapshot`` and other bookkeeping lines carry no turn and are
-ignored; ``thinking`` blocks are not kept.
+ignored; ``thinking`` blocks are not kept. Each line's ``cwd`` is the session's working directory.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ def parse(data: bytes) -> Parsed:
             parsed.warnings.append((lineno, "missing sessionId, uuid or message"))
             continue
         thread_key, parent = _thread(line)
+        cwd = line.get("cwd")
+        if isinstance(cwd, str) and cwd and len(cwd) <= 4096:
+            parsed.cwds.setdefault(session, cwd)
         ts = line.get("timestamp") if isinstance(line.get("timestamp"), str) else ""
         role: Role = "assistant" if kind == "assistant" else "user"
         content = message.get("content")

@@ -1,7 +1,7 @@
 """Adapter: Codex CLI rollout files (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
 One JSON object per line: ``{"timestamp", "type", "payload"}``. ``session_meta`` names the
-session (``payload.id``; a sub-agent's session names its parent in ``payload.source``);
+session (``payload.id``; its working directory ``payload.cwd``; a sub-agent's session names its parent in ``payload.source``);
 ``response_item`` payloads are the conversation: ``message`` (role ``user``/``assistant``,
 content blocks ``input_text``/``output_text``), ``function_call`` / ``custom_tool_call``
 (``name``, ``arguments``/``input``, ``call_id``) and their ``*_output``; ``reasoning`` is
@@ -58,6 +58,9 @@ def parse(data: bytes) -> Parsed:
             sid = payload.get("id")
             if isinstance(sid, str) and sid:
                 session = sid
+                cwd = payload.get("cwd")
+                if isinstance(cwd, str) and cwd and len(cwd) <= 4096:
+                    parsed.cwds.setdefault(sid, cwd)
                 sub = _subagent(payload)
                 thread, parent = (f"agent:{sub}", "main") if sub else ("main", "")
             else:

@@ -114,14 +114,20 @@ def is_correction(text: str) -> bool:
 def salient(text: str) -> list[str]:
     """Up to MAX_KEYS distinct salient words of ``text``, in order of first occurrence."""
     out: dict[str, None] = {}
+    # Only the first MAX_KEYS distinct words count, Latin ones before Han bigrams: stop scanning
+    # once they are found (a long turn's text is not walked to its end).
     for m in _LATIN.finditer(text):
         word = m.group(0).lower().strip(".-/")
         if (len(word) >= 3 or word.isdigit()) and word not in _STOP:
             out.setdefault(word, None)
+            if len(out) >= MAX_KEYS:
+                return list(out)
     for run in _HAN.findall(text):
         for i in range(len(run) - 1):
             out.setdefault(run[i : i + 2], None)
-    return list(out)[:MAX_KEYS]
+            if len(out) >= MAX_KEYS:
+                return list(out)
+    return list(out)
 
 
 def corrected(keys: Iterable[str], earlier: Iterable[tuple[str, list[str]]]) -> str | None:

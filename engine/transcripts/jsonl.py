@@ -6,12 +6,15 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+import msgspec
+
 from engine.transcripts.model import MAX_EVENT_TEXT, Parsed
 
 __all__ = ["json_lines", "clip", "MAX_LINE_BYTES"]
 
 # A single line above this is skipped with a warning (a client never writes one).
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+_decode = msgspec.json.Decoder().decode
 
 
 def json_lines(data: bytes, parsed: Parsed) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -38,10 +41,16 @@ def json_lines(data: bytes, parsed: Parsed) -> Iterator[tuple[int, dict[str, Any
             parsed.warnings.append((lineno, "line too long"))
             continue
         try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            parsed.warnings.append((lineno, "not valid JSON"))
-            continue
+            # msgspec parses a line several times faster than json; whatever it refuses (NaN,
+            # a lone surrogate escape, 1e400, invalid UTF-8, deep nesting) is read by json as
+            # before, so every line gives the same value or the same warning.
+            value = _decode(raw)
+        except msgspec.MsgspecError:
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                parsed.warnings.append((lineno, "not valid JSON"))
+                continue
         if not isinstance(value, dict):
             parsed.warnings.append((lineno, "not a JSON object"))
             continue

@@ -72,9 +72,12 @@ def event_uid(thread: str, native_key: str, chash: str, occurrence: int) -> str:
     return sha256_hex(thread, native_key, chash, str(occurrence))
 
 
-def occurrences(events: list[Event]) -> list[int]:
-    """Each event's occurrence number in its file: equal (thread, native key, content) events before it."""
-    seen: dict[tuple[str, str, str, str, str], int] = {}
+def occurrences(events: list[Event], seen: dict[tuple[str, str, str, str, str], int] | None = None) -> list[int]:
+    """Each event's occurrence number in its file: equal (thread, native key, content) events before it.
+
+    ``seen``: the counts of the file's events before these (``transcript watch`` reading only what
+    was appended, engine/transcripts/follow.py); updated in place."""
+    seen = {} if seen is None else seen
     out: list[int] = []
     for ev in events:
         chash = content_hash(ev.role, ev.type, ev.name, ev.text)
@@ -122,3 +125,6 @@ class Parsed:
     consumed: int = 0
     pending_bytes: int = 0
     lines: int = 0
+    # session_key -> the working directory the client reported for it (the first one seen):
+    # what `agent connect --transcripts this-project` matches against the project (AG-11).
+    cwds: dict[str, str] = field(default_factory=dict)

@@ -80,6 +80,33 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str], int], ...]] = (
         -1,  # the first of groups 1..3 that matched
     ),
 )
+# Literals every match of each shape contains (same order as _SHAPES): a text holding none of
+# them cannot match, so the pattern is not run (one `in` test costs far less than a regex scan,
+# and most turns hold no secret). Case-insensitive shapes are screened on the lower-cased text,
+# and only for ASCII text: Unicode case folding makes a few other letters match (ſ, K, ı).
+_HINTS: Final[tuple[tuple[tuple[str, ...], bool], ...]] = (
+    (("PRIVATE KEY",), False),
+    (("A3T", "AKIA", "ASIA", "ABIA", "ACCA"), False),
+    (("aws",), True),
+    (("gh", "github_pat_"), False),
+    (("gl",), False),
+    (("xox",), False),
+    (("hooks.slack.com",), False),
+    (("_live_", "_test_"), False),
+    (("whsec_",), False),
+    (("sk-ant-",), False),
+    (("sk-",), False),
+    (("AIza",), False),
+    (("npm_",), False),
+    (("pypi-AgEIcHlwaS5vcmc",), False),
+    (("eyJ",), False),
+    (("://",), False),
+    (("pass", "pwd", "secret", "token", "api", "access", "private", "auth", "credential"), True),
+)
+# Each shape's hints as one regex of plain literals: a single C-level scan per shape.
+_SCREENS: Final[tuple[tuple[re.Pattern[str], bool], ...]] = tuple(
+    (re.compile("|".join(map(re.escape, hints))), folded) for hints, folded in _HINTS
+)
 # An assignment whose value is code or a reference, not a secret: settings.X, os.environ[...], ${VAR}, $VAR,
 # <...>, or a small number (max_tokens: 4096).
 _NOT_A_VALUE = re.compile(
@@ -117,8 +144,18 @@ class Redactor:
             text, n = self._vault.subn(placeholder("vault"), text)
             if n:
                 self._note("vault", n)
-        for kind, pattern, group in _SHAPES:
-            text = pattern.sub(functools.partial(self._replace, kind=kind, group=group), text)
+        ascii_text = text.isascii()
+        lowered = text.lower() if ascii_text else text
+        for (kind, pattern, group), (screen, folded) in zip(_SHAPES, _SCREENS, strict=True):
+            if folded and not ascii_text:
+                pass  # screened only for ASCII text (see _HINTS)
+            elif screen.search(lowered if folded else text) is None:
+                continue
+            replaced = pattern.sub(functools.partial(self._replace, kind=kind, group=group), text)
+            if replaced is not text:  # the next screens read the text as it is now
+                text = replaced
+                ascii_text = text.isascii()
+                lowered = text.lower() if ascii_text else text
         return text
 
     def _replace(self, match: re.Match[str], kind: str, group: int) -> str:

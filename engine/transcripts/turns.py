@@ -128,6 +128,7 @@ class SessionState:
     # Kept as turns arrive, so that an append costs the same in a long session (AG-8):
     last: dict[str, TurnState] = field(default_factory=dict)  # thread key -> its turn with the highest seq
     source_ids: set[str] = field(default_factory=set)  # every revision_id any turn records
+    cwd: str = ""  # the working directory the client reported ("" unknown): AG-11 project scopes
     changed: dict[str, TurnState] = field(default_factory=dict)  # turns changed since the last write
 
     def add_turn(self, turn: TurnState) -> None:
@@ -306,6 +307,7 @@ def turn_summary(session: SessionState, turn: TurnState, spans: list[tuple[int, 
             "redacted": turn.redacted,
             "keys": turn.keys,
             **({"corrects": turn.corrects} if turn.corrects else {}),
+            **({"cwd": session.cwd} if session.cwd else {}),
         },
     }
 
@@ -323,6 +325,7 @@ class TurnHeader:
     thread_parent: str
     turn: TurnState
     spans: tuple[tuple[str, str, str, str, str, int, int], ...]
+    cwd: str = ""
 
 
 def parse_turn_summary(summary: dict[str, Any], asset_id: bytes) -> TurnHeader | None:
@@ -355,6 +358,7 @@ def parse_turn_summary(summary: dict[str, Any], asset_id: bytes) -> TurnHeader |
         thread_parent=str(thread[2]),
         turn=turn,
         spans=spans,
+        cwd=str(t.get("cwd", "")),
     )
 
 

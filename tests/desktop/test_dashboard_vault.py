@@ -470,6 +470,9 @@ EXPECTED_ROUTES = {
     ("GET", "/api/cards/{id}/links"),
     ("GET", "/api/protected"),
     ("GET", "/api/protected/{id}"),
+    ("GET", "/static/notebooks.js"),
+    ("GET", "/api/notebooks"),
+    ("GET", "/api/notebooks/{name}"),
 }
 
 

@@ -40,6 +40,7 @@ ELEVATED: dict[str, dict[str, Any]] = {
     "mcp_grant": {"name": "agent", "scope": "read"},
     "mcp_grants": {},
     "mcp_revoke": {"name": "agent"},
+    "notebook_delete": {"name": "agent"},
     "quarantine_discard": {"id": "abcdef12"},
     "quarantine_reapply": {"id": "abcdef12"},
     "remote_approve": {"ticket": "0" * 16},

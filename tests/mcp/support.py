@@ -41,6 +41,23 @@ TOOLS = {
     "recall_turn",
     "recall_session",
     "memory_conclude",
+    "notebook_write",
+    "notebook_read",
+    "notebook_list",
+    "notebook_search",
+    "notebook_forget",
+    "scratch_read",
+    "scratch_write",
+}
+# Every grant has its own notebook (AG-13): these are listed to every scope.
+NOTEBOOK_TOOLS = {
+    "notebook_write",
+    "notebook_read",
+    "notebook_list",
+    "notebook_search",
+    "notebook_forget",
+    "scratch_read",
+    "scratch_write",
 }
 # What tools/list shows each grant (issue 27: only the tools it can call).
 TRANSCRIPT_TOOLS = {"recall_turn", "recall_session", "memory_conclude"}
@@ -54,7 +71,7 @@ READ_TOOLS = {
     "connections",
     "recall_connected",
     "history",
-}
+} | NOTEBOOK_TOOLS
 WRITE_TOOLS = {"memory_write", "card_write", "link", "unlink", "annotate"}
 READ_WRITE_TOOLS = READ_TOOLS | WRITE_TOOLS
 

@@ -80,7 +80,7 @@ def test_ag11_two_projects_keep_their_own_scopes_and_disconnect_alone(connected:
     user = connected.ok("agent", "connect", "claude-code")
     assert len({a["name"], b["name"], user["name"]}) == 3 and user["name"] == "claude-code"
     assert _grants(connected) == {
-        a["name"]: ("read", False),
+        a["name"]: ("read", True),  # --transcripts this-project, the default with --project
         b["name"]: ("read_write", True),
         "claude-code": ("read_write", False),
     }
@@ -89,7 +89,7 @@ def test_ag11_two_projects_keep_their_own_scopes_and_disconnect_alone(connected:
 
     listed = {i["name"]: i for i in connected.ok("agent", "list")["agents"]}
     assert {n: (i["project"], i["scope"], i["transcripts"], i["active"]) for n, i in listed.items()} == {
-        a["name"]: (str(alpha.resolve()), "read", False, True),
+        a["name"]: (str(alpha.resolve()), "read", True, True),
         b["name"]: (str(beta.resolve()), "read_write", True, True),
         "claude-code": (None, "read_write", False, True),
     }
@@ -118,7 +118,7 @@ def test_ag11_a_refused_config_changes_nothing(connected: Cli, tmp_path: Path) -
     error = connected.err("agent", "connect", "claude-code", "--project", str(project), "--scope", "read")
     assert error["code"] == "invalid_input" and "nothing was changed" in error["message"]
     assert _snapshot(project, connected.home / "agents", Path(connected.env["HOME"])) == before
-    assert _grants(connected) == {first["name"]: ("read_write", False)}
+    assert _grants(connected) == {first["name"]: ("read_write", True)}
 
     codex_project = _project(tmp_path, "codexproj")
     (codex_project / ".codex").mkdir()
@@ -127,7 +127,7 @@ def test_ag11_a_refused_config_changes_nothing(connected: Cli, tmp_path: Path) -
     error = connected.err("agent", "connect", "codex", "--project", str(codex_project))
     assert error["code"] == "invalid_input" and "not valid TOML" in error["message"]
     assert _snapshot(codex_project, connected.home / "agents", Path(connected.env["HOME"])) == before
-    assert _grants(connected) == {first["name"]: ("read_write", False)}
+    assert _grants(connected) == {first["name"]: ("read_write", True)}
 
 
 def test_ag11_a_locked_vault_refuses_before_any_file_is_written(connected: Cli, tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_inject_all_user_scope_then_identical_rerun(user: Cli) -> None:
     assert_no_data_home(user)
     # The skill is the packaged one: versioned frontmatter, no path, token or vault ID.
     text = SKILL.decode()
-    assert text.startswith("---\nname: memories\n") and 'version: "2"' in text
+    assert text.startswith("---\nname: memories\n") and 'version: "3"' in text
     assert str(home) not in text and "mem_" not in text
 
 

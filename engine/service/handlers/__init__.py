@@ -15,6 +15,7 @@ from engine.service.handlers import (
     jobs,  # crypto jobs: job plan/show/run (issue 16, JB-1 … JB-3)
     logins,  # login cards and moving-in batches (issue 15)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
+    notebook,  # each connected agent's private notebook and scratch pad (issue 28, AG-13)
     remote,  # remote sessions, tickets, proxies (issue 7)
     run,  # memories run: secrets into a child's environment (issue 16, RN-1, API-7)
     search,  # search, retrieve, ask, rag (issue 3)
@@ -41,6 +42,7 @@ __all__ = [
     "jobs",
     "logins",
     "mcp_grants",
+    "notebook",
     "remote",
     "run",
     "search",

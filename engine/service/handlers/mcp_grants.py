@@ -21,13 +21,17 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from pathlib import PurePath
 from typing import Any
 
 from engine.agents import grants as g
+from engine.agents import notebook as nb
 from engine.agents.replay import REPLAYED_OPS, Replays
 from engine.errors import MemoriesError
 from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
+from engine.service.handlers.notebook import NOTEBOOK_OPS, handover_records
+from engine.service.handlers.transcripts import asset_in_scope
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
@@ -125,6 +129,7 @@ def _grant_view(state: Unlocked, grant: g.Grant, last_used: int | None) -> dict[
         "revoked_ms": grant.revoked_ms,
         "active": grant.active,
         "transcripts": grant.transcripts,
+        "transcripts_project": grant.transcripts_project,
     }
 
 
@@ -134,6 +139,9 @@ def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> d
     state = service.require_unlocked()
     if any(x.active and x.name == request.name for x in g.load_grants(state.extra_records)):
         raise MemoriesError("grant_exists")
+    project = request.transcripts_project
+    if project is not None and not PurePath(project).is_absolute():
+        raise MemoriesError("invalid_input", "A project for transcripts is an absolute path.")
     token = g.new_token()
     grant = g.Grant(
         grant_id=os.urandom(16),
@@ -143,10 +151,13 @@ def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> d
         token_hash=g.token_digest(token),
         hint=g.token_hint(token),
         created_ms=_now_ms(),
-        transcripts=request.transcripts,
+        transcripts=request.transcripts or project is not None,
+        transcripts_project=project,
     )
     audit = service.vault.audit_record(state, "mcp_grant", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope)
-    service.vault.commit(state, [], [], [grant.to_record(), audit])
+    # AG-13: the agent connected again under the same name keeps its notebook.
+    handover = handover_records(state, grant.name, grant.grant_id, token) if request.keep_notebook else []
+    service.vault.commit(state, [], [], [grant.to_record(), *handover, audit])
     # The only time the token exists outside the caller: it is returned once, never stored.
     return {**_grant_view(state, grant, None), "token": token}
 
@@ -193,6 +204,7 @@ def mcp_whoami(service: Service, request: rq.McpWhoami, caller: Caller) -> dict[
         # What the MCP server lists to this agent: only the tools it can call.
         "capabilities": sorted(g.CAPABILITIES.get(grant.scope, frozenset())),
         "transcripts": grant.transcripts,
+        "transcripts_project": grant.transcripts_project,
     }
 
 
@@ -239,12 +251,24 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         if not spec.mcp_allowed:
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
         g.require_capability(grant.scope, op_name)
-        _check_vault(state, grant, inner)
-        _check_transcripts(state, grant, op_name, inner)
+        notebook = op_name in NOTEBOOK_OPS
+        if not notebook:  # the agent's own notebook is in no vault and holds no transcript
+            _check_vault(state, grant, inner)
+            _check_transcripts(service, state, grant, op_name, inner)
         generation = service.session.generation
     # Files are not open to agents (no file op is MCP-allowed), so search never shows them either.
     hidden = frozenset({"file"}) if grant.transcripts else frozenset({TRANSCRIPT_KIND, "file"})
-    agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
+    # AG-13: the notebook ops act on the notebook of this grant, opened with a key derived
+    # from this call's token; no other caller carries either.
+    agent = Caller(
+        namespace=f"mcp:{grant.name}",
+        surface="mcp",
+        uid=caller.uid,
+        hidden_kinds=hidden,
+        transcript_scope=grant.transcripts_project,
+        grant_id=grant.grant_id,
+        grant_key=nb.grant_wrap_key(request.token, grant.grant_id) if notebook else None,
+    )
     # Decoding (unknown fields, types) and the registry's own MCP allowlist check happen
     # in dispatch, exactly as for every other surface.
     if op_name in REPLAYED_OPS:
@@ -279,8 +303,11 @@ def _still_current(service: Service, answer: dict[str, Any]) -> bool:
         return not state.index.is_deleted(entry)
 
 
-def _check_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
+def _check_transcripts(service: Service, state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
     """AG-5: transcripts reach only agents whose grant includes them (search hides them: hidden_kinds)."""
+    if grant.transcripts and grant.transcripts_project is not None:
+        _check_project(service, state, grant, inner)
+        return
     if grant.transcripts:
         return
     if op_name in TRANSCRIPT_OPS or inner.get("kind") == TRANSCRIPT_KIND:
@@ -293,6 +320,23 @@ def _check_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dic
             return
         if entry.kind == TRANSCRIPT_KIND:
             raise MemoriesError("scope_denied", "This grant does not include transcripts.")
+
+
+def _check_project(service: Service, state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None:
+    """AG-11: a grant whose transcripts are one project's reaches no other project's turn by ID,
+    and does not list transcripts (recall_session pages the sessions it may see)."""
+    if inner.get("kind") == TRANSCRIPT_KIND:
+        raise MemoriesError("scope_denied", "This grant reads transcripts through recall_turn and recall_session.")
+    ref = inner.get("id")
+    if not isinstance(ref, str):
+        return
+    try:
+        entry = state.index.resolve(ref)
+    except MemoriesError:
+        return
+    scoped = Caller(namespace=f"mcp:{grant.name}", surface="mcp", transcript_scope=grant.transcripts_project)
+    if not asset_in_scope(service, state, scoped, entry.asset_id):
+        raise MemoriesError("not_found")
 
 
 def _record_use(service: Service, state: Unlocked, grant: g.Grant) -> None:

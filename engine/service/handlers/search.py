@@ -56,6 +56,27 @@ HIT_DETAILS: dict[str, Callable[[Service, Unlocked, Caller, bytes], dict[str, An
 # Reorderings of a search's hits, under the service lock (a transcript turn that a later turn
 # corrects: the later one first, AG-9). Each may add hits (``snapshot``) and must keep the rest.
 HIT_ORDER: list[Callable[[Service, Unlocked, list[Found]], list[Found]]] = []
+# Per-caller limits on which assets a search may return, under the service lock: each gives a
+# predicate over asset IDs, or None for no limit (a grant whose transcripts are one project's
+# drops the other projects' turns, AG-11).
+ASSET_GATES: list[Callable[[Service, Unlocked, Caller], Callable[[bytes], bool] | None]] = []
+
+
+def _gate(service: Service, state: Unlocked, caller: Caller | None) -> Callable[[bytes], bool] | None:
+    if caller is None:
+        return None
+    gates = [g for g in (make(service, state, caller) for make in ASSET_GATES) if g is not None]
+    if not gates:
+        return None
+    return lambda asset_id: all(g(asset_id) for g in gates)
+
+
+def _gated(service: Service, state: Unlocked, caller: Caller, hits: list[Found]) -> list[Found]:
+    """Hits the caller may see (after reorderings, which may add hits)."""
+    gate = _gate(service, state, caller)
+    return hits if gate is None else [h for h in hits if gate(h.asset_id)]
+
+
 MAX_SEARCH_LIMIT = 500
 MAX_SEARCH_OFFSET = 100_000
 # DT-7: a search looks this many passages deep for words, so its total and its pages cover
@@ -169,6 +190,7 @@ def _retrieve(
     vault_name: str | None = None,
     filters: Filters | None = None,
     offset: int | None = None,
+    caller: Caller | None = None,
 ) -> Retrieved:
     """The best ``limit`` hits; with ``offset`` (the search op), the page at ``offset`` of all
     matches, and ``total`` counts them (``retrieve``/``ask`` leave it None: top hits only)."""
@@ -211,6 +233,9 @@ def _retrieve(
                 raise MemoriesError("provider_error", "The provider returned vectors of inconsistent size.") from None
         window = max(limit, RERANK_WINDOW) if config.rerank is not None else limit
         keep = _keeper(state, index, filters)
+        gate = _gate(service, state, caller)
+        if gate is not None:
+            keep = gate if keep is None else (lambda asset_id, k=keep, g=gate: k(asset_id) and g(asset_id))
         paging = offset is not None
         hits = index.search(
             parsed,
@@ -253,10 +278,12 @@ def _retrieve(
     return result
 
 
-def retrieve_hits(service: Service, query: str, kinds: frozenset[str], limit: int, wait_ms: int = 5000) -> Retrieved:
+def retrieve_hits(
+    service: Service, query: str, kinds: frozenset[str], limit: int, wait_ms: int = 5000, caller: Caller | None = None
+) -> Retrieved:
     """Ranked hits of ``kinds`` for ``query`` (lexical, or hybrid with an embedding provider), without
     the service lock held: the engine behind ``search``, for other ops that rank (recall_turn)."""
-    return _retrieve(service, runtime_of(service), _config(service), query, "auto", limit, kinds, wait_ms)
+    return _retrieve(service, runtime_of(service), _config(service), query, "auto", limit, kinds, wait_ms, caller=caller)
 
 
 def snapshot(service: Service, state: Unlocked, asset_id: bytes, score: float) -> Found | None:
@@ -363,10 +390,12 @@ def search(service: Service, request: Search, caller: Caller) -> dict[str, Any]:
         request.vault,
         _filters(request),
         request.offset,
+        caller,
     )
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _ordered(service, state, _still_current(runtime, state, found.hits, found.vault_id), request.limit)
+        hits = _gated(service, state, caller, hits)
         _commit_intent(service, runtime, state, "search", caller, [h.asset_id for h in hits])
         terms = found.parsed.terms + found.parsed.phrases
         results = [
@@ -424,10 +453,12 @@ def retrieve(service: Service, request: Retrieve, caller: Caller) -> dict[str, A
         kinds,
         request.wait_ms,
         filters=_filters(request),
+        caller=caller,
     )
     with service.lock:
         state = _checked_state(service, found.generation)
         hits = _ordered(service, state, _still_current(runtime, state, found.hits), request.limit)
+        hits = _gated(service, state, caller, hits)
         _commit_intent(service, runtime, state, "retrieve", caller, [h.asset_id for h in hits])
         return {
             "query": request.query,
@@ -449,10 +480,12 @@ def ask(service: Service, request: Ask, caller: Caller) -> dict[str, Any]:
             "`memories retrieve` works without one.",
         )
     limit = min(request.limit, config.max_sources)
-    found = _retrieve(service, runtime, config, request.query, request.mode, limit, _visible_kinds(None, caller), request.wait_ms)
+    found = _retrieve(
+        service, runtime, config, request.query, request.mode, limit, _visible_kinds(None, caller), request.wait_ms, caller=caller
+    )
     with service.lock:
         state = _checked_state(service, found.generation)
-        hits = _still_current(runtime, state, found.hits)
+        hits = _gated(service, state, caller, _still_current(runtime, state, found.hits))
         if not hits:
             return {
                 "query": request.query,

@@ -23,6 +23,7 @@ import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any
 
 from engine.crypto.canonical import decode_canonical
@@ -31,7 +32,7 @@ from engine.errors import MemoriesError
 from engine.service import requests_transcripts as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import UNLISTED_KINDS
-from engine.service.handlers.search import HIT_DETAILS, HIT_ORDER, Found, retrieve_hits, snapshot
+from engine.service.handlers.search import ASSET_GATES, HIT_DETAILS, HIT_ORDER, Found, retrieve_hits, snapshot
 from engine.service.projections import BODY_REDACTORS
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
@@ -107,6 +108,8 @@ class _Runtime:
             session = SessionState(header.session_uid, header.source_agent, header.session_key, header.agent_instance_id)
             self.sessions[header.session_uid] = session
         session.threads.setdefault(header.thread_key, (header.thread_uid, header.thread_parent))
+        if header.cwd and not session.cwd:
+            session.cwd = header.cwd
         old = session.turns.get(header.turn.turn_uid)
         if old is not None:
             session.event_uids.difference_update(old.event_uids)
@@ -441,6 +444,9 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
             if session is None:
                 session = SessionState(uid, request.adapter, session_key, instance)
                 sessions[uid] = session
+            cwd = request.cwds.get(session_key, "")
+            if cwd and not session.cwd:
+                session.cwd = cwd
             added = merge(session, identify(uid, events), load, redact.apply)
             changed = session.take_changed()
             if request.final and source_revision not in session.sources():
@@ -487,6 +493,44 @@ def _turn_of(service: Service, state: Unlocked, turn_uid: str) -> tuple[SessionS
     return session, session.turns[turn_uid]
 
 
+def in_project(cwd: str, project: str) -> bool:
+    """Is the working directory ``cwd`` the folder ``project`` or inside it (AG-11)?"""
+    if not cwd:
+        return False  # unknown (imported before working directories were recorded): outside every project
+    try:
+        return PurePath(cwd).is_relative_to(PurePath(project))
+    except ValueError:
+        return False
+
+
+def _in_scope(session: SessionState, caller: Caller) -> bool:
+    return caller.transcript_scope is None or in_project(session.cwd, caller.transcript_scope)
+
+
+def asset_in_scope(service: Service, state: Unlocked, caller: Caller, asset_id: bytes) -> bool:
+    """Whether ``caller`` may see this asset as a transcript turn: True for anything that is not
+    one; for a turn, whether its session is inside the caller's project (AG-11)."""
+    if caller.transcript_scope is None:
+        return True
+    sessions = _sessions(service, state)
+    header = _runtime(service).headers.get(asset_id)
+    if header is None:
+        entry = state.index.assets.get(asset_id)
+        return entry is None or entry.kind != KIND  # a transcript item we cannot place: hidden
+    session = sessions.get(header.session_uid)
+    return session is not None and _in_scope(session, caller)
+
+
+def _scope_gate(service: Service, state: Unlocked, caller: Caller) -> Callable[[bytes], bool] | None:
+    """For search: drop the transcript hits outside the caller's project (AG-11)."""
+    if caller.transcript_scope is None:
+        return None
+    return lambda asset_id: asset_in_scope(service, state, caller, asset_id)
+
+
+ASSET_GATES.append(_scope_gate)
+
+
 def _find_turn(service: Service, state: Unlocked, caller: Caller, locator: str) -> tuple[SessionState, TurnState]:
     text = locator.strip().lower()
     runtime = _runtime(service)
@@ -510,6 +554,8 @@ def _find_turn(service: Service, state: Unlocked, caller: Caller, locator: str) 
         matches = [found] if found is not None else []
     else:
         matches = [(s, t) for s in sessions.values() for uid, t in s.turns.items() if uid.startswith(text)]
+    # A turn outside the caller's project is answered as if it did not exist (AG-11).
+    matches = [(s, t) for s, t in matches if _in_scope(s, caller)]
     if not matches:
         source = _memory_source(service, state, text)
         if source is not None:
@@ -549,9 +595,9 @@ def _find_session(service: Service, state: Unlocked, caller: Caller, locator: st
             return _find_turn(service, state, caller, text)[0]
     if not _HEX.match(text):
         raise MemoriesError("invalid_input", "A session is a handle like [1] or a hex session_uid (at least 6 digits).")
-    matches = [s for uid, s in sessions.items() if uid.startswith(text)]
+    matches = [s for uid, s in sessions.items() if uid.startswith(text) and _in_scope(s, caller)]
     if not matches:
-        matches = [s for s in sessions.values() if any(uid.startswith(text) for uid in s.turns)]
+        matches = [s for s in sessions.values() if _in_scope(s, caller) and any(uid.startswith(text) for uid in s.turns)]
     if not matches:
         raise MemoriesError("not_found", "No imported transcript session matches that.")
     if len(matches) > 1:
@@ -573,9 +619,20 @@ def _visible(service: Service, state: Unlocked, asset_id: bytes, events: list[Tu
     return texts if masked(whole) == whole else [masked(t) for t in texts]
 
 
+def _later(service: Service, caller: Caller, turn_uid: str) -> str | None:
+    """The later turn that corrects ``turn_uid`` (AG-9), if the caller may see it (AG-11)."""
+    runtime = _runtime(service)
+    later = runtime.latest(turn_uid)
+    if later is None or caller.transcript_scope is None:
+        return later
+    sessions = runtime.sessions or {}
+    session = sessions.get(runtime.turn_session.get(later, ""))
+    return later if session is not None and _in_scope(session, caller) else None
+
+
 def _superseded(service: Service, caller: Caller, turn: TurnState) -> dict[str, Any]:
     """``superseded_by``: the handle of the later turn that corrects this one (AG-9), when there is one."""
-    later = _runtime(service).latest(turn.turn_uid)
+    later = _later(service, caller, turn.turn_uid)
     return {"superseded_by": _runtime(service).handle(caller.namespace, f"turn:{later}")} if later else {}
 
 
@@ -639,7 +696,9 @@ def turn_detail(service: Service, state: Unlocked, caller: Caller, asset_id: byt
     if found is None:
         return None
     session, turn = found
-    later = _runtime(service).latest(turn.turn_uid)
+    if not _in_scope(session, caller):
+        return None
+    later = _later(service, caller, turn.turn_uid)
     return {
         "turn": {
             "handle": _runtime(service).handle(caller.namespace, f"turn:{turn.turn_uid}"),
@@ -762,7 +821,7 @@ def recall_turn(service: Service, request: rq.RecallTurn, caller: Caller) -> dic
     ranked: list[bytes] = []
     generation = None
     if request.query is not None:
-        found = retrieve_hits(service, request.query, frozenset({KIND}), RECALL_HITS)
+        found = retrieve_hits(service, request.query, frozenset({KIND}), RECALL_HITS, caller=caller)
         generation = found.generation
     with service.lock:
         state = service.require_unlocked()
@@ -778,7 +837,9 @@ def recall_turn(service: Service, request: rq.RecallTurn, caller: Caller) -> dic
             hits = [
                 found_turn
                 for asset_id in ranked
-                if asset_id in headers and (found_turn := _turn_of(service, state, headers[asset_id].turn.turn_uid)) is not None
+                if asset_id in headers
+                and (found_turn := _turn_of(service, state, headers[asset_id].turn.turn_uid)) is not None
+                and _in_scope(found_turn[0], caller)
             ]
             if not hits:
                 _intent(service, state, "recall_turn", caller, [])
