@@ -141,6 +141,17 @@ CODES: dict[str, str] = {
     "job_plan_stale": "A credential of the plan changed since the plan was made; nothing was run. Make a new plan.",
     "job_cancelled": "The job was cancelled (the vault locked or the engine stopped); nothing was published.",
     "unsupported_platform": "This is not supported on this platform.",
+    # -- the Center: tickets, hosted mode, standby (SPEC CT-1 … CT-4; docs/center.md) --
+    "ticket_invalid": "The Center ticket is damaged, not signed by the pinned Center or malformed; nothing was changed.",
+    "ticket_expired": "The Center ticket has expired; ask the Center's operator for a new one.",
+    "ticket_replayed": "That Center ticket was already applied on this device; ask the Center's operator for a new one.",
+    "ticket_revoked": "The Center revoked this ticket's grant; nothing was changed.",
+    "stale_generation": "This comes from an older credential generation of the Center (a standby took over); it was refused.",
+    "center_managed": "This vault is managed by a Center; devices and grants come from its signed tickets.",
+    "center_locked": "The Center's hosted store is locked; its operator must unlock it.",
+    "center_behind": "The standby has not copied everything from the primary yet; nothing was changed.",
+    "center_unavailable": "The Center could not be reached or is not serving; nothing was changed.",
+    "too_large": "The request body exceeds the size limit; nothing was changed.",
 }
 
 
