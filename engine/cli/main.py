@@ -58,6 +58,7 @@ COMMAND_MODULES = (
     "run_commands",
     "job_commands",
     "backup_commands",
+    "center_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -122,6 +123,7 @@ COMMAND_TABLE = {
     "job": "job_commands",
     "backup": "backup_commands",
     "restore": "backup_commands",
+    "center": "center_commands",
 }
 
 

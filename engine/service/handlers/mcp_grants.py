@@ -28,10 +28,11 @@ from engine.agents.replay import REPLAYED_OPS, Replays
 from engine.errors import MemoriesError
 from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
+from engine.service.center_runtime import runtime_of as center_runtime
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
-__all__ = ["scrub_result", "LAST_USED_PERSIST_MS"]
+__all__ = ["scrub_result", "LAST_USED_PERSIST_MS", "grant_view", "vault_ids"]
 
 # Last use is exact in memory and persisted at most this often per grant (no commit,
 # hence no fsync, on the hot path of every agent call).
@@ -128,10 +129,17 @@ def _grant_view(state: Unlocked, grant: g.Grant, last_used: int | None) -> dict[
     }
 
 
+# For the Center feature (engine/service/handlers/centers.py), which makes grants from tickets.
+vault_ids = _vault_ids
+grant_view = _grant_view
+
+
 # -- grant management (local, elevated, never reachable over MCP) ------------------------
 @op(rq.McpGrantCreate, needs_elevation=True)
 def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
+    # CT-1: with a Center, grants arrive as its signed tickets (`center ticket apply`).
+    center_runtime(service).refuse_if_managed("an MCP grant")
     if any(x.active and x.name == request.name for x in g.load_grants(state.extra_records)):
         raise MemoriesError("grant_exists")
     token = g.new_token()
@@ -186,6 +194,8 @@ def _authenticate(service: Service, state: Unlocked, token: str) -> g.Grant:
 def mcp_whoami(service: Service, request: rq.McpWhoami, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     grant = _authenticate(service, state, request.token)
+    if grant.expires_ms is not None and _now_ms() >= grant.expires_ms:
+        raise MemoriesError("ticket_expired", "This grant's Center ticket has expired; ask the Center's operator for a new one.")
     return {
         "name": grant.name,
         "scope": grant.scope,
@@ -239,9 +249,18 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
         if not spec.mcp_allowed:
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
         g.require_capability(grant.scope, op_name)
-        _check_vault(state, grant, inner)
+        centers = center_runtime(service)
+        routed = centers.claims(op_name, spec)  # saas mode: the op runs at the Center
+        if not routed:
+            _check_vault(state, grant, inner)
         _check_transcripts(state, grant, op_name, inner)
         generation = service.session.generation
+    # CT-1: a ticket-made grant stands only while the Center says so (network: outside the lock).
+    centers.check_ticket_grant(grant)
+    if routed:
+        # The local grant bounds the call by the Center vaults its ticket named; the Center's
+        # own grant (the daemon's bearer) bounds it again there.
+        inner = centers.bind_agent_request(grant, spec, op_name, inner)
     # Files are not open to agents (no file op is MCP-allowed), so search never shows them either.
     hidden = frozenset({"file"}) if grant.transcripts else frozenset({TRANSCRIPT_KIND, "file"})
     agent = Caller(namespace=f"mcp:{grant.name}", surface="mcp", uid=caller.uid, hidden_kinds=hidden)
