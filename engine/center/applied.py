@@ -34,8 +34,12 @@ __all__ = [
 
 APPLIED_KIND: Final = "center_ticket_applied"
 GENERATION_KIND: Final = "center_generation"
-# docs/center.md: a daemon asks the Center before honouring a ticket-made grant, "cached ≤ 5 s".
+# docs/center.md allows a daemon to reuse the Center's answer for up to 5 s. We reuse only the
+# final answers (revoked, expired: they never change back), and ask again for "valid" on every
+# call, so a revocation is refused on the grant's very next call (CT-1), at the price of one
+# small HTTP request per agent call on a kept-alive connection.
 STATUS_TTL_SECONDS: Final = 5.0
+FINAL_STATUSES: Final = frozenset({"revoked", "expired"})
 
 Records = dict[str, list[tuple[int, dict[str, Any]]]]
 
@@ -79,14 +83,13 @@ class _Cached:
 
 
 class StatusCache:
-    """The Center's answer per ticket id, reused for at most ``ttl`` seconds (monotonic clock).
+    """The Center's final answers per ticket id (revoked, expired), kept for the process's life.
 
-    Only answers are cached, never a failure to reach the Center: an unreachable Center is
-    asked again on the next call.
+    "valid" is never reused (the Center is asked on each call), nor is a failure to reach the
+    Center: an unreachable Center is asked again on the next call, and the call is refused.
     """
 
-    def __init__(self, ttl: float = STATUS_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._answers: dict[str, _Cached] = {}
@@ -94,11 +97,13 @@ class StatusCache:
     def get(self, ticket_id: str) -> tuple[str, int] | None:
         with self._lock:
             cached = self._answers.get(ticket_id)
-            if cached is None or self._clock() - cached.at >= self._ttl:
+            if cached is None:
                 return None
             return cached.status, cached.generation
 
     def put(self, ticket_id: str, status: str, generation: int) -> None:
+        if status not in FINAL_STATUSES:
+            return
         with self._lock:
             self._answers[ticket_id] = _Cached(status, generation, self._clock())
 

@@ -6,10 +6,10 @@ It holds what the `[[centers]]` entries imply for this engine:
   device ticket) and local MCP grant creation are refused, naming the Center's URL;
 * **ticket-made grants** — before an agent's call under such a grant runs, its expiry and
   generation are checked and the Center is asked whether the ticket still stands
-  (``GET /v1/tickets/{id}``, answers reused for at most 5 s). **Fail closed**: if the Center
-  cannot be asked and no answer younger than 5 s is at hand, the call is refused with
-  ``center_unavailable``; a grant the Center may have revoked is never honoured on a guess.
-  The price is that agents stop working while the Center is down (documented);
+  (``GET /v1/tickets/{id}`` on every call; only "revoked"/"expired" are remembered), so a
+  revocation is refused on the next call. **Fail closed**: if the Center cannot be asked, the
+  call is refused with ``center_unavailable``; a grant the Center may have revoked is never
+  honoured on a guess. The price is that agents stop working while the Center is down;
 * **saas routing** — with a ``mode = "saas"`` entry, the content ops (the MCP allowlist) are
   sent to the Center's ``POST /v1/rpc`` with the bearer from the entry's ``token_env``, and
   the ops that would read or write content in the local store otherwise are refused: there
@@ -119,7 +119,7 @@ class CenterRuntime:
 
     # -- ticket status and generations -------------------------------------------------------
     def ticket_status(self, center: CenterConfig, ticket_id: str, *, fresh: bool = False) -> tuple[str, int]:
-        """The Center's word on a ticket, reused ≤ 5 s; ``center_unavailable`` (fail closed) if it cannot be asked."""
+        """The Center's word on a ticket (final answers remembered); ``center_unavailable`` if it cannot be asked."""
         if not fresh:
             cached = self.statuses.get(ticket_id)
             if cached is not None:

@@ -99,6 +99,9 @@ def center_ticket_apply(service: Service, request: CenterTicketApply, caller: Ca
         ticket, center = verify_pinned(service, request.ticket)
         if ticket.kind != "grant":
             raise MemoriesError("ticket_invalid", "This is a device ticket; use it with `device approve --ticket`.")
+        own = state.identity.device_pub
+        if ticket.device is not None and ticket.device not in (fingerprint(own), own.hex()):
+            raise MemoriesError("ticket_invalid", "The Center ticket is bound to another device; nothing was changed.")
         name = request.name or ticket.name
         if _GRANT_NAME.fullmatch(name) is None:
             raise MemoriesError("invalid_input", "The ticket's name is not a valid local grant name; give one with --name.")
