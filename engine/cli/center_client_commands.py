@@ -1,9 +1,9 @@
-"""The daemon side of ``memories center`` (CT-1): ``ticket apply``, ``ticket list`` and ``info``.
+"""The daemon side of ``memories center`` (CT-1): ``ticket apply`` and ``ticket list``.
 
 ``ticket apply`` sends the ticket to the engine, which verifies it against the key pinned in
 `[[centers]]` and makes a local MCP grant bound to it (needs ``memories sudo``); the grant's
-token is printed once. ``info URL`` reads a Center's ``GET /v1/info`` so its key can be
-pinned: the key and its full fingerprint are printed for the operator to compare.
+token is printed once. (``center info URL``, which prints the key to pin, is the server's
+module's: engine/cli/center_commands.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ TOKEN_ENV = "MEMORIES_MCP_TOKEN"  # noqa: S105  (a variable name, not a secret)
 
 
 def add_actions(actions: Any, common: argparse.ArgumentParser) -> None:
-    """Adds ``ticket`` and ``info`` under ``memories center``."""
+    """Adds ``ticket`` under ``memories center``."""
     t = actions.add_parser("ticket", parents=[common], help="Center tickets on this device: apply, list")
     tsub = t.add_subparsers(dest="center_ticket_command", metavar="ACTION", parser_class=type(t))
     a = tsub.add_parser("apply", parents=[common], help="apply a Center grant ticket (needs sudo); prints the token once")
@@ -30,11 +30,6 @@ def add_actions(actions: Any, common: argparse.ArgumentParser) -> None:
     a = tsub.add_parser("list", parents=[common], help="the configured Centers and grants made from tickets (needs sudo)")
     a.set_defaults(func=cmd_ticket_list)
     t.set_defaults(func=lambda ctx, args: (t.print_help(), 2)[1])
-
-    i = actions.add_parser("info", parents=[common], help="a Center's public key and fingerprint, to pin in [[centers]]")
-    i.add_argument("url", help="the Center's URL, e.g. https://center.example:8443")
-    i.add_argument("--ca", metavar="PEM", help="a private CA file for the Center's certificate")
-    i.set_defaults(func=cmd_info)
 
 
 def _when(ms: int | None) -> str:
@@ -67,38 +62,4 @@ def cmd_ticket_list(ctx: Context, args: argparse.Namespace) -> int:
         state = "active" if item["active"] else "revoked here"
         lines.append(f"  {item['name']:<16} {item['scope']:<18} expires {_when(item['expires_ms'])}  {state}")
     ctx.emit(result, "\n".join(lines) or "(no [[centers]] entry in config.toml)")
-    return 0
-
-
-def cmd_info(ctx: Context, args: argparse.Namespace) -> int:
-    import base64
-    import hashlib
-
-    from engine.center.link import CenterLink
-    from engine.config import parse_centers
-
-    # The same URL rules as config.toml (https, or http on loopback only); the key is checked
-    # after the fetch.
-    placeholder = base64.b64encode(bytes(32)).decode()
-    (center,) = parse_centers({"centers": [{"url": args.url, "key": placeholder, "mode": "tickets"}]})
-    link = CenterLink(center.url, args.ca)
-    try:
-        info = link.info()
-    finally:
-        link.close()
-    (checked,) = parse_centers({"centers": [{"url": center.url, "key": info["key"], "mode": "tickets"}]})
-    fp = hashlib.sha256(checked.key).hexdigest()
-    shown = {k: info.get(k) for k in ("version", "generation", "role", "locked", "encryption")}
-    result = {**shown, "url": center.url, "key": info["key"], "fingerprint": fp}
-    lines = [
-        f"center      {center.url}  ({info.get('role')}, generation {info.get('generation')})",
-        f"key         {info['key']}",
-        f"fingerprint {fp}",
-        "Compare the fingerprint with the one the operator gives you, then add to config.toml:",
-        f'[[centers]]\nurl = "{center.url}"\nkey = "{info["key"]}"\nmode = "tickets"',
-    ]
-    if info.get("fingerprint") not in (None, fp):
-        lines.insert(3, "warning: the Center's own fingerprint field does not match its key; do not pin it")
-        result["fingerprint_mismatch"] = True
-    ctx.emit(result, "\n".join(lines))
     return 0

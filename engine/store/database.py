@@ -43,7 +43,18 @@ from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
 from engine.store.room import ensure_reserve, free_bytes, release_reserve
 
-__all__ = ["StoreFile", "FORMAT_NAME", "FORMAT_VERSION", "create_store", "Loaded", "SealedRows", "is_disk_full"]
+__all__ = [
+    "StoreFile",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "create_store",
+    "Loaded",
+    "SealedRows",
+    "is_disk_full",
+    "sqlite_replica_rows",
+    "chain_over",
+    "CHAIN_START",
+]
 
 log = logging.getLogger("memories.store")
 
@@ -62,6 +73,7 @@ _HEADER_AAD = b"memories.header\x00\x01"
 _STATE_AAD = b"memories.state\x00\x01"
 _CHECKPOINT_AAD = b"memories.checkpoint\x00\x01"
 _CHAIN_START = hashlib.sha256(b"memories.chain\x00\x01").digest()
+CHAIN_START = _CHAIN_START
 
 SCHEMA = """
 CREATE TABLE header (
@@ -312,9 +324,7 @@ class StoreFile:
         the other core free. ``load`` then checks that chain against the checkpoint.
         """
         with self._db_lock:
-            fmt, version, kdf_blob, sealed = self.conn.execute(
-                "SELECT format, version, kdf, sealed_master FROM header WHERE id = 1"
-            ).fetchone()
+            fmt, version, kdf_blob, sealed = self._header_row()
         if prefetch:
             threading.Thread(target=self._prefetch, name="memories-prefetch", daemon=True).start()
         key = derive_key(password, self.kdf)
@@ -325,6 +335,30 @@ class StoreFile:
                 with self._db_lock:  # after the prefetch: no rows kept for a refused attempt
                     self._prefetched = None
             raise MemoriesError("wrong_password") from exc
+
+    # -- the rows themselves (a hosted PostgreSQL store overrides these: engine/store/postgres.py) --
+    def _header_row(self) -> tuple[str, int, bytes, bytes]:
+        row = self.conn.execute("SELECT format, version, kdf, sealed_master FROM header WHERE id = 1").fetchone()
+        return str(row[0]), int(row[1]), bytes(row[2]), bytes(row[3])
+
+    def _checkpoint_blob(self) -> bytes:
+        return bytes(self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()[0])
+
+    def _max_content_seq(self) -> int:
+        return int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0])
+
+    def _write_commit(self, content: Sequence[tuple[int, bytes]], rows: list[tuple[int, bytes]], cp_blob: bytes) -> None:
+        """Content rows, state rows and the new checkpoint in one durable transaction."""
+        written = sum(len(b) for _, b in content) + sum(len(b) for _, b in rows) + len(cp_blob)
+        with self._transaction(written):
+            self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+            self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
+            self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
+
+    def replica_rows(self, after: int, content_after: int, limit: int) -> dict[str, Any]:
+        """Sealed rows past two cursors, read in one snapshot, for a standby (CT-4; no key needed)."""
+        with self._db_lock:
+            return sqlite_replica_rows(self.conn, after, content_after, limit)
 
     def install_master(self, master: bytes) -> None:
         self._master = master
@@ -389,8 +423,8 @@ class StoreFile:
         prefixes = [(kind, _kind_prefix(kind)) for kind in deferred_kinds]
         prefetched, self._prefetched = self._prefetched, None
         try:
-            cp_row = self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()
-            checkpoint = decode_record(open_sealed(key, cp_row[0][1:], _CHECKPOINT_AAD))
+            cp_blob = self._checkpoint_blob()
+            checkpoint = decode_record(open_sealed(key, cp_blob[1:], _CHECKPOINT_AAD))
             # Rows read during the KDF are used only if they are exactly what the checkpoint
             # covers; otherwise (the store changed since, or no prefetch) they are read now.
             # Either way the rows decrypted below are the rows whose chain was checked.
@@ -399,7 +433,7 @@ class StoreFile:
             rows, chain = prefetched
             if not self._matches(checkpoint, rows, chain):
                 raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
-            last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
+            last_content = self._max_content_seq()
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
         last_seq = rows[-1][0] if rows else 0
@@ -660,11 +694,7 @@ class StoreFile:
         }
         cp_blob = _ROW_VERSION + seal(key, encode_record(checkpoint), _CHECKPOINT_AAD)
         try:
-            written = sum(len(b) for _, b in content) + sum(len(b) for _, b in rows) + len(cp_blob)
-            with self._transaction(written):
-                self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
-                self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
-                self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
+            self._write_commit(content, rows, cp_blob)
         except sqlite3.Error as exc:
             if is_disk_full(exc, self.path):
                 raise MemoriesError("disk_full") from exc
@@ -694,6 +724,43 @@ class StoreFile:
             raise
         if self._checkpointer is not None:
             self._checkpointer.wrote(written)
+
+
+def sqlite_replica_rows(conn: sqlite3.Connection, after: int, content_after: int, limit: int) -> dict[str, Any]:
+    """State rows after ``after`` and content rows after ``content_after`` (at most ``limit``
+    each), the sealed checkpoint and the cursors, from one read transaction: a standby copies
+    sealed bytes only (CT-4). ``chain`` is the hash chain over every state row up to
+    ``last_seq`` (hashes of ciphertext, no secret), so a standby checks its copy without a key."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        state = conn.execute("SELECT seq, blob FROM state WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+        content = conn.execute(
+            "SELECT seq, blob FROM content WHERE seq > ? ORDER BY seq LIMIT ?", (content_after, limit)
+        ).fetchall()
+        last_seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM state").fetchone()[0])
+        last_content = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0])
+        checkpoint = bytes(conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()[0])
+        header = conn.execute("SELECT format, version, kdf, sealed_master FROM header WHERE id = 1").fetchone()
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    return {
+        "state": [(int(a), bytes(b)) for a, b in state],
+        "content": [(int(a), bytes(b)) for a, b in content],
+        "last_seq": last_seq,
+        "last_content_seq": last_content,
+        "checkpoint": checkpoint,
+        "header": (str(header[0]), int(header[1]), bytes(header[2]), bytes(header[3])),
+    }
+
+
+def chain_over(rows: Sequence[tuple[int, bytes]], chain: bytes = _CHAIN_START) -> bytes:
+    """The checkpoint's hash chain continued over ``rows`` (from the start by default)."""
+    for seq, blob in rows:
+        chain = _chain_next(chain, seq, blob)
+    return chain
 
 
 def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:

@@ -32,7 +32,14 @@ from engine.service.center_runtime import runtime_of as center_runtime
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
-__all__ = ["scrub_result", "LAST_USED_PERSIST_MS", "grant_view", "vault_ids"]
+__all__ = [
+    "scrub_result",
+    "LAST_USED_PERSIST_MS",
+    "grant_view",
+    "vault_ids",
+    "check_grant_vault",
+    "check_grant_transcripts",
+]
 
 # Last use is exact in memory and persisted at most this often per grant (no commit,
 # hence no fsync, on the hot path of every agent call).
@@ -320,6 +327,15 @@ def _record_use(service: Service, state: Unlocked, grant: g.Grant) -> None:
     runtime.last_used[grant.grant_id] = now
     if grant.used_ms is None or now - grant.used_ms >= LAST_USED_PERSIST_MS:
         service.vault.commit(state, [], [], [{"t": g.USED_KIND, "grant_id": grant.grant_id, "used_ms": now}])
+
+
+# The same checks for a Center grant (engine/service/hosted.py): one rule for both surfaces.
+def check_grant_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None:
+    _check_vault(state, grant, inner)
+
+
+def check_grant_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
+    _check_transcripts(state, grant, op_name, inner)
 
 
 def scrub_result(value: Any) -> Any:
