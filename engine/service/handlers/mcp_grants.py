@@ -49,6 +49,8 @@ TRANSCRIPT_KIND = "transcript"
 TRANSCRIPT_OPS = frozenset({"recall_turn", "recall_session", "transcript_list", "transcript_show", "transcript_known"})
 # Keys that never leave the daemon towards an agent, whatever op produced them (CD-7, CD-8).
 _SCRUBBED_KEYS = frozenset({"secret", "secrets"})
+# Ops that act on the one item their `id` names (get: when no `vault` is given): the item's vault decides.
+ITEM_OPS = frozenset({"get", "edit", "delete", "history", "diff", "annotate", "card_read", "card_write"})
 
 
 class _McpRuntime:
@@ -225,14 +227,19 @@ def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None
         vault_id = matches[0]
     else:
         raise MemoriesError("invalid_request", "`vault` must be a vault name.")
-    if vault_id not in grant.vaults:
+    ref = inner.get("id")
+    # An op on one item that names no vault: the item's vault,
+    # checked below, is the one it acts in, not the default vault.
+    on_item = target is None and isinstance(ref, str) and inner.get("op") in ITEM_OPS
+    if vault_id not in grant.vaults and not on_item:
         raise MemoriesError("scope_denied", "This grant does not cover that vault.")
     # Asset IDs are global: an op on one asset acts in the vault that asset lives in.
-    ref = inner.get("id")
     if isinstance(ref, str):
         try:
             entry = state.index.resolve(ref)
         except MemoriesError:
+            if on_item:
+                raise MemoriesError("not_found") from None  # nothing to act on, and no vault was checked
             return  # the op itself answers not_found / ambiguous_id
         if entry.vault_id not in grant.vaults:
             raise MemoriesError("scope_denied", "This grant does not cover the vault that item is in.")
