@@ -145,3 +145,14 @@ def test_saas_a_locked_engine_sends_nothing(engines: dict[str, Cli]) -> None:
         assert alice.err("list", "--vault", "team")["code"] == "locked"
     finally:
         alice.unlock()
+
+
+def test_saas_a_certificate_outside_the_pinned_ca_is_refused(center: CenterProcess, tmp_path: Path) -> None:
+    """Without `ca`, the private CA's certificate is not trusted: no content goes anywhere."""
+    config = "\n".join(line for line in center.config("saas", TOKEN_ENV).splitlines() if not line.startswith("ca ="))
+    cli = engine_with(tmp_path / "noca", config + "\n", env={TOKEN_ENV: "mcg_" + "B" * 43})
+    try:
+        error = cli.err("list", "--vault", "team")
+        assert error["code"] == "center_unavailable" and "certificate" in error["message"]
+    finally:
+        cli.stop()
