@@ -532,8 +532,10 @@ class CenterServer:
             headers={"Authorization": f"Bearer {self.options.primary_token or ''}"},
         )
 
-    async def _primary_json(self, session: aiohttp.ClientSession, method: str, path: str, **kw: Any) -> Any:
-        url = (self.role.primary or "").rstrip("/") + path
+    async def _primary_json(
+        self, session: aiohttp.ClientSession, method: str, path: str, base: str | None = None, **kw: Any
+    ) -> Any:
+        url = (base or self.role.primary or "").rstrip("/") + path
         try:
             async with session.request(method, url, **kw) as response:
                 data = await response.json(content_type=None)
@@ -640,7 +642,7 @@ class CenterServer:
         if old:
             with contextlib.suppress(MemoriesError):
                 async with self._client() as session:
-                    await self._primary_json(session, "POST", "/v1/replica/fence", json={"generation": self.role.generation})
+                    await self._primary_json(session, "POST", "/v1/replica/fence", old, json={"generation": self.role.generation})
                     fenced = True
         return web.json_response({"role": "primary", "generation": self.role.generation, "old_primary_fenced": fenced})
 

@@ -150,7 +150,18 @@ class HostedStore:
                 hint="",
                 created_ms=0,
             )
-            check_grant_vault(state, grant, body)
+            ref = body.get("id")
+            if "vault" not in body and isinstance(ref, str):
+                # An op on one item (get, edit, delete …) acts in that item's vault; a Center's
+                # grants rarely cover the default vault, which an MCP call would assume here.
+                try:
+                    entry = state.index.resolve(ref)
+                except MemoriesError:
+                    entry = None  # the op itself answers not_found / ambiguous_id
+                if entry is not None and entry.vault_id not in grant.vaults:
+                    raise MemoriesError("scope_denied", "This grant does not cover the vault that item is in.")
+            else:
+                check_grant_vault(state, grant, body)
             check_grant_transcripts(state, grant, op_name, body)
             generation = service.session.generation
         result = service.dispatch(body, Caller(namespace=f"center:{name}", surface="mcp", hidden_kinds=_HIDDEN))

@@ -220,6 +220,9 @@ class PgStoreFile(StoreFile):
         try:
             with self.pool.connection() as conn:
                 yield conn
+        except psycopg.IntegrityError:
+            # A row number taken already: another writer, which the writer lock should exclude.
+            raise MemoriesError("io_error", "The change could not be written; nothing was changed.") from None
         except psycopg.Error as exc:
             raise _unavailable(exc) from None
 
