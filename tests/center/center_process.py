@@ -1,11 +1,9 @@
 """A real Center for the daemon-side tests: `memories center serve` as its own process, on
-loopback with TLS from a private CA (so `[[centers]] ca = …` is exercised), and its operator
-commands (`center admin unlock|lock|grant new|grant revoke`) run through the real CLI."""
+loopback with TLS from a private CA (tests/center/support.py's, so `[[centers]] ca = …` is
+exercised), and its operator commands (`center admin unlock|lock|grant new|grant revoke`) run through the real CLI."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import os
 import signal
@@ -18,53 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.center.support import make_tls
 from tests.helpers import TEST_ENV, free_port
 
 OPERATOR_PASSWORD = "operator password 9"
-
-
-def make_ca(where: Path) -> tuple[Path, Path, Path]:
-    """(ca.pem, cert.pem, key.pem): a private CA and a certificate for 127.0.0.1."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "memories daemon-side test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    where.mkdir(parents=True, exist_ok=True)
-    paths = (where / "ca.pem", where / "cert.pem", where / "key.pem")
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    paths[2].chmod(0o600)
-    return paths
 
 
 @dataclass
@@ -102,9 +57,8 @@ class CenterProcess:
         args = ["serve", "--data", str(self.data), "--listen", f"127.0.0.1:{self.port}"]
         if self.tls:
             if self.ca is None:
-                self.ca, cert, key = make_ca(self.data.parent / f"{self.data.name}-tls")
-            else:
-                cert, key = self.ca.parent / "cert.pem", self.ca.parent / "key.pem"
+                self.ca = make_tls(self.data.parent / f"{self.data.name}-tls").ca
+            cert, key = self.ca.parent / "cert.pem", self.ca.parent / "key.pem"
             args += ["--tls-cert", str(cert), "--tls-key", str(key)]
         url_file = self.data / "center.url"
         url_file.unlink(missing_ok=True)
