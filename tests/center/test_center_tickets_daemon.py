@@ -231,5 +231,7 @@ def test_ct1_ct4_an_older_generation_is_refused(tmp_path: Path) -> None:
             assert cli.err("center", "ticket", "apply", center.ticket("read", name="x"), "--name", "x")["code"] == (
                 "stale_generation"
             )
+            assert call_error(cli, old["token"], op="list").code == "stale_generation"
+            call(cli, new["token"], op="list")
         finally:
             cli.stop()
