@@ -259,7 +259,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "center admin grant revoke": ("memories center admin grant revoke alice --data /srv/center",),
     # the daemon side: tickets from a Center pinned in config.toml [[centers]]
     "center ticket": ("memories center ticket apply 'mct1.…' --name claude", "memories center ticket list"),
-    "center ticket apply": ("memories center ticket apply 'mct1.…' --name claude", "memories center ticket apply - < ticket.txt"),
+    "center ticket apply": (
+        "memories center ticket apply 'mct1.…' --name claude",
+        "cat ticket.txt | memories center ticket apply - --name ci",
+    ),
     "center ticket list": ("memories center ticket list --json",),
     "relay": ("memories relay serve --listen 127.0.0.1:7701",),
     "relay serve": ("memories relay serve --listen 0.0.0.0:7701 --allow-non-loopback --tls-cert c.pem --tls-key k.pem",),
