@@ -19,6 +19,7 @@ import http.client
 import json
 import queue
 import ssl
+import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Final
@@ -33,6 +34,10 @@ MAX_ANSWER_BYTES: Final = 16 * 1024 * 1024
 _MAX_SMALL_ANSWER: Final = 64 * 1024
 _TIMEOUT_SECONDS: Final = 10.0
 _POOL_SIZE: Final = 8
+# A kept-alive connection idle longer than this is closed instead of reused: servers close idle
+# connections (aiohttp after 75 s), and a POST sent on one the server already closed cannot be
+# retried safely (the server may have received it), so it must not be sent there at all.
+_MAX_IDLE_SECONDS: Final = 15.0
 _MAX_MESSAGE: Final = 300
 TICKET_STATUSES: Final = frozenset({"valid", "revoked", "expired", "unknown"})
 
@@ -68,7 +73,7 @@ class CenterLink:
         if self._https:
             # A private CA replaces the system store for this Center only (it pins nothing else).
             self._context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-        self._pool: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(maxsize=_POOL_SIZE)
+        self._pool: queue.LifoQueue[tuple[http.client.HTTPConnection, float]] = queue.LifoQueue(maxsize=_POOL_SIZE)
 
     # -- the routes a daemon uses ----------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -93,23 +98,24 @@ class CenterLink:
     def close(self) -> None:
         while True:
             try:
-                self._pool.get_nowait().close()
+                self._pool.get_nowait()[0].close()
             except queue.Empty:
                 return
 
     # -- transport -------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
-        try:
-            return self._pool.get_nowait()
-        except queue.Empty:
-            pass
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._context)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        while True:
+            try:
+                conn, idle_since = self._pool.get_nowait()
+            except queue.Empty:
+                return self._fresh()
+            if time.monotonic() - idle_since < _MAX_IDLE_SECONDS:
+                return conn
+            conn.close()
 
     def _release(self, conn: http.client.HTTPConnection) -> None:
         try:
-            self._pool.put_nowait(conn)
+            self._pool.put_nowait((conn, time.monotonic()))
         except queue.Full:
             conn.close()
 
