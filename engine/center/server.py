@@ -666,6 +666,12 @@ class CenterServer:
 
     async def start(self) -> web.AppRunner:
         if self.role.role == "standby" or self.options.primary:
+            if self.options.primary and self.role.role == "primary" and self.role.public_key is not None:
+                # Its rows may hold writes the new primary never saw: a copy would not continue them.
+                raise MemoriesError(
+                    "invalid_input",
+                    "This data directory holds a primary's store; a standby starts from a new, empty data directory.",
+                )
             if self.options.primary:
                 self.role = replace(self.role, role="standby", primary=self.options.primary)
                 self.dir.save_role(self.role)

@@ -261,7 +261,9 @@ class PgStoreFile(StoreFile):
             raise MemoriesError("store_corrupt", "A content chunk is missing.") from None
 
     def _write_commit(self, content: Sequence[tuple[int, bytes]], rows: list[tuple[int, bytes]], cp_blob: bytes) -> None:
-        with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+        # One pipeline: BEGIN, the inserts, the checkpoint and COMMIT go out in one round trip,
+        # and the commit is acknowledged only once PostgreSQL has made it durable.
+        with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
             if content:
                 cur.executemany("INSERT INTO content (seq, blob) VALUES (%s, %s)", [(s, bytes(b)) for s, b in content])
             if rows:

@@ -282,3 +282,59 @@ def test_ct3_kill_9_mid_write_loses_no_acknowledged_write(own_store: str | None,
         assert set(acked) <= present and len(acked) >= 40
     finally:
         center.stop()
+
+
+def test_ct1_device_ticket_names_its_device_and_info_cli_prints_the_pin(center: Center) -> None:
+    device = "ab" * 32
+    made = center.grant("laptop", "read_write", ["team"], kind="device", device=device)
+    key = base64.b64decode(center.request("GET", "/v1/info").body["key"])
+    ticket = verify_ticket(made["ticket"], key, now_ms=made_ms(made))
+    assert ticket.kind == "device" and ticket.device == device
+    refused = center.admin(
+        "POST", "/v1/admin/grants", {"name": "nodevice", "scope": "read", "vaults": ["team"], "kind": "device"}
+    )
+    assert (refused.status, refused.code) == (400, "invalid_request")
+    import subprocess
+
+    shown = subprocess.run(
+        center.command("info", center.url, "--ca", str(center.tls.ca), "--json"),
+        capture_output=True,
+        text=True,
+        env=center.environ(),
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    assert info["key"] == base64.b64encode(key).decode() and len(info["fingerprint"]) == 64
+
+
+def test_ct2_expired_grant_is_refused(center: Center) -> None:
+    import time
+
+    made = center.grant("brief", "read", ["team"], expires_ms=int(time.time() * 1000) + 1500)
+    wait_for(
+        lambda: center.rpc(made["token"], {"op": "list", "vault": "team"}).code == "unauthorized",
+        "the grant to expire",
+    )
+    assert center.request("GET", f"/v1/tickets/{made['ticket_id']}").body["status"] == "expired"
+
+
+def test_ct2_plain_http_only_on_loopback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import TEST_ENV
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "center", "serve", "--data", str(tmp_path / "d"), "--listen", "0.0.0.0:0", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **TEST_ENV},
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode != 0
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_input" and "HTTPS" in error["message"]
+    assert not (tmp_path / "d").exists()

@@ -99,3 +99,20 @@ def test_ct4_standby_catch_up_refused_promotion_takeover_and_stale_primary(
             standby.stop()
         with contextlib.suppress(Exception):
             primary.stop()
+
+
+def test_ct4_a_primarys_data_directory_is_not_turned_into_a_standby(tls: Tls, tmp_path: Path) -> None:
+    primary = Center(tmp_path / "primary", tls).start()
+    try:
+        assert primary.unlock().status == 200
+        url, token = primary.url, primary.admin_token
+    finally:
+        primary.stop()
+    again = Center(
+        tmp_path / "primary",
+        tls,
+        extra=("--primary", url, "--ca", str(tls.ca)),
+        env={"MEMORIES_CENTER_PRIMARY_TOKEN": token},
+    )
+    with pytest.raises(AssertionError, match="empty data directory"):
+        again.start("standby")
