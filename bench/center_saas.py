@@ -28,10 +28,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import center as direct  # noqa: E402  (bench/center.py: clients, Center process, summaries)
-
+from bench import center as direct  # noqa: E402  (bench/center.py: clients, Center process, summaries)
 from tests.center.support import PASSWORD, Center, make_tls  # noqa: E402
 
 TOKEN_ENV = "MEMORIES_CENTER_TOKEN"
