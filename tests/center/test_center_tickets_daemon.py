@@ -168,6 +168,10 @@ def test_ct1_out_of_scope_vaults_are_refused(engines: list[Cli], center: TicketC
     assert call(cli, granted["token"], op="get", id=written["id"], vault="team")["title"] == "team note"
     assert call_error(cli, granted["token"], op="put", title="x", vault="default").code == "scope_denied"
     assert call_error(cli, granted["token"], op="get", id=outside, vault="team").code == "scope_denied"
+    # An op on one item acts in that item's vault (not the default one the grant lacks).
+    assert call(cli, granted["token"], op="history", id=written["id"])["revisions"]
+    assert call_error(cli, granted["token"], op="history", id=outside).code == "scope_denied"
+    assert call_error(cli, granted["token"], op="history", id="f" * 32).code == "not_found"
     # A ticket naming a vault this device does not hold makes no grant (and is not used up).
     missing = center.ticket("read", ("nowhere",), name="nowhere")
     assert cli.err("center", "ticket", "apply", missing, "--name", "nowhere")["code"] == "invalid_input"
