@@ -12,6 +12,7 @@ used by the daemon's handlers (``engine.service.handlers.mcp_grants``) and by un
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -145,6 +146,15 @@ class Grant:
     # AG-11: with transcripts, only the sessions whose working directory is inside this project
     # (an absolute path); None: every session.
     transcripts_project: str | None = None
+    # CT-1: a grant made from a Center ticket (`memories center ticket apply`) is bound to the
+    # ticket: its id (asked at the Center on use, so a revocation there reaches it), expiry,
+    # credential generation and the Center's fingerprint. In saas mode its vaults are the
+    # Center's, kept by name (``vault_names``; ``vaults`` is empty).
+    ticket_id: str | None = None
+    expires_ms: int | None = None
+    generation: int | None = None
+    center: str | None = None
+    vault_names: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -162,6 +172,11 @@ class Grant:
             created_ms=int(record["created_ms"]),
             transcripts=record.get("transcripts") is True,
             transcripts_project=str(record["transcripts_project"]) if record.get("transcripts_project") else None,
+            ticket_id=str(record["ticket_id"]) if "ticket_id" in record else None,
+            expires_ms=int(record["expires_ms"]) if "expires_ms" in record else None,
+            generation=int(record["generation"]) if "generation" in record else None,
+            center=str(record["center"]) if "center" in record else None,
+            vault_names=tuple(str(v) for v in record.get("vault_names", ())),
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -176,6 +191,17 @@ class Grant:
             "created_ms": self.created_ms,
             **({"transcripts": True} if self.transcripts else {}),
             **({"transcripts_project": self.transcripts_project} if self.transcripts_project else {}),
+            **(
+                {
+                    "ticket_id": self.ticket_id,
+                    "expires_ms": self.expires_ms,
+                    "generation": self.generation,
+                    "center": self.center,
+                    "vault_names": list(self.vault_names),
+                }
+                if self.ticket_id is not None
+                else {}
+            ),
         }
 
 
@@ -192,21 +218,7 @@ def load_grants(extra_records: dict[str, list[tuple[int, dict[str, Any]]]]) -> l
     grants = []
     for _seq, record in extra_records.get(GRANT_KIND, []):
         base = Grant.from_record(record)
-        grants.append(
-            Grant(
-                base.grant_id,
-                base.name,
-                base.scope,
-                base.vaults,
-                base.token_hash,
-                base.hint,
-                base.created_ms,
-                revoked_ms=revoked.get(base.grant_id),
-                used_ms=used.get(base.grant_id),
-                transcripts=base.transcripts,
-                transcripts_project=base.transcripts_project,
-            )
-        )
+        grants.append(dataclasses.replace(base, revoked_ms=revoked.get(base.grant_id), used_ms=used.get(base.grant_id)))
     return grants
 
 

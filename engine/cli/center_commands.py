@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from engine.cli import center_client_commands
 from engine.cli.context import Context, UsageError
 from engine.cli.password import read_password
 from engine.errors import MemoriesError
@@ -68,6 +69,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     s.add_argument("url", metavar="URL", help="the Center's URL")
     s.add_argument("--ca", metavar="FILE", help="trust this CA certificate")
     s.set_defaults(func=cmd_info)
+
+    # The daemon side (`center ticket apply|list`): engine/cli/center_client_commands.py.
+    center_client_commands.add_actions(csub, common)
 
     a = csub.add_parser("admin", parents=[common], help="unlock|lock|status|grant of a running Center")
     asub = a.add_subparsers(dest="admin_command", metavar="ACTION", parser_class=type(a))

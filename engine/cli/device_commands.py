@@ -60,6 +60,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     dp.add_argument("request", metavar="REQUEST|FILE", help="the request text, or a file holding it")
     dp.add_argument("--yes", action="store_true", help="do not ask; only after checking the full fingerprint")
     dp.add_argument("--output", "-o", "--out", dest="out", metavar="FILE", help="also write the approval to FILE (0600)")
+    dp.add_argument("--ticket", metavar="TICKET", help="with a [[centers]] entry: the Center's device ticket for this device")
     dp.set_defaults(func=cmd_approve)
 
     dp = dsub.add_parser("join", parents=[common], help="on the new device: join with the approval")
@@ -227,7 +228,10 @@ def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
         answer = input(f"Approve {one_line(shown['name'])}, fingerprint {shown['fingerprint']}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             raise UsageError("not approved; nothing was changed")
-    result = ctx.request({"op": "device_approve", "request": text}, timeout=120)
+    body: dict[str, Any] = {"op": "device_approve", "request": text}
+    if args.ticket:
+        body["ticket"] = args.ticket
+    result = ctx.request(body, timeout=120)
     if args.out:
         _write_out(args.out, result["approval"])
     if result.get("warning") and not ctx.json_output:

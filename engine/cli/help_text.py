@@ -214,7 +214,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories device join approval.txt   # on the new device, then `memories sync` to fetch the notes",
     ),
     "device request": ("memories device request --approver DEVICE_ID --name laptop -o request.txt",),
-    "device approve": ("memories sudo && memories device approve request.txt -o approval.txt",),
+    "device approve": (
+        "memories sudo && memories device approve request.txt -o approval.txt",
+        "memories device approve request.txt --ticket 'mct1.…'  # with a [[centers]] entry",
+    ),
     "device join": ("memories device join approval.txt",),
     "device revoke": ("memories sudo && memories device revoke laptop",),
     "serve": ("memories serve", "memories serve --listen 0.0.0.0:7700 --allow-non-loopback --tls-cert c.pem --tls-key k.pem"),
@@ -261,6 +264,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "center admin grant list": ("memories center admin grant list --data /srv/center --json",),
     "center admin grant revoke": ("memories center admin grant revoke alice --data /srv/center",),
+    # the daemon side: tickets from a Center pinned in config.toml [[centers]]
+    "center ticket": ("memories center ticket apply 'mct1.…' --name claude", "memories center ticket list"),
+    "center ticket apply": (
+        "memories center ticket apply 'mct1.…' --name claude",
+        "cat ticket.txt | memories center ticket apply - --name ci",
+    ),
+    "center ticket list": ("memories center ticket list --json",),
     "relay": ("memories relay serve --listen 127.0.0.1:7701",),
     "relay serve": ("memories relay serve --listen 0.0.0.0:7701 --allow-non-loopback --tls-cert c.pem --tls-key k.pem",),
     "file": ("memories file add contract.pdf --tag legal", "memories file get 3fa9c2d1 -o contract.pdf"),

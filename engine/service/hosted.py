@@ -162,7 +162,7 @@ class HostedStore:
                     raise MemoriesError("scope_denied", "This grant does not cover the vault that item is in.")
             else:
                 check_grant_vault(state, grant, body)
-            check_grant_transcripts(state, grant, op_name, body)
+            check_grant_transcripts(service, state, grant, op_name, body)
             generation = service.session.generation
         result = service.dispatch(body, Caller(namespace=f"center:{name}", surface="mcp", hidden_kinds=_HIDDEN))
         if service.session.generation != generation:

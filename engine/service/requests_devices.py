@@ -63,6 +63,8 @@ class DeviceRequestShow(Request, tag="device_request_show"):
 
 class DeviceApprove(Request, tag="device_approve"):
     request: RequestText
+    # CT-1: with a [[centers]] entry, a Center-signed device ticket naming the joining device.
+    ticket: Annotated[str, msgspec.Meta(min_length=1, max_length=8192)] | None = None
 
 
 class DeviceJoin(Request, tag="device_join"):

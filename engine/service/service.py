@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -49,6 +49,16 @@ SAVED_PARTLY = "The engine hit an unexpected error after saving part of this req
 # Setup functions of feature packages, called once per Service (register with
 # ``EXTENSIONS.append(setup)`` at import time of the feature's handler module).
 EXTENSIONS: list[Callable[[Service], None]] = []
+
+
+class ContentRouter(Protocol):
+    """Where content ops go instead of the local store (saas mode, engine/service/center_runtime.py)."""
+
+    def claims(self, op_name: str, spec: OpSpec) -> bool:
+        """True: forward; False: run here; raises to refuse the op outright."""
+        ...
+
+    def forward(self, request: Request, caller: Caller) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -115,6 +125,8 @@ class Service:
             "started": (lambda: self.started, self._restore_started),
             "jobs": (self.background.save, self.background.restore),
         }
+        # saas mode: set by the Center feature's setup when config.toml has a saas entry.
+        self.content_router: ContentRouter | None = None
         for setup in EXTENSIONS:
             setup(self)
 
@@ -233,6 +245,9 @@ class Service:
         return asset_id.hex()[:12]
 
     def _run(self, spec: OpSpec, request: Request, caller: Caller) -> dict[str, Any]:
+        router = self.content_router
+        if router is not None and router.claims(type(request).__struct_config__.tag, spec):  # type: ignore[arg-type]
+            return self._run_routed(router, spec, request, caller)
         if spec.lock_free:
             return spec.handler(self, request, caller)
         with self.lock:
@@ -248,6 +263,21 @@ class Service:
                 # ST-10: the vault was locked while this ran; drop the result.
                 raise MemoriesError("locked")
             return result
+
+    def _run_routed(self, router: ContentRouter, spec: OpSpec, request: Request, caller: Caller) -> dict[str, Any]:
+        """The op's own gates here, the op itself at the Center, outside the service lock."""
+        with self.lock:
+            generation = self.session.generation
+            if spec.needs_unlock:
+                self.require_unlocked()
+            if spec.needs_elevation and not self.session.is_elevated(caller.namespace):
+                raise MemoriesError("elevation_required")
+            if spec.touches_idle:
+                self.session.touch()
+        result = router.forward(request, caller)
+        if spec.needs_unlock and self.session.generation != generation:
+            raise MemoriesError("locked")  # ST-10: locked while the Center answered; not delivered
+        return result
 
     # -- state helpers -------------------------------------------------------------------
     def require_unlocked(self) -> Unlocked:

@@ -24,6 +24,7 @@ USER = "0" * 64
 # op -> a request that decodes (the gate runs after decoding); values name nothing that exists.
 ELEVATED: dict[str, dict[str, Any]] = {
     "audit": {},
+    "center_tickets": {},
     "backup_create": {"path": "/nonexistent/backup.mbak", "password": "x"},
     "cloud_login_begin": {"kind": "onedrive", "name": "a", "client_id": "x", "redirect_uri": "http://127.0.0.1:9/cb"},
     "cloud_remove": {"name": "a"},
@@ -58,6 +59,7 @@ ELEVATED: dict[str, dict[str, Any]] = {
 # cloud_login_finish checks it too, but only after redeeming a one-time ticket that only the
 # elevated cloud_login_begin can create, so a bare request is refused before that point.
 ELEVATED_IN_HANDLER: dict[str, dict[str, Any]] = {
+    "center_ticket_apply": {"ticket": "mct1.x.y"},
     "cloud_add": {
         "kind": "s3",
         "name": "a",

@@ -271,3 +271,11 @@ def test_checker_reports_each_kind_of_bad_import(tmp_path: Path, rel: str, text:
 def test_checker_allows_the_permitted_directions(tmp_path: Path, rel: str, text: str) -> None:
     """LY-1: downward imports, kernel imports and the CLI's entry points are not reported."""
     assert violations(_tree(tmp_path, rel, text)) == []
+
+
+def test_the_saas_router_keeps_every_agent_notebook_op_local() -> None:
+    """AG-13 + saas: the notebook tools are device-local; the router's list names exactly them."""
+    from engine.service.center_runtime import AGENT_NOTEBOOK_OPS
+    from engine.service.handlers.notebook import NOTEBOOK_OPS
+
+    assert AGENT_NOTEBOOK_OPS == NOTEBOOK_OPS

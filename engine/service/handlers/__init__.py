@@ -6,6 +6,7 @@ from engine.service.handlers import (
     audit,  # the audit log, readable by its owner (AU-1, issue 13)
     backup,  # backup create/verify, restore (issue 15, BK-1, BK-2)
     cards,  # cards, links, graph, protected cards, OTP, secret maps, copy (issue 4)
+    centers,  # [[centers]]: Center ticket apply, ticket-made grants, saas routing (issue 30, CT-1)
     cloud,  # cloud object sync: accounts, outbox/inbox, S3 (issue 21, CL-2, CL-3)
     credentials,  # credential new/generate/public (issue 7)
     cycle,  # memory cycle once and agent conclusions: distilled memories pointing at turns (issue 28, AG-9)
@@ -33,6 +34,7 @@ __all__ = [
     "audit",
     "backup",
     "cards",
+    "centers",
     "cloud",
     "credentials",
     "cycle",

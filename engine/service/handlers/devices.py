@@ -40,6 +40,8 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, fingerprint
 from engine.errors import MemoriesError
 from engine.service import requests_devices as rq
 from engine.service.caller import Caller
+from engine.service.center_runtime import runtime_of as center_runtime
+from engine.service.handlers import centers
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import StoreFile, create_store
@@ -251,8 +253,18 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
     identity = state.identity
     if any(req.device_pub in vault.policy.devices() for vault in state.vaults.values()):
         raise MemoriesError("join_request_invalid", "That device is already listed in this vault's policy; nothing was changed.")
-    cert, cert_sig = make_certificate(identity.user_key, req.device_pub, req.exchange_pub, now)
     shared = _shared_vaults(state)
+    ticket_records: list[dict[str, Any]] = []
+    if request.ticket is None:
+        # CT-1: with a Center, a device joins only with its signed device ticket.
+        center_runtime(service).refuse_if_managed("approving a device")
+    else:
+        allowed, record = centers.device_ticket(service, state, request.ticket, req.device_pub)
+        shared = [vault for vault in shared if vault.name in allowed]
+        if not shared:
+            raise MemoriesError("invalid_input", "The device ticket names no vault this device holds; nothing was changed.")
+        ticket_records.append(record)
+    cert, cert_sig = make_certificate(identity.user_key, req.device_pub, req.exchange_pub, now)
     names = device_names(state)
     name = _unique_name(req.device_name, set(names.values()))
     names[req.device_pub] = name
@@ -264,6 +276,7 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
         extra_records=[
             {"t": CONSUMED_RECORD, "request_id": request_id(req)},
             {"t": NAME_RECORD, "device": req.device_pub, "name": name},
+            *ticket_records,
         ],
     )
     grant = {

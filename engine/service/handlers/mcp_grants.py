@@ -30,12 +30,20 @@ from engine.agents.replay import REPLAYED_OPS, Replays
 from engine.errors import MemoriesError
 from engine.service import requests_mcp as rq
 from engine.service.caller import Caller
+from engine.service.center_runtime import runtime_of as center_runtime
 from engine.service.handlers.notebook import NOTEBOOK_OPS, handover_records
 from engine.service.handlers.transcripts import asset_in_scope
 from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 
-__all__ = ["scrub_result", "LAST_USED_PERSIST_MS", "check_grant_vault", "check_grant_transcripts"]
+__all__ = [
+    "scrub_result",
+    "LAST_USED_PERSIST_MS",
+    "grant_view",
+    "vault_ids",
+    "check_grant_vault",
+    "check_grant_transcripts",
+]
 
 # Last use is exact in memory and persisted at most this often per grant (no commit,
 # hence no fsync, on the hot path of every agent call).
@@ -45,6 +53,8 @@ TRANSCRIPT_KIND = "transcript"
 TRANSCRIPT_OPS = frozenset({"recall_turn", "recall_session", "transcript_list", "transcript_show", "transcript_known"})
 # Keys that never leave the daemon towards an agent, whatever op produced them (CD-7, CD-8).
 _SCRUBBED_KEYS = frozenset({"secret", "secrets"})
+# Ops that act on the one item their `id` names (get: when no `vault` is given): the item's vault decides.
+ITEM_OPS = frozenset({"get", "edit", "delete", "history", "diff", "annotate", "card_read", "card_write"})
 
 
 class _McpRuntime:
@@ -133,10 +143,17 @@ def _grant_view(state: Unlocked, grant: g.Grant, last_used: int | None) -> dict[
     }
 
 
+# For the Center feature (engine/service/handlers/centers.py), which makes grants from tickets.
+vault_ids = _vault_ids
+grant_view = _grant_view
+
+
 # -- grant management (local, elevated, never reachable over MCP) ------------------------
 @op(rq.McpGrantCreate, needs_elevation=True)
 def mcp_grant(service: Service, request: rq.McpGrantCreate, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
+    # CT-1: with a Center, grants arrive as its signed tickets (`center ticket apply`).
+    center_runtime(service).refuse_if_managed("an MCP grant")
     if any(x.active and x.name == request.name for x in g.load_grants(state.extra_records)):
         raise MemoriesError("grant_exists")
     project = request.transcripts_project
@@ -197,6 +214,8 @@ def _authenticate(service: Service, state: Unlocked, token: str) -> g.Grant:
 def mcp_whoami(service: Service, request: rq.McpWhoami, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     grant = _authenticate(service, state, request.token)
+    if grant.expires_ms is not None and _now_ms() >= grant.expires_ms:
+        raise MemoriesError("ticket_expired", "This grant's Center ticket has expired; ask the Center's operator for a new one.")
     return {
         "name": grant.name,
         "scope": grant.scope,
@@ -220,14 +239,19 @@ def _check_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) -> None
         vault_id = matches[0]
     else:
         raise MemoriesError("invalid_request", "`vault` must be a vault name.")
-    if vault_id not in grant.vaults:
+    ref = inner.get("id")
+    # An op on one item that names no vault: the item's vault,
+    # checked below, is the one it acts in, not the default vault.
+    on_item = target is None and isinstance(ref, str) and inner.get("op") in ITEM_OPS
+    if vault_id not in grant.vaults and not on_item:
         raise MemoriesError("scope_denied", "This grant does not cover that vault.")
     # Asset IDs are global: an op on one asset acts in the vault that asset lives in.
-    ref = inner.get("id")
     if isinstance(ref, str):
         try:
             entry = state.index.resolve(ref)
         except MemoriesError:
+            if on_item:
+                raise MemoriesError("not_found") from None  # nothing to act on, and no vault was checked
             return  # the op itself answers not_found / ambiguous_id
         if entry.vault_id not in grant.vaults:
             raise MemoriesError("scope_denied", "This grant does not cover the vault that item is in.")
@@ -252,10 +276,19 @@ def mcp_call(service: Service, request: rq.McpCall, caller: Caller) -> dict[str,
             raise MemoriesError("permission_denied", "This operation is not available to agents.")
         g.require_capability(grant.scope, op_name)
         notebook = op_name in NOTEBOOK_OPS
+        centers = center_runtime(service)
+        routed = centers.claims(op_name, spec)  # saas mode: the op runs at the Center
         if not notebook:  # the agent's own notebook is in no vault and holds no transcript
-            _check_vault(state, grant, inner)
+            if not routed:
+                _check_vault(state, grant, inner)
             _check_transcripts(service, state, grant, op_name, inner)
         generation = service.session.generation
+    # CT-1: a ticket-made grant stands only while the Center says so (network: outside the lock).
+    centers.check_ticket_grant(grant)
+    if routed:
+        # The local grant bounds the call by the Center vaults its ticket named; the Center's
+        # own grant (the daemon's bearer) bounds it again there.
+        inner = centers.bind_agent_request(grant, spec, op_name, inner)
     # Files are not open to agents (no file op is MCP-allowed), so search never shows them either.
     hidden = frozenset({"file"}) if grant.transcripts else frozenset({TRANSCRIPT_KIND, "file"})
     # AG-13: the notebook ops act on the notebook of this grant, opened with a key derived
@@ -352,8 +385,8 @@ def check_grant_vault(state: Unlocked, grant: g.Grant, inner: dict[str, Any]) ->
     _check_vault(state, grant, inner)
 
 
-def check_grant_transcripts(state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
-    _check_transcripts(state, grant, op_name, inner)
+def check_grant_transcripts(service: Service, state: Unlocked, grant: g.Grant, op_name: str, inner: dict[str, Any]) -> None:
+    _check_transcripts(service, state, grant, op_name, inner)
 
 
 def scrub_result(value: Any) -> Any:
