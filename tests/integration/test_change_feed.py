@@ -93,7 +93,8 @@ def test_dt7_a_waiting_reader_wakes_at_once_on_a_change_and_at_lock(vault: Cli) 
 def test_dt7_a_window_save_never_overwrites_a_change_made_elsewhere(vault: Cli) -> None:
     put = vault.put("Shared", "v1")
     vault.ok("edit", put["id"], "--body", "from the cli")
-    err = raw_error(vault, {"op": "edit", "id": put["id"], "base": put["revision"], "body": "from the window", "current_only": True})
+    stale = {"op": "edit", "id": put["id"], "base": put["revision"], "body": "from the window", "current_only": True}
+    err = raw_error(vault, stale)
     assert err.code == "stale_base" and "changed elsewhere" in err.message
     got = vault.ok("get", put["id"])
     assert got["body"] == "from the cli" and got["conflict"] is False  # nothing was written
@@ -129,9 +130,8 @@ def test_dt7_attention_lists_a_conflict_and_search_names_it(vault: Cli) -> None:
 
 
 def test_dt7_feed_is_not_for_agents(vault: Cli) -> None:
-    from engine.service.registry import OPS
-
     import engine.service.handlers  # noqa: F401  (registers the ops)
+    from engine.service.registry import OPS
 
     for name in ("events", "attention", "search_conflicts"):
         assert OPS[name].mcp_allowed is False

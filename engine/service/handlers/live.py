@@ -16,6 +16,7 @@ say that they were not searched.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Annotated, Any
 
@@ -36,6 +37,8 @@ from engine.vault.core import Unlocked
 from engine.vault.revision import Revision
 
 __all__ = ["Events", "Attention", "SearchConflicts", "bus_of", "BULK_ITEMS", "MAX_WAIT_MS", "attention_reasons"]
+
+log = logging.getLogger("memories.engine")
 
 _ATTR = "_live_events"
 # A commit touching more items than this is one ``items`` event (an import, a sync), not one each.
@@ -96,7 +99,8 @@ def _attention_digest(service: Service, state: Unlocked) -> dict[str, int]:
     for contribute in service.status_contributors:
         try:
             extra = contribute()
-        except Exception:  # a contributor's failure must not turn a saved change into an error
+        except Exception as exc:  # a contributor's failure must not turn a saved change into an error
+            log.error("attention: a status contributor failed type=%s", type(exc).__name__)
             continue
         delivery["not_arriving"] += int(extra.get("cloud_not_arriving", 0))
         delivery["not_taken"] += int(extra.get("cloud_not_taken", 0))
@@ -154,9 +158,9 @@ def install(service: Service) -> None:
 
     def on_job(handle: JobHandle) -> None:
         now = time.monotonic()
-        if handle.state == "running" and handle.done:
-            if now - last_progress.get(handle.name, 0.0) < PROGRESS_EVERY_S:
-                return
+        recent = now - last_progress.get(handle.name, 0.0) < PROGRESS_EVERY_S
+        if handle.state == "running" and handle.done and recent:
+            return
         last_progress[handle.name] = now
         event = {"type": "job", "job": handle.name, "state": handle.state, "done": handle.done, "total": handle.total}
         bus.publish(event, coalesce="job:" + handle.name)
