@@ -195,6 +195,7 @@ function itemChangedElsewhere(current, deleted) {
 
 function showChanged(kind) {
   const deleted = kind === "deleted";
+  setResult("save-result", "");
   $("changed-banner").hidden = false;
   $("changed-banner").dataset.kind = kind;
   $("changed-title").textContent = deleted ? "This item was deleted elsewhere" : "This item was changed elsewhere";

@@ -230,6 +230,7 @@ def _conflicts(service: Service, state: Unlocked) -> list[dict[str, Any]]:
                 "command": f"memories edit {short} --resolve --base REVISION" if ordinary else f"memories history {short}",
             }
         )
+    out.sort(key=lambda item: -int(item["changed_ms"]))  # the newest conflict first
     return out
 
 
