@@ -88,9 +88,7 @@ def test_dt7_a_1500_note_import_shows_up_without_reload(dashboard: Dashboard, mo
         result = await asyncio.to_thread(module_vault.ok, "import", str(notes))
         assert result["created"] == IMPORTED
         total = before + IMPORTED
-        await page.wait_for_selector(
-            f"#kind-filter button[data-kind='all'] .facet-count:text-is('{total}')", timeout=120_000
-        )
+        await page.wait_for_selector(f"#kind-filter button[data-kind='all'] .facet-count:text-is('{total}')", timeout=120_000)
         await page.wait_for_selector(f"#list-note:has-text('of {total:,}')")
         await page.wait_for_selector("#card-list button.card:has-text('Imported note')")
         await _shot(page, tmp_path / "dashboard-live-after-import.png")
@@ -179,7 +177,9 @@ def test_dt7_needs_attention_lists_a_real_conflict_and_search_says_it_was_skippe
         await _shot(page, tmp_path / "dashboard-live-search-conflict.png")
         await page.click("#search-conflicts-link")
         await page.wait_for_selector("#conflict:not([hidden])")
-        assert await page.text_content("#card-id") == base["id"][:8] or base["id"].startswith(await page.text_content("#card-id") or "-")
+        assert await page.text_content("#card-id") == base["id"][:8] or base["id"].startswith(
+            await page.text_content("#card-id") or "-"
+        )
         await page.click("#nav-status")
         await page.wait_for_selector("#status-attention:has-text('in conflict')")
         assert "in conflict" in (await page.text_content("#status-line") or "")
