@@ -209,7 +209,7 @@ def _title(service: Service, state: Unlocked, rev: Revision) -> str:
 
 
 def _conflicts(service: Service, state: Unlocked) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for asset_id in sorted(state.index.listing.conflicted)[:MAX_CONFLICTS_SCANNED]:
         entry = state.index.assets.get(asset_id)
         if entry is None or not entry.in_conflict or state.index.is_deleted(entry):
