@@ -121,6 +121,10 @@ class EngineGateway:
         """What needs the user: conflicts, quarantined revisions, forks, cloud delivery gaps."""
         return self._call({"op": "attention"})
 
+    def sync_status(self) -> dict[str, Any]:
+        """The sync listener and the recent sync sessions (no idle touch): did the last one fail?"""
+        return self._call({"op": "sync_status"})
+
     def search_conflicts(self, query: str) -> dict[str, Any]:
         """Conflicted items (kept out of the index) that a search for ``query`` would have matched."""
         return self._call({"op": "search_conflicts", "query": query})

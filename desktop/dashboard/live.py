@@ -14,7 +14,7 @@ slow browser. Only allowlisted event types and fields pass (IDs, kinds, counts, 
 names), re-checked here, so a foreign engine cannot put text of its own into a page.
 
 Also here: ``GET /api/attention``, the Needs-attention view's data (conflicts, quarantined
-revisions, forks, cloud delivery gaps, each with what to do).
+revisions, forks, cloud delivery gaps, a failed last sync, each with what to do).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from aiohttp import web
 
 from desktop.dashboard.security import harden
 from desktop.gateway import EngineGateway
+from desktop.status import sync_problem
 from engine.errors import MemoriesError
 
 __all__ = ["LiveRelay", "register", "clean_event", "MAX_PAGES", "PAGE_QUEUE"]
@@ -47,7 +48,14 @@ _FIELDS: dict[str, dict[str, str]] = {
     "item": {"change": "name", "id": "hex", "vault": "hex", "kind": "name", "revision": "hex", "conflict": "bool"},
     "items": {"count": "int", "vaults": "hexes", "kinds": "names"},
     "counts": {"vaults": "hexes"},
-    "attention": {"conflicts": "int", "quarantined": "int", "not_arriving": "int", "not_taken": "int", "reasons": "names"},
+    "attention": {
+        "conflicts": "int",
+        "quarantined": "int",
+        "forks": "int",
+        "not_arriving": "int",
+        "not_taken": "int",
+        "reasons": "names",
+    },
     "job": {"job": "name", "state": "name", "done": "int", "total": "int"},
     "session": {"state": "name"},
 }
@@ -247,7 +255,10 @@ def register(app: web.Application, ctx: Any) -> LiveRelay:
 
     async def attention(request: web.Request) -> web.Response:
         raw = await ctx.engine(ctx.gateway.attention)
-        return web.json_response(_attention_view(raw))
+        synced = await ctx.engine(ctx.gateway.sync_status)
+        # The last `memories sync` session ended in an error or left a vault unmerged (the
+        # tray's badge says the same): only the fact, never the peer's address or the error text.
+        return web.json_response({**_attention_view(raw), "sync_failed": sync_problem(synced)})
 
     async def on_shutdown(app: web.Application) -> None:
         relay.close()

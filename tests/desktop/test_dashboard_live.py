@@ -11,7 +11,7 @@ from typing import Any
 from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, save_artifact
 from tests.desktop.test_dashboard_a11y import Audit, _axe_source
-from tests.helpers import Cli
+from tests.helpers import Cli, free_port
 
 IMPORTED = 1500
 
@@ -262,3 +262,15 @@ def test_dt7_new_views_pass_axe_in_light_and_dark(dashboard: Dashboard, module_v
         _run(dashboard, scenario, dark=dark, axe=True)
         assert failures == [], "\n".join(failures)
     module_vault.ok("edit", base["id"], "--resolve", "--body", "merged")
+
+
+def test_dt7_needs_attention_names_a_failed_sync(dashboard: Dashboard, module_vault: Cli) -> None:
+    """DT-7: a `memories sync` that could not reach its peer shows as a sync problem, with what
+    to run, and without the peer's address or the error text."""
+    port = free_port()  # nothing listens there: the session fails
+    syncer = Cli(module_vault.home, env={"MEMORIES_SYNC_TOKEN": "t" * 43})
+    failed = syncer.run("--json", "sync", f"http://127.0.0.1:{port}")
+    assert failed.returncode != 0
+    status, _, data = dashboard.request("GET", "/api/attention")
+    assert status == 200 and data["sync_failed"] is True
+    assert str(port) not in str(data)

@@ -13,6 +13,7 @@ const LIVE = {
   refreshTimer: null,
   refreshing: false,
   refreshAgain: false,
+  syncFailed: false, // from the last /api/attention: the last sync session failed
 };
 const LIVE_TEXT = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…", offline: "Engine not reachable" };
 const REFRESH_DELAY_MS = 250;
@@ -105,6 +106,13 @@ function onLiveEvent(event) {
     case "attention":
       renderAttentionCount(event);
       if (!$("page-attention").hidden) loadAttention();
+      break;
+    case "job":
+      // A sync session ended: it may have brought conflicts, or failed.
+      if ((event.job === "sync" || event.job === "cloud-sync") && event.state !== "running") {
+        loadAttentionCount();
+        if (!$("page-attention").hidden) loadAttention();
+      }
       break;
     case "session":
       if (event.state === "unlocked") resyncAll();
@@ -215,8 +223,10 @@ function hideChanged() {
 
 // -- Needs attention ---------------------------------------------------------------------
 function renderAttentionCount(summary) {
+  if (summary.sync_failed !== undefined) LIVE.syncFailed = summary.sync_failed;
   const cloud = (summary.not_arriving || 0) + (summary.not_taken || 0) > 0 ? 1 : 0;
-  const total = (summary.conflicts || 0) + (summary.quarantined || 0) + (summary.forks || 0) + cloud;
+  const synced = LIVE.syncFailed ? 1 : 0;
+  const total = (summary.conflicts || 0) + (summary.quarantined || 0) + (summary.forks || 0) + cloud + synced;
   const count = $("attention-count");
   count.textContent = String(total);
   count.hidden = total === 0;
@@ -256,6 +266,7 @@ function renderAttention(data, countOnly) {
     forks: data.forks.count,
     not_arriving: delivery.not_arriving,
     not_taken: delivery.not_taken,
+    sync_failed: Boolean(data.sync_failed),
   });
   if (countOnly) return;
   $("attention-note").textContent = "";
@@ -303,6 +314,14 @@ function renderAttention(data, countOnly) {
       title: data.forks.count === 1 ? "A vault's members changed on two devices" : `${data.forks.count} vault member changes made on two devices`,
       text: "An owner keeps one branch; until then the vault follows the safer one.",
       command: "memories vault forks",
+    });
+  }
+  if (data.sync_failed) {
+    other.push({
+      key: "sync",
+      title: "The last sync did not finish",
+      text: "It ended in an error or left a vault unmerged, so this device may be missing another's changes. Sync again; the status shows each session's outcome.",
+      command: "memories sync status",
     });
   }
   if (delivery.not_arriving || delivery.not_taken) {

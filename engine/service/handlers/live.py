@@ -31,7 +31,7 @@ from engine.service.projections import newest_head
 from engine.service.registry import op
 from engine.service.requests import Request
 from engine.service.service import EXTENSIONS, Service
-from engine.sync.forks import forks_for
+from engine.sync.forks import FORK_RECORD, RESOLUTION_RECORD, forks_for
 from engine.sync.quarantine import quarantined
 from engine.vault.core import Unlocked
 from engine.vault.revision import Revision
@@ -50,7 +50,8 @@ PROGRESS_EVERY_S = 0.25
 # Words of a query looked for in conflicted items, and the conflicted items looked at.
 MAX_QUERY_WORDS = 16
 MAX_CONFLICTS_SCANNED = 2_000
-QUARANTINE_RECORDS = frozenset({"sync_quarantine", "sync_quarantine_done"})
+# Records whose commit may change what needs attention (quarantine, policy forks and their resolutions).
+QUARANTINE_RECORDS = frozenset({"sync_quarantine", "sync_quarantine_done", FORK_RECORD, RESOLUTION_RECORD})
 
 Stream = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{16}$")]
 
@@ -104,7 +105,8 @@ def _attention_digest(service: Service, state: Unlocked) -> dict[str, int]:
             continue
         delivery["not_arriving"] += int(extra.get("cloud_not_arriving", 0))
         delivery["not_taken"] += int(extra.get("cloud_not_taken", 0))
-    return {"conflicts": state.index.conflict_count, "quarantined": len(quarantined(state)), **delivery}
+    forks = sum(len(forks_for(state, vault_id)) for vault_id in list(state.vaults))
+    return {"conflicts": state.index.conflict_count, "quarantined": len(quarantined(state)), "forks": forks, **delivery}
 
 
 def attention_reasons(digest: dict[str, int]) -> list[str]:
@@ -114,6 +116,8 @@ def attention_reasons(digest: dict[str, int]) -> list[str]:
         reasons.append("conflicts")
     if digest.get("quarantined"):
         reasons.append("quarantine")
+    if digest.get("forks"):
+        reasons.append("forks")
     if digest.get("not_arriving") or digest.get("not_taken"):
         reasons.append("cloud_delivery")
     return reasons
@@ -243,7 +247,6 @@ def attention(service: Service, request: Attention, caller: Caller) -> dict[str,
     reasons: dict[str, int] = {}
     for record in held:
         reasons[str(record.get("reason", "held back"))] = reasons.get(str(record.get("reason", "held back")), 0) + 1
-    forks = sum(len(forks_for(state, vault_id)) for vault_id in state.vaults)
     return {
         "conflicts": _conflicts(service, state),
         "quarantine": {
@@ -251,13 +254,13 @@ def attention(service: Service, request: Attention, caller: Caller) -> dict[str,
             "reasons": [{"reason": r, "count": n} for r, n in sorted(reasons.items())],
             "command": "memories quarantine list",
         },
-        "forks": {"count": forks, "command": "memories vault forks"},
+        "forks": {"count": digest["forks"], "command": "memories vault forks"},
         "cloud_delivery": {
             "not_arriving": digest["not_arriving"],
             "not_taken": digest["not_taken"],
             "command": "memories cloud sync",
         },
-        "reasons": attention_reasons(digest) + (["forks"] if forks else []),
+        "reasons": attention_reasons(digest),
     }
 
 
