@@ -98,11 +98,36 @@ class EngineGateway:
         """A card's or memory's neighbours up to ``depth`` links away, in both directions (titles only)."""
         return self._call({"op": "connections", "id": asset_id, "depth": depth, "direction": "both", "limit": limit})
 
-    def edit_asset(self, asset_id: str, base: str, fields: dict[str, Any]) -> dict[str, Any]:
+    def edit_asset(self, asset_id: str, base: str, fields: dict[str, Any], *, keep_both: bool = False) -> dict[str, Any]:
+        """A save on ``base``: refused by the engine (``stale_base``) when the item changed
+        elsewhere meanwhile (DT-7), unless the user chose to keep both versions (a conflict)."""
         if not base:
             raise MemoriesError("invalid_input", "A save must name the revision it edits.")
         # The fixed keys come last so no field can ever rename the op or retarget the edit.
-        return self._call({**fields, "op": "edit", "id": asset_id, "base": base})
+        return self._call({**fields, "op": "edit", "id": asset_id, "base": base, "current_only": not keep_both})
+
+    def events(self, after: int | None, stream: str | None, wait_ms: int) -> dict[str, Any]:
+        """The engine's change feed (DT-7): IDs and kinds of what changed after ``after``."""
+        body: dict[str, Any] = {"op": "events", "wait_ms": wait_ms}
+        if after is not None:
+            body["after"] = after
+        if stream is not None:
+            body["stream"] = stream
+        timeout = wait_ms / 1000 + self.timeout
+        with IpcClient(self.socket_path, timeout=timeout, client_label=CLIENT_LABEL) as client:
+            return client.request(body, timeout=timeout)
+
+    def attention(self) -> dict[str, Any]:
+        """What needs the user: conflicts, quarantined revisions, forks, cloud delivery gaps."""
+        return self._call({"op": "attention"})
+
+    def sync_status(self) -> dict[str, Any]:
+        """The sync listener and the recent sync sessions (no idle touch): did the last one fail?"""
+        return self._call({"op": "sync_status"})
+
+    def search_conflicts(self, query: str) -> dict[str, Any]:
+        """Conflicted items (kept out of the index) that a search for ``query`` would have matched."""
+        return self._call({"op": "search_conflicts", "query": query})
 
 
 def lock_quietly(gateway: EngineGateway) -> bool:

@@ -50,6 +50,7 @@ STATUS_KEYS = frozenset(
         "providers",
         "sync_queue",
         "cloud_delivery",  # CL-5: devices whose cloud writes are not arriving / not taken (counts)
+        "attention_reasons",  # DT-7: fixed codes (ATTENTION_REASONS below), any other text dropped
         "busy",
         "attention",
     }
@@ -59,6 +60,8 @@ STATUS_KEYS = frozenset(
 # its own into the tray or the page through this list.
 ACTIVITY_JOBS = frozenset({"verify", "search-build", "search-catch-up", "segmenter-warm", "sync", "cloud-sync", "job-run"})
 MAX_ACTIVITY = 8
+# Why the engine asks for attention (engine/service/handlers/session.py names them).
+ATTENTION_REASONS = frozenset({"conflicts", "quarantine", "forks", "cloud_delivery", "tickets"})
 MAX_COUNT = 10**12
 # States the prober itself reports when the engine gave no usable answer.
 PROBE_STATES = frozenset({"not_running", "not_responding", "error"})
@@ -103,6 +106,9 @@ def sanitize(raw: object) -> Probe:
         # DT-1: a locked engine says only "locked"; never pass anything else on.
         return Probe("locked", {"state": "locked"})
     status = {k: v for k, v in raw.items() if k in STATUS_KEYS and _plain(v)}
+    if "attention_reasons" in status:
+        reasons = status["attention_reasons"]
+        status["attention_reasons"] = [r for r in reasons if r in ATTENTION_REASONS] if isinstance(reasons, list) else []
     if state == "unlocked":
         status["activity"] = activity(raw.get("jobs"))
     return Probe(str(state), status)

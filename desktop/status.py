@@ -18,6 +18,7 @@ __all__ = [
     "tooltip_text",
     "activity_text",
     "TOOLTIP_CHARS",
+    "attention_text",
     "Badges",
     "sync_problem",
     "delivery_text",
@@ -151,6 +152,24 @@ def delivery_text(probe: Probe) -> str:
     return "cloud: " + ", ".join(parts) if parts else ""
 
 
+def attention_text(probe: Probe) -> str:
+    """Why the engine needs attention (DT-7), from the status's fixed reason codes: "1 item in
+    conflict"; cloud delivery and tickets are said by their own texts. Empty when none."""
+    reasons = probe.status.get("attention_reasons") if probe.state == "unlocked" else None
+    if not isinstance(reasons, list):
+        return ""
+    parts = []
+    if "conflicts" in reasons:
+        count = probe.status.get("conflicts")
+        n = count if _positive(count) else 0
+        parts.append("1 item in conflict" if n == 1 else f"{n:,} items in conflict")
+    if "quarantine" in reasons:
+        parts.append("revisions held back by a sync")
+    if "forks" in reasons:
+        parts.append("vault members changed on two devices")
+    return ", ".join(parts)
+
+
 def _positive(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -167,6 +186,8 @@ def tooltip_text(state: TrayState, probe: Probe | None = None, badges: Badges | 
         text += f" ({probe.error})"
     if probe is not None and activity_text(probe):
         text += f"; {activity_text(probe)}"
+    if probe is not None and attention_text(probe):
+        text += f"; {attention_text(probe)}"
     if probe is not None and delivery_text(probe):
         text += f"; {delivery_text(probe)}"
     if badges is not None and badges.describe():

@@ -271,6 +271,8 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
             if not service.restart_pending.is_set():
                 await loop.run_in_executor(executor, service.check_idle)
     finally:
+        for stopping in service.on_stop:
+            stopping()
         if service.restart_pending.is_set() and not stop.is_set() and not service.shutdown_event.is_set():
             handover = await server.hand_over(DRAIN_SECONDS)
             restart = _Restart(handover, {})

@@ -227,11 +227,12 @@ def parse_create(payload: object) -> tuple[str, dict[str, Any]]:
 
 
 def parse_save(kind: str, payload: object) -> tuple[str, dict[str, Any]]:
-    """Validate a save: ``{"base": REV, "fields": {...}}`` with allowlisted fields only."""
+    """Validate a save: ``{"base": REV, "fields": {...}}`` with allowlisted fields only (and
+    ``keep_both``, read by the route: save as a second version over a change made elsewhere)."""
     spec = spec_for(kind)
     if not isinstance(payload, dict):
         raise MemoriesError("invalid_input", "A save is a JSON object.")
-    unknown = set(payload) - {"base", "fields"}
+    unknown = set(payload) - {"base", "fields", "keep_both"}
     if unknown:
         raise MemoriesError("unknown_field", "The save contains a field the dashboard does not accept.")
     base = payload.get("base")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import activity, cards, history, links, notebooks, protected, tickets
+from desktop.dashboard import activity, cards, history, links, live, notebooks, protected, tickets
 from desktop.dashboard.security import json_body
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
@@ -135,8 +135,16 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
         offset = _int(request, "offset", 0, 0, 100_000)
         raw = await ctx.engine(lambda: ctx.gateway.search(query, only, SEARCH_LIMIT, offset))
         hits = [h for h in (cards.project_hit(r) for r in raw.get("results", [])) if h is not None]
+        # Items in conflict are kept out of the index (seed 001): say which the search would have matched.
+        unsearched = await ctx.engine(lambda: ctx.gateway.search_conflicts(query))
+        conflicted = [
+            {"id": str(i["id"]), "short_id": str(i.get("short_id", ""))[:32]}
+            for i in unsearched.get("items", [])[:50]
+            if isinstance(i, dict) and isinstance(i.get("id"), str) and (only is None or i.get("kind") == only)
+        ]
         return web.json_response(
             {
+                "conflicted": conflicted,
                 "query": query,
                 "mode": raw.get("mode"),
                 "partial": bool(raw.get("partial")),
@@ -189,7 +197,10 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
         # The kind comes from the engine, not from the page: the allowlist is enforced here.
         current = await ctx.engine(lambda: ctx.gateway.get_asset(asset_id))
         base, fields = cards.parse_save(str(current.get("kind")), payload)
-        result = await ctx.engine(lambda: ctx.gateway.edit_asset(asset_id, base, fields))
+        # DT-7: a save over a change made elsewhere is refused by the engine (stale_base),
+        # unless the user chose to keep both versions (a conflict to resolve).
+        keep_both = isinstance(payload, dict) and payload.get("keep_both") is True
+        result = await ctx.engine(lambda: ctx.gateway.edit_asset(asset_id, base, fields, keep_both=keep_both))
         return web.json_response(
             {
                 "saved": True,
@@ -232,4 +243,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     links.register(app, ctx)  # issue 17: an item's links and its neighbourhood (titles only)
     protected.register(app, ctx)  # issue 17: protected cards, logins, credentials by title and kind
     notebooks.register(app, ctx)  # AG-13: the agents' private notebooks, read-only
+    live.register(app, ctx)  # DT-7: the engine's change feed as server-sent events, and Needs attention
     return app

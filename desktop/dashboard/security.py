@@ -3,8 +3,8 @@
 * Host must name this loopback listener (``127.0.0.1:PORT`` or ``localhost:PORT``):
   a DNS-rebinding page reaches us under its own host name and is refused.
 * Every state-changing request must carry a matching ``Origin`` (cross-site POSTs are
-  refused before any handler runs), and browsers' ``Sec-Fetch-Site`` must not say
-  cross-site.
+  refused before any handler runs), an ``Origin`` on any request must be ours, and
+  browsers' ``Sec-Fetch-Site`` must not say cross-site.
 * ``/api/`` needs the per-launch token as ``Authorization: Bearer``; compared in
   constant time. A header (not a cookie) means the browser never attaches it by itself.
 * Every response gets a strict CSP (no inline script or style, nothing external).
@@ -23,7 +23,7 @@ from aiohttp import web
 
 from engine.errors import MemoriesError
 
-__all__ = ["Guard", "CSP", "new_token", "error_response", "json_body"]
+__all__ = ["Guard", "CSP", "new_token", "error_response", "json_body", "harden"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,10 @@ class Guard:
             raise MemoriesError("dashboard_forbidden")
         if request.method not in _SAFE_METHODS and request.headers.get("Origin", "") not in self.allowed_origins():
             raise MemoriesError("dashboard_forbidden")
+        # A read may come without an Origin (browsers send none on a same-origin GET), but one
+        # that names another origin is refused: the event stream (DT-7) is read by no other page.
+        if "Origin" in request.headers and request.headers["Origin"] not in self.allowed_origins():
+            raise MemoriesError("dashboard_forbidden", "The Origin header does not name this dashboard.")
         if request.path.startswith("/api/") and not self.token_ok(request.headers.get("Authorization", "")):
             raise MemoriesError("dashboard_unauthorized")
 
@@ -120,11 +124,11 @@ class Guard:
             # the typed `internal` answer, the details only in the log (never a value).
             log.exception("dashboard: %s %s failed", request.method, request.path)
             response = error_response(MemoriesError("internal"))
-        _harden(response)
+        harden(response)
         return response
 
 
-def _harden(response: web.StreamResponse) -> None:
+def harden(response: web.StreamResponse) -> None:
     headers = response.headers
     headers["Content-Security-Policy"] = CSP
     headers["X-Content-Type-Options"] = "nosniff"

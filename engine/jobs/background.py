@@ -78,14 +78,16 @@ class JobHandle:
 class JobContext:
     """What a piece of work sees of its job: the cancel signal and a progress sink."""
 
-    def __init__(self, handle: JobHandle) -> None:
+    def __init__(self, handle: JobHandle, changed: Callable[[JobHandle], None] = lambda handle: None) -> None:
         self._handle = handle
+        self._changed = changed
         self.cancelled = handle.cancelled
 
     def progress(self, done: int, total: int | None = None) -> None:
         self._handle.done = done
         if total is not None:
             self._handle.total = total
+        self._changed(self._handle)
 
 
 class BackgroundWork:
@@ -95,6 +97,16 @@ class BackgroundWork:
         self._guard = threading.Lock()
         self._running: list[JobHandle] = []
         self._ended: collections.deque[JobHandle] = collections.deque(maxlen=history)
+        # Told when a job starts running, reports progress and ends (the change feed, DT-7);
+        # must return at once and never raise.
+        self.listeners: list[Callable[[JobHandle], None]] = []
+
+    def _changed(self, handle: JobHandle) -> None:
+        for listener in self.listeners:
+            try:
+                listener(handle)
+            except Exception as exc:  # a listener must not stop the work it listens to
+                log.error("job listener failed type=%s", type(exc).__name__)
 
     def start(
         self,
@@ -121,7 +133,8 @@ class BackgroundWork:
             if handle.cancelled.is_set():
                 return
             handle.state = "running"
-            work(JobContext(handle))
+            self._changed(handle)
+            work(JobContext(handle, self._changed))
             state = "cancelled" if handle.cancelled.is_set() else "done"
         except MemoriesError as exc:
             state, handle.failure = "failed", exc.code
@@ -135,6 +148,7 @@ class BackgroundWork:
                     self._running.remove(handle)
                 handle._finish(state)
                 self._ended.append(handle)
+            self._changed(handle)
 
     def run_inline(self, name: str, work: Callable[[JobContext], T], *, cancel_on_lock: bool = True) -> T:
         """Run ``work`` on the calling thread as a listed job, and return its result or raise its
@@ -147,7 +161,8 @@ class BackgroundWork:
         state: JobState = "failed"
         try:
             handle.state = "running"
-            result = work(JobContext(handle))
+            self._changed(handle)
+            result = work(JobContext(handle, self._changed))
             state = "cancelled" if handle.cancelled.is_set() else "done"
             return result
         except MemoriesError as exc:
@@ -163,6 +178,7 @@ class BackgroundWork:
                     self._running.remove(handle)
                 handle._finish(state)
                 self._ended.append(handle)
+            self._changed(handle)
 
     def cancel_on_lock(self) -> None:
         """The vault is locking: every job bound to the unlocked state is asked to stop."""

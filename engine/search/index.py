@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -234,16 +234,45 @@ class VaultIndex:
         each retriever looks deeper, so that a narrow filter still finds its matches.
         ``lexical_depth`` lets the word retriever look deeper still, so that a search can
         count and page through every match (issue 31, DT-7)."""
+        hits, _ = self.search_counted(
+            query, mode=mode, query_vector=query_vector, limit=limit, kinds=kinds, keep=keep, lexical_depth=lexical_depth
+        )
+        return hits
+
+    def search_counted(
+        self,
+        query: ParsedQuery,
+        *,
+        mode: Mode,
+        query_vector: npt.NDArray[np.float32] | None = None,
+        limit: int = 10,
+        kinds: frozenset[str] | None = None,
+        keep: Callable[[bytes], bool] | None = None,
+        lexical_depth: int | None = None,
+    ) -> tuple[list[Hit], int]:
+        """:meth:`search`'s best ``limit`` hits, and how many items matched in all (DT-7).
+
+        The count is the distinct items among the retrieved rows; only the first ``limit``
+        (and the rerank window) become candidates and hits, and for a search by words alone the
+        rows past them only add their item to a set. Building a hit for every match of a common
+        word, only to count them, cost ≈45 ms at 5,000 matches (bench/search.py)."""
         lexical: list[tuple[bytes, int, float]] = []
         vector: list[tuple[bytes, int, float]] = []
+        lexical_total = 0
         depth = CANDIDATES if keep is None else FILTERED_CANDIDATES
-        if mode in ("lexical", "hybrid") and not query.empty:
-            lexical = self._best_per_asset(self._lexical_rows(query, max(depth, lexical_depth or 0)), kinds, keep)
         if mode in ("vector", "hybrid") and query_vector is not None:
             rows: list[tuple[int, float]] = []
             for key, score in self.vectors.nearest(query_vector, None, depth):
                 rows.extend((rowid, score) for rowid in self.by_key.get(key, []))
             vector = self._best_per_asset(rows, kinds, keep)
+        if mode in ("lexical", "hybrid") and not query.empty:
+            found = self._lexical_rows(query, max(depth, lexical_depth or 0))
+            if mode == "hybrid" and vector:
+                lexical = self._best_per_asset(found, kinds, keep)  # fusion ranks every match
+                lexical_total = len(lexical)
+            else:
+                # Words alone: the hits come from the first items; the rest are only counted.
+                lexical, lexical_total = self._first_per_asset(found, kinds, keep, max(limit, RERANK_WINDOW))
         best_row: dict[bytes, int] = {}
         lex_rank = {a: i for i, (a, _, _) in enumerate(lexical, start=1)}
         vec_rank = {a: i for i, (a, _, _) in enumerate(vector, start=1)}
@@ -258,6 +287,8 @@ class VaultIndex:
             fused = [(a, s) for a, _, s in source]
         # Only the reranked window needs text; the tail keeps its retrieval order.
         han_query = any(has_cjk(t) for t in (*query.terms, *query.phrases))
+        # rerank reorders the first RERANK_WINDOW and keeps the tail's order below them, so the
+        # best ``limit`` come from the first max(limit, RERANK_WINDOW) candidates alone.
         candidates = [
             Candidate(
                 asset,
@@ -265,10 +296,12 @@ class VaultIndex:
                 self._candidate_text(asset, best_row[asset], han_query) if i < RERANK_WINDOW else "",
                 self.assets[asset].folded_title,
             )
-            for i, (asset, score) in enumerate(fused)
+            for i, (asset, score) in enumerate(fused[: max(limit, RERANK_WINDOW)])
         ]
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
-        return [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
+        hits = [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
+        total = len(fused) if mode == "vector" or (mode == "hybrid" and vector) else lexical_total
+        return hits, total
 
     def _lexical_rows(self, query: ParsedQuery, depth: int) -> list[tuple[int, float]]:
         """The best ``depth`` chunk rows by BM25: from the word postings for a query of bare words
@@ -296,27 +329,52 @@ class VaultIndex:
         return query.match_expression(prefix_is_word=prefix is not None and self.fts.only_word_with_prefix(prefix))
 
     def _best_per_asset(
-        self, rows: list[tuple[int, float]], kinds: frozenset[str] | None, keep: Callable[[bytes], bool] | None = None
+        self,
+        rows: Iterable[tuple[int, float]],
+        kinds: frozenset[str] | None,
+        keep: Callable[[bytes], bool] | None = None,
+        *,
+        stop: int | None = None,
+        skip: Collection[bytes] = (),
     ) -> list[tuple[bytes, int, float]]:
-        seen: dict[bytes, tuple[int, float]] = {}
-        order: list[bytes] = []
+        # The best row per item, in row order (dicts keep insertion order). Runs over every
+        # retrieved row (5,000 for a counted search), so the common case is kept short.
+        chunks, assets = self.chunks, self.assets
+        seen: dict[bytes, tuple[bytes, int, float]] = {}
         dropped: set[bytes] = set()
         for rowid, score in rows:
-            chunk = self.chunks.get(rowid)
+            chunk = chunks.get(rowid)
             if chunk is None:
                 continue
-            if kinds is not None and self.assets[chunk.asset_id].doc.kind not in kinds:
+            asset_id = chunk.asset_id
+            if asset_id in seen or asset_id in dropped or asset_id in skip:
                 continue
-            if keep is not None and chunk.asset_id not in seen:
-                if chunk.asset_id in dropped:
-                    continue
-                if not keep(chunk.asset_id):
-                    dropped.add(chunk.asset_id)
-                    continue
-            if chunk.asset_id not in seen:
-                seen[chunk.asset_id] = (rowid, score)
-                order.append(chunk.asset_id)
-        return [(a, seen[a][0], seen[a][1]) for a in order]
+            if (kinds is not None and assets[asset_id].doc.kind not in kinds) or (keep is not None and not keep(asset_id)):
+                dropped.add(asset_id)
+                continue
+            seen[asset_id] = (asset_id, rowid, score)
+            if stop is not None and len(seen) >= stop:
+                break  # the caller goes on with the same iterator
+        return list(seen.values())
+
+    def _first_per_asset(
+        self,
+        rows: list[tuple[int, float]],
+        kinds: frozenset[str] | None,
+        keep: Callable[[bytes], bool] | None,
+        first: int,
+    ) -> tuple[list[tuple[bytes, int, float]], int]:
+        """:meth:`_best_per_asset`'s first ``first`` entries, and how many items it would list
+        in all: past the first ones a row only adds its item to a set."""
+        iterator = iter(rows)
+        picked = self._best_per_asset(iterator, kinds, keep, stop=first)
+        counted = {asset_id for asset_id, _, _ in picked}
+        chunks = self.chunks
+        if kinds is None and keep is None:
+            counted.update(chunk.asset_id for rowid, _ in iterator if (chunk := chunks.get(rowid)) is not None)
+        else:
+            counted.update(asset_id for asset_id, _, _ in self._best_per_asset(iterator, kinds, keep, skip=counted))
+        return picked, len(counted)
 
     def _candidate_text(self, asset_id: bytes, rowid: int, han_query: bool = False) -> str:
         # Folded per query for the few candidates only: a folded copy of every chunk would double memory.

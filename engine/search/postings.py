@@ -218,4 +218,6 @@ class WordPostings:
             chosen = scores >= cutoff
             rows, scores = rows[chosen], scores[chosen]
         order = np.lexsort((rows, -scores))[:limit]
-        return [(int(r), float(s)) for r, s in zip(rows[order].tolist(), scores[order].tolist(), strict=True)]
+        # tolist() gives Python ints and floats already; zip builds the pairs in C (a counted
+        # search takes 5,000 of them, DT-7).
+        return list(zip(rows[order].tolist(), scores[order].tolist(), strict=True))

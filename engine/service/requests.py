@@ -82,6 +82,9 @@ class Edit(Request, tag="edit"):
     id: AssetRef
     base: AssetRef | None = None
     resolve: bool = False
+    # Refuse (``stale_base``) unless ``base`` is still the item's only head, instead of keeping
+    # both versions as a conflict (HI-4): a window saving over a change made elsewhere (DT-7).
+    current_only: bool = False
     title: Title | None = None
     body: Body | None = None
     tags: Tags | None = None

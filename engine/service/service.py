@@ -100,6 +100,9 @@ class Service:
         self.before_unlock: list[Callable[[], None]] = []
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
+        # Called by the daemon (any thread) before it stops serving, to exit or to re-execute:
+        # a request waiting for news (the change feed, DT-7) answers now instead of holding it up.
+        self.on_stop: list[Callable[[], None]] = []
         # DesktopStatus contributors: each returns counts only, e.g. {"connections": 2,
         # "attention": True}; called without the service lock, so they read snapshots.
         self.status_contributors: list[Callable[[], dict[str, int | bool]]] = []

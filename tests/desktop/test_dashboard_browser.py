@@ -63,17 +63,19 @@ def test_browser_status_edit_and_save(dashboard: Dashboard, module_vault: Cli, t
 
 
 def test_browser_stale_save_shows_conflict(dashboard: Dashboard, module_vault: Cli, tmp_path: Path) -> None:
-    """DT-5: the page edits the revision it loaded; if the card changed meanwhile it shows the conflict."""
+    """DT-5, DT-7: the page edits the revision it loaded; if the card changed meanwhile under
+    unsaved edits it says so, and keeping both makes the conflict (nothing overwritten)."""
     put = module_vault.put("Race", "v1")
 
     async def scenario(page: Any) -> None:
         await page.click("#nav-cards")
         await page.click(f"#card-list button[data-id='{put['id']}']")
         await page.wait_for_selector("#field-title")
+        await page.fill("#field-title", "Race (browser)")
         # Someone else edits the card from the CLI while the page holds revision 1.
         await asyncio.to_thread(module_vault.ok, "edit", put["id"], "--title", "Race (cli)")
-        await page.fill("#field-title", "Race (browser)")
-        await page.click("#save")
+        await page.wait_for_selector("#changed-banner:not([hidden])")
+        await page.click("#changed-keep")
         await page.wait_for_selector("#save-result.conflict")
         assert "nothing was overwritten" in (await page.text_content("#save-result") or "")
         await _shot(page, tmp_path / "dashboard-conflict.png")

@@ -142,7 +142,8 @@ def test_save_rejects_fields_outside_the_allowlist(dashboard: Dashboard, module_
 
 
 def test_edit_and_stale_save_shows_conflict(dashboard: Dashboard, module_vault: Cli) -> None:
-    """DT-5: a save is an edit with the loaded base; a stale base is a conflict, never an overwrite."""
+    """DT-5, DT-7: a save is an edit with the loaded base; a stale base is refused, or kept as a
+    conflict when the user asks for both versions; never an overwrite."""
     card = _card(module_vault)
     path = f"/api/cards/{card['id']}"
     status, _, loaded = dashboard.request("GET", path)
@@ -151,8 +152,14 @@ def test_edit_and_stale_save_shows_conflict(dashboard: Dashboard, module_vault: 
     status, _, saved = dashboard.request("POST", path, {"base": loaded["revision"], "fields": {"title": "second"}})
     assert status == 200 and saved["conflict"] is False
     assert module_vault.ok("get", card["id"])["title"] == "second"
-    # A second page still holding the first revision saves: both versions are kept.
-    status, _, stale = dashboard.request("POST", path, {"base": loaded["revision"], "fields": {"title": "third"}})
+    # DT-7: a second page still holding the first revision is refused by the engine's revision
+    # check, and nothing is written.
+    status, _, refused = dashboard.request("POST", path, {"base": loaded["revision"], "fields": {"title": "third"}})
+    assert status == 409 and refused["error"]["code"] == "stale_base"
+    assert module_vault.ok("get", card["id"])["revision"] == saved["revision"]
+    # Told so, the user keeps both versions: a conflict, never an overwrite.
+    both = {"base": loaded["revision"], "fields": {"title": "third"}, "keep_both": True}
+    status, _, stale = dashboard.request("POST", path, both)
     assert status == 200 and stale["conflict"] is True
     now = module_vault.ok("get", card["id"])
     assert now["conflict"] is True and now["heads"] == 2

@@ -305,7 +305,7 @@ def test_conflict_view_shows_both_versions_and_resolves(seeded: dict[str, Any]) 
     card = cli.ok("get", put["id"])
     cli.ok("edit", put["id"], "--title", "Two minds (cli)")
     code, _, saved = dash.request(
-        "POST", f"/api/cards/{put['id']}", {"base": card["revision"], "fields": {"title": "Two minds (web)"}}
+        "POST", f"/api/cards/{put['id']}", {"base": card["revision"], "fields": {"title": "Two minds (web)"}, "keep_both": True}
     )
     assert code == 200 and saved["conflict"] is True
 
@@ -473,6 +473,9 @@ EXPECTED_ROUTES = {
     ("GET", "/static/notebooks.js"),
     ("GET", "/api/notebooks"),
     ("GET", "/api/notebooks/{name}"),
+    ("GET", "/static/live.js"),  # DT-7: the change feed and Needs attention
+    ("GET", "/api/events"),
+    ("GET", "/api/attention"),
 }
 
 

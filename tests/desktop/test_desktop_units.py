@@ -9,7 +9,7 @@ import pytest
 
 from desktop.dashboard import cards
 from desktop.prober import Probe, sanitize
-from desktop.status import TrayState, delivery_text, tooltip_text, tray_state
+from desktop.status import TrayState, attention_text, delivery_text, tooltip_text, tray_state
 from desktop.tray.icons import PALETTE, render
 from desktop.tray.menu import menu_entries
 from engine.errors import MemoriesError
@@ -104,3 +104,15 @@ def test_cli_stays_lean() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_dt7_attention_names_its_reasons_in_fixed_words() -> None:
+    """DT-7: the status's reason codes become the tray's words; a code the desktop does not know
+    (a foreign engine's text) is dropped by the prober and never shown."""
+    raw = {"state": "unlocked", "attention": True, "conflicts": 2, "attention_reasons": ["conflicts", "quarantine", "rm -rf"]}
+    probe = sanitize(raw)
+    assert probe.status["attention_reasons"] == ["conflicts", "quarantine"]
+    assert attention_text(probe) == "2 items in conflict, revisions held back by a sync"
+    assert attention_text(probe) in tooltip_text(TrayState.ATTENTION, probe)
+    assert sanitize({"state": "unlocked", "attention_reasons": "conflicts"}).status.get("attention_reasons") in (None, [])
+    assert attention_text(Probe("locked", {"attention_reasons": ["conflicts"]})) == ""

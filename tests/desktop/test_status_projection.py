@@ -29,7 +29,9 @@ ALLOWED_KEYS = {
     "busy",
     "attention",
     "jobs",  # background work (issue 16): names, states and counts only
+    "attention_reasons",  # DT-7: fixed reason codes only
 }
+REASONS = {"conflicts", "quarantine", "forks", "cloud_delivery", "tickets"}
 JOB_KEYS = {"name", "state", "done", "total", "started", "seconds"}
 CANARY = "CANARY-dt1-7f3a9c"
 
@@ -52,6 +54,7 @@ def test_unlocked_status_has_counts_and_types_only(vault: Cli) -> None:
     assert CANARY not in text
     assert not re.search(r"[0-9a-f]{12,}", text), "no identifiers or digests"
     assert all(isinstance(p, str) for p in status["providers"])
+    assert set(status["attention_reasons"]) <= REASONS
     assert all(set(job) == JOB_KEYS and isinstance(job["name"], str) for job in status["jobs"])
 
 

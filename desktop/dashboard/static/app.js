@@ -136,6 +136,7 @@ function show(page) {
   }
   $("filters").hidden = page !== "cards" || !view.open;
   if (page === "cards" && view.open) refreshList();
+  if (page === "attention") loadAttention();
 }
 
 // -- status ------------------------------------------------------------------------------
@@ -145,11 +146,24 @@ function renderStatus(data) {
   badge.dataset.state = state;
   badge.textContent = data.probe.state === "uninitialized" ? "no vault" : STATE_TEXT[state] || state;
   const line = $("status-line");
-  line.textContent = "Engine: " + (STATE_TEXT[state] || state);
+  const status = data.probe.status || {};
+  const reasons = state === "attention" ? attentionReasons(status) : [];
+  line.textContent = reasons.length ? "Needs attention: " + reasons.join("; ") : "Engine: " + (STATE_TEXT[state] || state);
   line.dataset.state = state;
   const dl = $("status-fields");
   dl.replaceChildren();
-  const status = data.probe.status || {};
+  if (reasons.length) {
+    // DT-7: "needs attention" says why, and where to act on it.
+    const dd = el("dd");
+    dd.id = "status-attention";
+    dd.dataset.state = "attention";
+    dd.append(document.createTextNode(reasons.join("; ") + " · "));
+    const go = el("button", "Open Needs attention", "linklike");
+    go.type = "button";
+    go.addEventListener("click", () => show("attention"));
+    dd.append(go);
+    dl.append(el("dt", "Needs attention"), dd);
+  }
   for (const key of Object.keys(STATUS_LABELS)) {
     if (!(key in status)) continue;
     let value = status[key];
@@ -172,6 +186,22 @@ function renderStatus(data) {
     : "Quits the tray and its dashboard; the vault stays unlocked until its idle timer";
   $("lock").disabled = !OPEN_STATES.has(state);
   renderGate(state, data.probe.state);
+}
+
+// DT-7: why the engine asks for attention, from the status's fixed reason codes.
+function attentionReasons(status) {
+  const codes = Array.isArray(status.attention_reasons) ? status.attention_reasons : [];
+  const out = [];
+  for (const code of codes) {
+    if (code === "conflicts") {
+      const n = Number.isInteger(status.conflicts) ? status.conflicts : 0;
+      out.push(n === 1 ? "1 item in conflict" : `${n.toLocaleString()} items in conflict`);
+    } else if (code === "quarantine") out.push("revisions held back by a sync");
+    else if (code === "forks") out.push("a vault's members changed on two devices");
+    else if (code === "cloud_delivery") out.push(deliveryText(status.cloud_delivery).replace(/ \(run .*\)$/, ""));
+    else if (code === "tickets") out.push("a ticket waiting for approval");
+  }
+  return out;
 }
 
 // CL-5: the cloud delivery attention item from its two counts (the tray says the same).
@@ -397,6 +427,7 @@ async function loadPage() {
     if (view.tag) params.set("tag", view.tag);
     const [data, counts] = await Promise.all([api("/api/cards?" + params), api("/api/protected")]);
     if (seq !== view.listSeq || view.query) return;
+    $("search-conflicts").hidden = true;
     view.total = data.total;
     view.facets = { kinds: data.kinds, tags: data.tags };
     renderFacets(data.kinds, data.tags);
@@ -561,12 +592,31 @@ async function runSearch() {
       count += ` (${(data.offset + 1).toLocaleString()}–${(data.offset + data.results.length).toLocaleString()} shown)`;
     }
     setResult("list-note", `${count} for “${query}”` + (data.partial ? ". Still indexing: results may be incomplete" : ""));
+    renderUnsearched(data.conflicted || []);
     renderPager(true);
   } catch (err) {
     if (seq !== view.searchSeq) return;
     $("card-list").replaceChildren();
     setResult("list-note", err.message, "error");
   }
+}
+
+// Items in conflict are not in the search index (seed 001): a search that would have matched
+// one says so, with the way to resolve it (DT-7).
+function renderUnsearched(conflicted) {
+  const box = $("search-conflicts");
+  box.hidden = !conflicted.length || !view.query;
+  if (box.hidden) return;
+  const one = conflicted.length === 1;
+  $("search-conflicts-text").textContent = one
+    ? "1 item in conflict is not searched:"
+    : `${conflicted.length.toLocaleString()} items in conflict are not searched:`;
+  const link = $("search-conflicts-link");
+  link.textContent = one ? "resolve it" : "resolve them";
+  link.onclick = async () => {
+    if (!one) return show("attention");
+    if (await confirmDiscard()) openCard(conflicted[0].id);
+  };
 }
 
 // -- the editor --------------------------------------------------------------------------
@@ -624,6 +674,7 @@ async function closeEditor(force) {
   setDirty(false);
   view.openSeq++;
   view.current = null;
+  hideChanged();
   $("editor").hidden = true;
   $("empty").hidden = false;
   $("app").classList.remove("show-detail");
@@ -654,9 +705,10 @@ function renderVersions(card) {
   });
 }
 
-async function openCard(id) {
+async function openCard(id, keepTab) {
   setResult("save-result", "");
   $("confirm-delete").hidden = true;
+  const tab = keepTab ? currentTab() : null;
   try {
     const seq = ++view.openSeq;
     if (!view.kinds.length) await loadKinds();
@@ -678,8 +730,10 @@ async function openCard(id) {
     $("fields").hidden = card.conflict;
     $("save").hidden = card.conflict;
     $("delete").hidden = false;
+    hideChanged();
     setDirty(false);
     showEditor();
+    if (tab && tab !== "edit") selectTab(tab, false);
   } catch (err) {
     setResult("save-result", err.message, "error");
   }
@@ -712,6 +766,7 @@ async function newCard() {
   const kind = view.kinds.some((k) => k.kind === view.kind) ? view.kind : "memory";
   view.openSeq++;
   view.current = { isNew: true, kind };
+  hideChanged();
   $("item-secrets").hidden = true;
   $("locked").hidden = true;
   $("editor").classList.remove("is-locked");
@@ -744,11 +799,15 @@ function collectFields() {
   return fields;
 }
 
-async function save(event) {
-  event.preventDefault();
+async function save(event, keepBoth) {
+  if (event) event.preventDefault();
   const current = view.current;
   if (!current) return;
   const fields = collectFields();
+  // While the save is on its way, a change event for this item may arrive first: live.js waits
+  // for this before it decides whether the change was ours.
+  let settle;
+  view.saving = new Promise((resolve) => { settle = resolve; });
   try {
     if (current.isNew) {
       const kind = $("new-kind").value;
@@ -759,11 +818,12 @@ async function save(event) {
       refreshList();
       return;
     }
-    const result = await api("/api/cards/" + encodeURIComponent(current.id), {
-      method: "POST",
-      body: JSON.stringify({ base: current.revision, fields }),
-    });
+    const body = { base: current.revision, fields };
+    if (keepBoth) body.keep_both = true;
+    const result = await api("/api/cards/" + encodeURIComponent(current.id), { method: "POST", body: JSON.stringify(body) });
+    current.revision = result.revision;
     setDirty(false);
+    hideChanged();
     if (result.conflict) {
       setResult("save-result", "Conflict: this item changed elsewhere since you opened it. Both versions were kept; nothing was overwritten. Choose the one to keep below.", "conflict");
       const keep = $("save-result").textContent;
@@ -771,12 +831,17 @@ async function save(event) {
       setResult("save-result", keep, "conflict");
     } else {
       setResult("save-result", "Saved revision " + result.short_revision + ".", "saved");
-      current.revision = result.revision;
       $("card-rev").textContent = result.short_revision;
     }
     refreshList();
   } catch (err) {
+    // DT-7: the engine refused to save over a change made elsewhere; say so where the edit is.
+    if (err.code === "stale_base") showChanged("changed");
+    else if (err.code === "not_found") showChanged("deleted");
     setResult("save-result", err.message, "error");
+  } finally {
+    view.saving = null;
+    settle();
   }
 }
 

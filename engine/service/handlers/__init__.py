@@ -14,6 +14,7 @@ from engine.service.handlers import (
     devices,  # whoami, devices, device request/approve/join/revoke (issue 13)
     files,  # file add/get/list/history: chunked upload and download (issue 16, FI-1)
     jobs,  # crypto jobs: job plan/show/run (issue 16, JB-1 … JB-3)
+    live,  # the change feed, needs-attention and unsearched conflicts (DT-7)
     logins,  # login cards and moving-in batches (issue 15)
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     notebook,  # each connected agent's private notebook and scratch pad (issue 28, AG-13)
@@ -42,6 +43,7 @@ __all__ = [
     "devices",
     "files",
     "jobs",
+    "live",
     "logins",
     "mcp_grants",
     "notebook",

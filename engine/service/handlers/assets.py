@@ -177,6 +177,12 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
         if entry.in_conflict:
             raise MemoriesError("conflict")
         source = state.index.resolve_revision(entry, request.base)
+        if request.current_only and [h.rev_id for h in heads] != [source.rev_id]:
+            raise MemoriesError(
+                "stale_base",
+                "This item was changed elsewhere since this version was loaded; nothing was saved. "
+                "Load the new version, or save yours as a second version.",
+            )
         parents = [source.rev_id]
     old = service.vault.summary_of(state, source)
     body = request.body if request.body is not None else visible_body(service, state, source)

@@ -62,7 +62,7 @@ def install(service: Service) -> None:
 
     def contribute() -> dict[str, int | bool]:
         connections, pending = manager.status_counts()
-        return {"connections": connections, "attention": pending}
+        return {"connections": connections, "attention": pending, "reason_tickets": pending}
 
     service.status_contributors.append(contribute)
 

@@ -237,20 +237,20 @@ def _retrieve(
         if gate is not None:
             keep = gate if keep is None else (lambda asset_id, k=keep, g=gate: k(asset_id) and g(asset_id))
         paging = offset is not None
-        hits = index.search(
+        # Paging: every match is counted, but hits are built only up to the page's end.
+        hits, total = index.search_counted(
             parsed,
             mode=mode,
             query_vector=query_vector,
-            limit=TOTAL_DEPTH if paging else window,
+            limit=max(window, (offset or 0) + limit) if paging else window,
             kinds=kinds,
             keep=keep,
             lexical_depth=TOTAL_DEPTH if paging else None,
         )
-        total = len(hits)
-        if paging and config.rerank is None:
+        if not paging:
+            total = len(hits)
+        elif config.rerank is None:
             hits = hits[(offset or 0) : (offset or 0) + limit]  # only the page needs its passage
-        elif paging:
-            hits = hits[: max(window, (offset or 0) + limit)]
         found = [_snapshot(index, h.asset_id, h.rowid, h.score) for h in hits]
         result = Retrieved(
             vault_id=vault_id,

@@ -46,8 +46,11 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         # Background work (issue 16): names, states and counts only (engine/jobs/background.py).
         "jobs": service.background.snapshot(),
     }
+    reasons = {"conflicts"} if state.index.conflict_count else set()
     for contribute in service.status_contributors:
         extra = contribute()
+        # DT-7: why attention is asked for, as fixed codes the status page names.
+        reasons.update(code for code in ATTENTION_REASONS if extra.get("reason_" + code))
         status["connections"] += int(extra.get("connections", 0))
         status["attention"] = bool(status["attention"] or extra.get("attention", False))
         status["sync_queue"]["outbox"] += int(extra.get("sync_outbox", 0))  # engine/service/handlers/sync.py
@@ -56,7 +59,14 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         status["cloud_delivery"]["not_taken"] += int(extra.get("cloud_not_taken", 0))
         kinds = (k.removeprefix("provider_") for k, v in extra.items() if k.startswith("provider_") and v)
         status["providers"] = sorted({*status["providers"], *kinds})  # handlers/cloud.py
+    if status["cloud_delivery"]["not_arriving"] or status["cloud_delivery"]["not_taken"]:
+        reasons.add("cloud_delivery")
+    status["attention_reasons"] = [code for code in ATTENTION_REASONS if code in reasons]
     return status
+
+
+# Why the status asks for attention (DT-7), in the order the status page names them.
+ATTENTION_REASONS = ("conflicts", "quarantine", "forks", "cloud_delivery", "tickets")
 
 
 def _busy(service: Service) -> bool:
