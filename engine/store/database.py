@@ -33,7 +33,7 @@ import sqlite3
 import struct
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,29 +210,55 @@ class Loaded:
 class SealedRows:
     """Rows of deferred kinds an unlock left sealed, for their reader to open off its path.
 
-    The checkpoint's chain already proved their bytes are the ones this device wrote; ``open``
-    checks each row's own AEAD, the defence in depth the unlock ran for every other row.
-    Holds the master key until dropped: a lock drops it with the reader's state (ST-10).
+    Their bytes are not kept (at 100k notes the token streams are ~250 MB of ciphertext): only
+    each row's hash chain before and after it, which the unlock checked against the checkpoint.
+    ``open`` reads the rows again and accepts a row only if it extends the chain exactly as
+    then, so it opens the very bytes that were checked; then each row's own AEAD, the defence
+    in depth the unlock ran for every other row. Holds the master key until dropped: a lock
+    drops it with the reader's state (ST-10).
     """
 
-    def __init__(self, key: bytes, rows: list[tuple[int, bytes]]) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        refs: list[tuple[int, bytes, bytes]],
+        fetch: Callable[[int, int], list[tuple[int, bytes]]],
+    ) -> None:
         self._key = key
-        self.rows = rows
+        self.refs = refs  # (seq, chain before the row, chain after it), ascending
+        self._fetch = fetch
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.refs)
 
     def since(self, seq: int) -> SealedRows:
         """The rows written after state row ``seq`` (what a search snapshot of then lacks)."""
-        return SealedRows(self._key, [row for row in self.rows if row[0] > seq])
+        return SealedRows(self._key, [ref for ref in self.refs if ref[0] > seq], self._fetch)
 
     def open(self) -> list[tuple[int, bytes]]:
-        """Every row's (seq, plaintext), in order; store_corrupt if one fails to authenticate."""
+        """Every row's (seq, plaintext), in order; store_corrupt if one is not the row the unlock
+        chained or fails to authenticate."""
         opener = RowOpener(self._key)
-        try:
-            return [(seq, _open_row(opener, seq, blob)) for seq, blob in self.rows]
-        except AeadError:
-            raise MemoriesError("store_corrupt", "A state row failed authentication.") from None
+        out: list[tuple[int, bytes]] = []
+        corrupt = MemoriesError("store_corrupt", "A state row failed authentication.")
+        for start in range(0, len(self.refs), _OPEN_CHUNK):
+            part = self.refs[start : start + _OPEN_CHUNK]
+            wanted = {seq: (before, after) for seq, before, after in part}
+            found = 0
+            for seq, blob in self._fetch(part[0][0], part[-1][0]):
+                chains = wanted.get(seq)
+                if chains is None:
+                    continue
+                if not isinstance(blob, bytes) or not hmac.compare_digest(_chain_next(chains[0], seq, blob), chains[1]):
+                    raise corrupt
+                try:
+                    out.append((seq, _open_row(opener, seq, blob)))
+                except (AeadError, _NewerRowVersion):
+                    raise corrupt from None
+                found += 1
+            if found != len(part):
+                raise corrupt
+        return out
 
 
 @dataclass(frozen=True)
@@ -266,6 +292,17 @@ def _snapshot_aad(snapshot_id: bytes, index: int, count: int) -> bytes:
 
 
 @dataclass
+class _ReadRows:
+    """State rows read for an unlock, and the hash chain over all of them."""
+
+    rows: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, blob) of the rows to open now
+    later: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # deferred rows: (seq, chain before, after)
+    chain: bytes = _CHAIN_START
+    count: int = 0
+    last_seq: int = 0
+
+
+@dataclass
 class _Cursor:
     last_seq: int = 0
     count: int = 0
@@ -291,7 +328,7 @@ class StoreFile:
     # Content rows named by the records of the last load, and the content cursor then.
     _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
     # Rows and their hash chain read while the KDF ran (see ``check_password``); ciphertext only.
-    _prefetched: tuple[list[tuple[int, bytes]], bytes] | None = field(default=None, repr=False)
+    _prefetched: _ReadRows | None = field(default=None, repr=False)
     # The kinds the last load deferred: commits seal records of these kinds as deferred rows.
     _deferred_kinds: frozenset[str] = field(default=frozenset(), repr=False)
     # Copies the write-ahead log into the file on its own thread (set by ``open``).
@@ -381,13 +418,33 @@ class StoreFile:
         return self._master
 
     # -- reading ---------------------------------------------------------------------
-    def _read_rows(self) -> tuple[list[tuple[int, bytes]], bytes]:
-        """Every state row in order and the hash chain over them (no key needed)."""
-        rows: list[tuple[int, bytes]] = self.conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()
+    def _read_rows(self, *, keep_deferred: bool = False) -> _ReadRows:
+        """Every state row in order and the hash chain over them (no key needed). Rows written as
+        deferred are chained but not kept (unless ``keep_deferred``): only their place in the
+        chain, by which ``SealedRows.open`` recognises them when it reads them again."""
+        read = _ReadRows()
         chain = _CHAIN_START
-        for seq, blob in rows:
-            chain = _chain_next(chain, seq, blob)
-        return rows, chain
+        for seq, blob in self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"):
+            before, chain = chain, _chain_next(chain, seq, blob)
+            if not keep_deferred and blob[:1] == _DEFERRED_ROW_VERSION:
+                read.later.append((seq, before, chain))
+            else:
+                read.rows.append((seq, blob))
+            read.count += 1
+            read.last_seq = seq
+        read.chain = chain
+        return read
+
+    def _fetch_rows(self, low: int, high: int) -> list[tuple[int, bytes]]:
+        """State rows ``low`` … ``high`` as stored now (``SealedRows`` checks them against the chain)."""
+        with self._db_lock:
+            try:
+                rows: list[tuple[int, bytes]] = self.conn.execute(
+                    "SELECT seq, blob FROM state WHERE seq BETWEEN ? AND ? ORDER BY seq", (low, high)
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise MemoriesError("store_corrupt", "A state row could not be read.") from exc
+        return rows
 
     def _prefetch(self) -> None:
         with self._db_lock:  # ``load`` waits for it here rather than reading the rows twice
@@ -424,10 +481,11 @@ class StoreFile:
             return self._load(deferred_kinds, open_deferred or not deferred_kinds)
 
     @staticmethod
-    def _matches(checkpoint: dict[str, Any], rows: list[tuple[int, bytes]], chain: bytes) -> bool:
-        last_seq = rows[-1][0] if rows else 0
+    def _matches(checkpoint: dict[str, Any], read: _ReadRows) -> bool:
         return bool(
-            checkpoint.get("chain") == chain and checkpoint.get("count") == len(rows) and checkpoint.get("last_seq") == last_seq
+            checkpoint.get("chain") == read.chain
+            and checkpoint.get("count") == read.count
+            and checkpoint.get("last_seq") == read.last_seq
         )
 
     def _load(self, deferred_kinds: frozenset[str], open_deferred: bool) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
@@ -440,27 +498,23 @@ class StoreFile:
             # Rows read during the KDF are used only if they are exactly what the checkpoint
             # covers; otherwise (the store changed since, or no prefetch) they are read now.
             # Either way the rows decrypted below are the rows whose chain was checked.
-            if prefetched is None or not self._matches(checkpoint, *prefetched):
-                prefetched = self._read_rows()
-            rows, chain = prefetched
-            if not self._matches(checkpoint, rows, chain):
+            # After an integrity failure every row is opened now: then deferred rows are kept too.
+            if prefetched is None or not self._matches(checkpoint, prefetched) or (open_deferred and prefetched.later):
+                prefetched = self._read_rows(keep_deferred=open_deferred)
+            read = prefetched
+            if not self._matches(checkpoint, read):
                 raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
             last_content = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0]
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
-        last_seq = rows[-1][0] if rows else 0
+        last_seq, chain = read.last_seq, read.chain
         with self._content_lock:
-            self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+            self._cursor = _Cursor(last_seq, read.count, chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         self._loaded_refs = (frozenset(), 0)  # set once every record has been read
         deferred: dict[str, list[tuple[int, bytes]]] = {}
-        to_open, later = rows, list[tuple[int, bytes]]()
-        if not open_deferred:
-            to_open = []
-            for row in rows:  # one pass: a 10k-note vault has ~20k rows
-                (later if row[1][:1] == _DEFERRED_ROW_VERSION else to_open).append(row)
-        sealed = SealedRows(key, later) if later else None
-        records = self._open_records(key, to_open, prefixes, deferred)
-        return Loaded([], last_seq, len(rows), chain, self._cursor.last_content_seq, deferred, sealed), records
+        sealed = SealedRows(key, read.later, self._fetch_rows) if read.later else None
+        records = self._open_records(key, read.rows, prefixes, deferred)
+        return Loaded([], last_seq, read.count, chain, self._cursor.last_content_seq, deferred, sealed), records
 
     def _open_records(
         self,
