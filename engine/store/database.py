@@ -63,6 +63,23 @@ _ROW_VERSION = b"\x01"
 # it later off the unlock's path (``SealedRows``). On a 10k-note vault these rows are 70% of
 # the state's bytes; opening them beside the decoder cost the unlock ~65 ms of GIL contention.
 _DEFERRED_ROW_VERSION = b"\x02"
+# The same two, with the record compressed (zlib) before sealing (issue 32): a record of at least
+# _COMPRESS_MIN bytes that shrinks to _COMPRESS_KEEP of its size or less. In practice the token
+# streams (~2.4 KB, to ~1 KB) and large audit entries; revisions, whose body and summary are
+# sealed under their data key and do not compress, stay as they are. SECURITY.md says what the
+# compressed length reveals.
+_ZROW_VERSION = b"\x03"
+_DEFERRED_ZROW_VERSION = b"\x04"
+_COMPRESSED = {_ROW_VERSION: _ZROW_VERSION, _DEFERRED_ROW_VERSION: _DEFERRED_ZROW_VERSION}
+_DEFERRED_VERSIONS = (_DEFERRED_ROW_VERSION, _DEFERRED_ZROW_VERSION)
+_COMPRESS_MIN = 1024
+_ROW_AAD_SUFFIX = {
+    _ROW_VERSION: b"",
+    _DEFERRED_ROW_VERSION: b"/deferred",
+    _ZROW_VERSION: b"/z",
+    _DEFERRED_ZROW_VERSION: b"/deferred/z",
+}
+_COMPRESS_KEEP = 0.8
 _HEADER_AAD = b"memories.header\x00\x01"
 _STATE_AAD = b"memories.state\x00\x01"
 _CHECKPOINT_AAD = b"memories.checkpoint\x00\x01"
@@ -147,27 +164,36 @@ def _open_row(opener: RowOpener, seq: int, blob: bytes) -> bytes:
     """A state row's plaintext, under the associated data of its version; raises AeadError, or
     _NewerRowVersion for a version this Memories does not know."""
     version = blob[:1]
-    if version != _ROW_VERSION and version != _DEFERRED_ROW_VERSION:
+    if version not in (_ROW_VERSION, _DEFERRED_ROW_VERSION, _ZROW_VERSION, _DEFERRED_ZROW_VERSION):
         raise _NewerRowVersion
     plain = opener.open(blob, 1, _row_aad(version, seq))
     if plain is None:
         raise AeadError("authentication failed")
+    if version in (_ZROW_VERSION, _DEFERRED_ZROW_VERSION):
+        try:
+            return zlib.decompress(plain)
+        except zlib.error as exc:  # authenticated, so only our own writer could have made it
+            raise ValueError("malformed compressed row") from exc
     return plain
 
 
 def _open_rows(
     key: bytes,
-    rows: list[tuple[int, bytes]],
+    parts: list[list[tuple[int, bytes]]],
     opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None],
     stop: threading.Event,
 ) -> None:
-    """Open (AEAD) ``rows`` in chunks onto ``opened``; an error or ``None`` (done) ends it."""
+    """Open (AEAD) the rows of ``parts`` (last part first) onto ``opened``; an error or ``None``
+    (done) ends it. Each part's ciphertext is let go once opened: at 100k notes the rows are
+    ~100 MB, which would otherwise stay until the last row is decoded (the unlock's peak)."""
     opener = RowOpener(key)
     try:
-        for start in range(0, len(rows), _OPEN_CHUNK):
+        while parts:
             if stop.is_set():
                 return
-            opened.put([(seq, _open_row(opener, seq, blob)) for seq, blob in rows[start : start + _OPEN_CHUNK]])
+            part = parts.pop()
+            opened.put([(seq, _open_row(opener, seq, blob)) for seq, blob in part])
+            del part
         opened.put(None)
     except (AeadError, ValueError, TypeError, _NewerRowVersion) as exc:
         opened.put(exc)
@@ -183,7 +209,8 @@ def _state_aad(seq: int) -> bytes:
 
 def _row_aad(version: bytes, seq: int) -> bytes:
     # Binding the version byte: a row cannot be moved between "opened at unlock" and "left sealed".
-    return _state_aad(seq) if version == _ROW_VERSION else _state_aad(seq) + b"/deferred"
+    # Binding the compression flag too: a row cannot be read as compressed when it was not.
+    return _state_aad(seq) + _ROW_AAD_SUFFIX[version]
 
 
 def _chain_next(chain: bytes, seq: int, blob: bytes) -> bytes:
@@ -253,7 +280,7 @@ class SealedRows:
                     raise corrupt
                 try:
                     out.append((seq, _open_row(opener, seq, blob)))
-                except (AeadError, _NewerRowVersion):
+                except (AeadError, ValueError, _NewerRowVersion):
                     raise corrupt from None
                 found += 1
             if found != len(part):
@@ -426,7 +453,7 @@ class StoreFile:
         chain = _CHAIN_START
         for seq, blob in self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"):
             before, chain = chain, _chain_next(chain, seq, blob)
-            if not keep_deferred and blob[:1] == _DEFERRED_ROW_VERSION:
+            if not keep_deferred and blob[:1] in _DEFERRED_VERSIONS:
                 read.later.append((seq, before, chain))
             else:
                 read.rows.append((seq, blob))
@@ -532,7 +559,10 @@ class StoreFile:
         """
         opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None] = queue.SimpleQueue()
         stop = threading.Event()
-        threading.Thread(target=_open_rows, args=(key, rows, opened, stop), name="memories-open-rows", daemon=True).start()
+        parts = [rows[i : i + _OPEN_CHUNK] for i in range(0, len(rows), _OPEN_CHUNK)]
+        parts.reverse()  # popped from the end: first rows first
+        rows.clear()  # the opening thread owns them now, part by part
+        threading.Thread(target=_open_rows, args=(key, parts, opened, stop), name="memories-open-rows", daemon=True).start()
         named: set[int] = set()
         try:
             while (chunk := opened.get()) is not None:
@@ -838,7 +868,12 @@ class StoreFile:
         for record in records:
             seq += 1
             version = _DEFERRED_ROW_VERSION if record.get("t") in self._deferred_kinds else _ROW_VERSION
-            blob = version + seal(key, encode_record(record), _row_aad(version, seq))
+            plain = encode_record(record)
+            if len(plain) >= _COMPRESS_MIN:
+                packed = zlib.compress(plain, 1)
+                if len(packed) <= len(plain) * _COMPRESS_KEEP:
+                    plain, version = packed, _COMPRESSED[version]
+            blob = version + seal(key, plain, _row_aad(version, seq))
             chain = _chain_next(chain, seq, blob)
             rows.append((seq, blob))
         last_content = max([cursor.last_content_seq, *(s for s, _ in content)])
