@@ -28,6 +28,13 @@ For each size it prints:
 * store bytes (the store and its log) and the bytes a first sync to B moves (both directions).
 
 Ratios and figures only; it asserts nothing beyond each command succeeding.
+
+One run (issue 32), load average 14-17 on the 2 cores (times inflated; ratios and bytes hold):
+10k / 100k: unlock + list + first get 7.5 / 29.4 s; search complete 0.8 / 1.6 s after that (index
+loaded from its snapshot, nothing segmented); signature check done 11.7 / 83.5 s after the
+unlock; search rare/common/3 words 0.35/0.51/0.58 / 0.24/0.41/0.42 s; list --all engine CPU
+0.22 / 2.66 s (12.1x); RSS steady 254 / 715 MiB, peak 292 / 810 MiB; store 44.1 / 350.8 MB;
+first sync 18.7 MB / fails at 100k (the inventory exceeds the sync frame limit).
 """
 
 from __future__ import annotations
