@@ -162,13 +162,17 @@ def with_tar(work: Path, notes: Path, repeat: int) -> None:
     home = work / "backup-home"
     _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
     _memories(home, "import", str(notes))
+    # tar reads a copy of the home taken while no engine writes to it (else "file changed").
+    _memories(home, "daemon", "stop")
+    shutil.copytree(home, work / "tar-home", ignore=shutil.ignore_patterns("run", "engine.lock"))
+    _memories(home, "unlock", "--password-stdin", stdin=PASSWORD + "\n")
     _memories(home, "sudo", "--password-stdin", stdin=PASSWORD + "\n")
     backups = [work / f"memories-{i}.backup" for i in range(repeat)]
     tars = [work / f"home-{i}.tar" for i in range(repeat)]
     ours, theirs = _pair(
         repeat,
         lambda i: _memories(home, "backup", "create", str(backups[i]), "--password-stdin", stdin=BACKUP_PASSWORD + "\n"),
-        lambda i: _run("tar", "cf", str(tars[i]), "-C", str(work), "backup-home"),
+        lambda i: _run("tar", "cf", str(tars[i]), "-C", str(work), "tar-home"),
     )
     _print("backup / tar cf of the home (s)", ours, theirs)
     _memories(home, "daemon", "stop")
