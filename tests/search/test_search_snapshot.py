@@ -191,3 +191,30 @@ def test_the_snapshot_is_sealed_on_disk(engine: Engine) -> None:
         assert not any(encoded in bytes(blob) for (blob,) in rows)
         for path in home.rglob("store.db*"):
             assert encoded not in path.read_bytes(), path.name
+
+
+def test_a_lock_drops_the_loaded_snapshot_st12(engine: Engine) -> None:
+    """ST-10, ST-12: an index loaded from the snapshot holds indexed text in the engine's memory
+    (found there while unlocked), and after `lock` no process of this data home holds it."""
+    from tests.helpers import require
+    from tests.integration.test_lock_clears_memory import _can_read_memory, _processes_of, _scan
+
+    pid = engine("daemon_info")["pid"]
+    require(_can_read_memory(pid), "reading another process's memory needs root (CAP_SYS_PTRACE)")
+    canary = "snapshotlockcanary" + "q" * 8
+    items = _items(SNAPSHOT_MIN_CHANGES + 10)
+    items[7]["body"] += f" {canary}"
+    _import(engine, items)
+    engine.wait_ready()
+    _wait_saved(engine, 1)
+    status = _relock(engine)  # a new image, which loads the snapshot at this unlock
+    assert status["snapshot"]["from_snapshot"] == len(items)
+    # Before any query names it: only the loaded index (chunk texts, FTS5 image) can hold it.
+    pids = _processes_of(Path(engine.cli.home))
+    assert _scan(pids, {"canary": canary}), "the scan must find the loaded index's text while unlocked"
+    assert engine.search_titles(canary) == ["Note 7"]
+    engine.cli.ok("lock")
+    # The lock answers before the engine re-executes: the kept connection is served by the new
+    # image only (as tests/integration/test_lock_clears_memory.py waits for it).
+    assert engine("daemon_info")["locked"] is True
+    assert _scan(_processes_of(Path(engine.cli.home)), {"canary": canary}) == {}
