@@ -1,35 +1,51 @@
-"""Scale benchmark (issue 32): one vault of N notes and one of 2N, the same figures for both and
-their ratio, through the real CLI and a real engine.
+"""Scale benchmark (issue 32): a vault of 10k notes and, when asked, one of 100k; the same
+figures for each and their ratio, through the real CLI and real engines.
 
-    .venv/bin/python bench/scale.py [--notes 10000]      # 10k and 20k (a few minutes)
-    .venv/bin/python bench/scale.py --notes 100000 --single   # 100k alone, by hand
+    .venv/bin/python bench/scale.py                    # 10k only (a few minutes)
+    .venv/bin/python bench/scale.py --notes 100000     # 10k and 100k, with each 100k ÷ 10k ratio
+    .venv/bin/python bench/scale.py --notes 100000 --rebuild   # build the cached vaults again
 
-For each vault (mixed English/Chinese notes of ~500 characters, two tags each, a link to an
-earlier note), imported from one JSONL file into a fresh home (test KDF: the KDF is not what
-is measured), it prints:
+Each vault (mixed English/Chinese notes of ~500 characters, two tags each, a link to an earlier
+note) is imported from one JSONL file into device A of a pair (device B joined A before the
+import), and built once: the pair is cached under $TMPDIR/memories-bench-scale-cache/, keyed by
+the parameters (notes, generator, token-stream version, the store module's source), because a 100k vault takes
+minutes to build on a loaded 2-core machine (--rebuild builds it again). The import figures
+are those of the build.
+Every run works on a fresh copy of the cached pair (test KDF: the KDF is not what is measured).
 
-* import notes/s, and the time from the import's return until search is complete;
-* lock, unlock, then the first `get`: seconds beyond the unlock command, and the time from
-  the unlock until search is complete again (the index is rebuilt after every unlock);
+For each size it prints:
+
+* import notes/s, and the time from the import's return until search is complete (build);
+* unlock + the first `get`, and the time from the unlock until search is complete (the index
+  loaded from its sealed snapshot, plus whatever changed since), and until the engine's
+  background work is done (the signature check of every revision): the figures below are
+  taken after it, so that they do not share the CPU with it;
 * search latency, median of 5 whole commands: a rare word (one note in 1,000), a common one
   (most notes), three words;
-* `list --all --json`, the first after the unlock and again: wall seconds, and the engine's
-  and the CLI's CPU seconds (on a shared machine the wall figure mostly measures the
-  scheduler; CPU seconds show whether the work grows linearly);
-* engine RSS steady (after the searches) and peak (VmHWM), store bytes (the home's files).
+* `list --all --json`, the first after the unlock and again: wall seconds and the engine's CPU
+  seconds (on a shared machine the wall figure mostly measures the scheduler);
+* engine RSS steady (after the searches) and peak (VmHWM: the unlock included);
+* store bytes (the store and its log) and the bytes a first sync to B moves (both directions).
 
-With two sizes it prints each 2N ÷ N ratio: linear work shows about 2.0. Ratios and figures
-only; it asserts nothing beyond each command succeeding.
+Ratios and figures only; it asserts nothing beyond each command succeeding.
+
+One run (issue 32), load average 14-17 on the 2 cores (times inflated; ratios and bytes hold):
+10k / 100k: unlock + list + first get 7.5 / 29.4 s; search complete 0.8 / 1.6 s after that (index
+loaded from its snapshot, nothing segmented); signature check done 11.7 / 83.5 s after the
+unlock; search rare/common/3 words 0.35/0.51/0.58 / 0.24/0.41/0.42 s; list --all engine CPU
+0.22 / 2.66 s (12.1x); RSS steady 254 / 715 MiB, peak 292 / 810 MiB; store 44.1 / 350.8 MB;
+first sync 18.7 MB / fails at 100k (the inventory exceeds the sync frame limit).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,33 +55,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cli import settle  # noqa: E402 - waits for the index and its postings
 from bench.search import note as search_note  # noqa: E402 - one note generator for the benches
+from engine.search.documents import PREPARED_VERSION  # noqa: E402
+from engine.store.database import FORMAT_VERSION  # noqa: E402
 from tests.data import make_search_eval as ev  # noqa: E402 - the evaluation set's vocabulary
+from tests.helpers import Cli  # noqa: E402
+from tests.sync.support import B_PASSWORD, Listener, free_port, make_pair, sync, token_for  # noqa: E402
 
-PASSWORD = "bench vault password that is long enough"
 RARE = "zyxwvquartz"  # in one note of every RARE_EVERY
 RARE_EVERY = 1000
 COMMON = "mattered"  # in most English sentences of the generator
 THREE = "passport marathon kyoto"
-
-
-def _memories(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMORIES_KDF_TARGET_MS": "10", "PYTHONPATH": str(ROOT)}
-    env.pop("MEMORIES_HOME", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "--home", str(home), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-        timeout=3600,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"memories {' '.join(args[:2])} failed: {proc.stdout[:300]} {proc.stderr[:300]}")
-    return proc
+GENERATOR = 2  # bump when write_notes changes
+BASE = 10_000
 
 
 def write_notes(path: Path, count: int) -> None:
@@ -83,8 +85,29 @@ def write_notes(path: Path, count: int) -> None:
             out.write(json.dumps(item, ensure_ascii=False) + "\n")
 
 
-def _engine_pid(home: Path) -> int:
-    return int(json.loads(_memories(home, "daemon", "status", "--json").stdout)["pid"])
+def _ok(cli: Cli, *args: str, stdin: str | None = None, timeout: float = 3600) -> dict[str, Any]:
+    proc = cli.run(*args, "--json", input=stdin, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"memories {' '.join(args[:2])} failed: {proc.stdout[:300]} {proc.stderr[:300]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def _timed(cli: Cli, *args: str) -> float:
+    start = time.perf_counter()
+    _ok(cli, *args)
+    return time.perf_counter() - start
+
+
+def _until_search_complete(cli: Cli) -> float:
+    start = time.perf_counter()
+    for _ in range(6):  # --wait is at most 600 s a search
+        found = _ok(cli, "search", RARE, "--mode", "lexical", "--wait", "600")
+        if found.get("partial") is False:
+            break
+    if found.get("partial") is not False or not found.get("results"):
+        raise SystemExit(f"search did not complete: {json.dumps(found)[:300]}")
+    return time.perf_counter() - start
 
 
 def _proc_status(pid: int, field: str) -> int:
@@ -99,79 +122,135 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _until_search_complete(home: Path) -> float:
+def _store_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in home.glob("store.db*") if p.is_file() and not p.name.endswith("-reserve"))
+
+
+def _until_settled(cli: Cli) -> float:
+    """Seconds until the engine's background work after an unlock is done (the signature check of
+    every revision, the index's postings): what later figures would otherwise share the CPU with."""
     start = time.perf_counter()
-    found = json.loads(_memories(home, "search", RARE, "--mode", "lexical", "--wait", "600", "--json").stdout)
-    if found.get("partial") is not False or not found.get("results"):
-        raise SystemExit(f"search did not complete: {json.dumps(found)[:300]}")
-    return time.perf_counter() - start
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        jobs = _ok(cli, "status").get("jobs", [])
+        if not any(job.get("state") in ("waiting", "running") for job in jobs):
+            return time.perf_counter() - start
+        time.sleep(0.2)
+    raise SystemExit("the engine's background work did not end within an hour")
 
 
-def _timed(home: Path, *args: str) -> float:
-    start = time.perf_counter()
-    _memories(home, *args)
-    return time.perf_counter() - start
+def _wait_snapshot(cli: Cli) -> None:
+    """The build's snapshot (issue 32) is saved a moment after the index is complete."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if _ok(cli, "rag", "status")["snapshot"]["saved"]:
+            return
+        time.sleep(0.5)
+    raise SystemExit("no search snapshot was saved within 600 s")
 
 
-def measure(work: Path, count: int) -> dict[str, float]:
-    home = work / f"home-{count}"
-    source = work / f"notes-{count}.jsonl"
-    write_notes(source, count)
-    _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
-    figures: dict[str, float] = {}
+def cache_dir(count: int) -> Path:
+    # What is stored, and how, is part of the key: a change to the store module builds again.
+    layout = hashlib.sha256((ROOT / "engine" / "store" / "database.py").read_bytes()).hexdigest()
+    key = hashlib.sha256(json.dumps([count, GENERATOR, FORMAT_VERSION, PREPARED_VERSION, layout]).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / "memories-bench-scale-cache" / f"{count}-{key}"
+
+
+def build(count: int, rebuild: bool) -> Path:
+    """The cached pair of homes (a: the vault, b: a second device of it) and the build's figures."""
+    target = cache_dir(count)
+    if (target / "figures.json").exists() and not rebuild:
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    work = target.with_name(target.name + ".building")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print(f"building the {count:,}-note vault (cached in {target}) …", flush=True)
+    a, b = make_pair(work)
     try:
-        seconds = _timed(home, "import", str(source), "--json")
-        figures["import notes/s"] = count / seconds
-        figures["search complete after import, s"] = _until_search_complete(home)
-        short_id = json.loads(_memories(home, "list", "--limit", "1", "--json").stdout)["items"][0]["short_id"]
-        _memories(home, "lock")
-        unlocked = time.perf_counter()
-        _memories(home, "unlock", "--password-stdin", stdin=PASSWORD + "\n")
-        unlock_s = time.perf_counter() - unlocked
-        figures["first get after unlock, s"] = _timed(home, "get", short_id)
-        figures["unlock command, s (test KDF)"] = unlock_s
-        figures["search complete after unlock, s"] = time.perf_counter() - unlocked + _until_search_complete(home)
-        # The word postings catch up for about a second after the index is complete: wait, so
-        # that the engine CPU read around `list` below is the list's alone.
-        settle(home)
-        pid = _engine_pid(home)
+        source = work / "notes.jsonl"
+        write_notes(source, count)
+        seconds = _timed(a, "import", str(source))
+        figures = {
+            "import notes/s": count / seconds,
+            "search complete after import, s": _until_search_complete(a),
+            "load average at build": os.getloadavg()[0],
+        }
+        _wait_snapshot(a)
+        source.unlink()
+    finally:
+        a.stop()
+        b.stop()
+    (work / "figures.json").write_text(json.dumps(figures))
+    work.rename(target)
+    return target
+
+
+def measure(count: int, cached: Path, work: Path) -> dict[str, float]:
+    run = work / f"run-{count}"
+    shutil.copytree(cached, run, ignore=shutil.ignore_patterns("run", "engine.lock", "*.sock"))
+    figures: dict[str, float] = json.loads((run / "figures.json").read_text())
+    figures.pop("load average at build", None)
+    a, b = Cli(home=run / "a"), Cli(home=run / "b")
+    try:
+        short_id = None
+        start = time.perf_counter()
+        a.unlock()
+        listed = _ok(a, "list", "--limit", "1")
+        short_id = listed["items"][0]["short_id"]
+        _ok(a, "get", short_id)
+        figures["unlock + list + first get, s"] = time.perf_counter() - start
+        figures["search complete after unlock, s"] = time.perf_counter() - start + _until_search_complete(a)
+        figures["background work done after unlock, s"] = time.perf_counter() - start + _until_settled(a)
+        status = _ok(a, "rag", "status")
+        figures["index from snapshot (assets)"] = status["snapshot"]["from_snapshot"]
+        figures["documents segmented at unlock"] = status["build"]["documents_segmented"]
+        pid = int(_ok(a, "daemon", "status")["pid"])
         for name, query in (("rare", RARE), ("common", COMMON), ("3 words", THREE)):
-            figures[f"search {name}, s"] = statistics.median(_timed(home, "search", query) for _ in range(5))
-        for when in ("first", "again"):  # the first after an unlock opens every summary
-            cpu_before, cli_before = _cpu(pid), os.times().children_user + os.times().children_system
-            figures[f"list --all --json ({when}), s"] = _timed(home, "list", "--all", "--json")
+            figures[f"search {name}, s"] = statistics.median(_timed(a, "search", query) for _ in range(5))
+        for when in ("first", "again"):
+            cpu_before = _cpu(pid)
+            figures[f"list --all --json ({when}), s"] = _timed(a, "list", "--all")
             figures[f"list --all ({when}) engine CPU, s"] = _cpu(pid) - cpu_before
-            figures[f"list --all ({when}) CLI CPU, s"] = os.times().children_user + os.times().children_system - cli_before
         figures["engine RSS steady, MiB"] = _proc_status(pid, "VmRSS") / 2**20
         figures["engine RSS peak, MiB"] = _proc_status(pid, "VmHWM") / 2**20
-        figures["store bytes, MB"] = sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 1e6
+        figures["store bytes, MB"] = _store_bytes(a.home) / 1e6
+        b.unlock(B_PASSWORD)
+        token = token_for(a, b)
+        with Listener(a, free_port()).start() as listener:
+            try:
+                first = sync(b, listener.url, token, timeout=7200)
+                figures["first sync moved, MB"] = (first["sent_bytes"] + first["received_bytes"]) / 1e6
+            except AssertionError as exc:  # reported, and the other figures still printed
+                print(f"first sync of {count:,} notes failed: {str(exc)[:240]}", flush=True)
+                figures["first sync moved, MB"] = float("nan")
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"],
-            capture_output=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            check=False,
-            timeout=120,
-        )
+        a.stop()
+        b.stop()
+        shutil.rmtree(run, ignore_errors=True)
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--notes", type=int, default=10_000, help="notes in the first vault (the second has twice as many)")
-    parser.add_argument("--single", action="store_true", help="only the vault of --notes notes (e.g. 100k by hand)")
+    parser.add_argument("--notes", type=int, default=BASE, help=f"the larger vault (with {BASE:,} as the base of ratios)")
+    parser.add_argument("--rebuild", action="store_true", help="build the cached vaults again")
     args = parser.parse_args()
-    sizes = [args.notes] if args.single else [args.notes, 2 * args.notes]
+    sizes = sorted({BASE, args.notes})
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    cached = {size: build(size, args.rebuild) for size in sizes}
     with tempfile.TemporaryDirectory(prefix="memories-bench-scale-") as tmp:
-        results = {size: measure(Path(tmp), size) for size in sizes}
+        results = {}
+        for size in sizes:
+            print(f"measuring {size:,} (load average {os.getloadavg()[0]:.1f}) …", flush=True)
+            results[size] = measure(size, cached[size], Path(tmp))
     header = "".join(f"{size:>14,}" for size in sizes) + ("   ratio" if len(sizes) == 2 else "")
-    print(f"{'notes':38s}{header}")
+    print(f"{'notes':40s}{header}")
     for name in results[sizes[0]]:
         row = "".join(f"{results[size][name]:14.3f}" for size in sizes)
         if len(sizes) == 2 and results[sizes[0]][name]:
-            row += f"   {results[sizes[1]][name] / results[sizes[0]][name]:5.2f}×"
-        print(f"{name:38s}{row}")
+            row += f"   {results[sizes[1]][name] / results[sizes[0]][name]:6.2f}×"
+        print(f"{name:40s}{row}")
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 

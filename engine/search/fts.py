@@ -46,16 +46,22 @@ class FtsRow(NamedTuple):
 
 
 class FtsIndex:
-    def __init__(self) -> None:
+    def __init__(self, image: bytes | None = None) -> None:
+        """``image``: the bytes of :meth:`image` (a sealed snapshot's, issue 32): the table as it
+        was, loaded into memory instead of built again; the word postings come separately."""
         self._conn = apsw.Connection(":memory:")
         self._conn.execute("PRAGMA temp_store=MEMORY")
-        # unicode61 splits our pre-segmented, space-joined tokens; diacritics are kept
-        # as written (folding is done before, identically for documents and queries).
-        self._conn.execute(
-            "CREATE VIRTUAL TABLE chunks USING fts5("
-            "title, body, meta, title_bg, body_bg, meta_bg, "
-            "tokenize = 'unicode61 remove_diacritics 0')"
-        )
+        if image is not None:
+            # Still a :memory: database: SQLite copies the image into memory it owns (ST-2).
+            self._conn.deserialize("main", image)
+        else:
+            # unicode61 splits our pre-segmented, space-joined tokens; diacritics are kept
+            # as written (folding is done before, identically for documents and queries).
+            self._conn.execute(
+                "CREATE VIRTUAL TABLE chunks USING fts5("
+                "title, body, meta, title_bg, body_bg, meta_bg, "
+                "tokenize = 'unicode61 remove_diacritics 0')"
+            )
         # Every indexed word once per occurrence, in byte order: a range lookup in it stops at
         # the first row, so asking for the word after a prefix costs microseconds.
         self._conn.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks, instance)")
@@ -203,6 +209,19 @@ class FtsIndex:
                 # Our expressions quote every token, so this means an FTS5 limit; treat as no hit.
                 return []
         return [(int(cast(int, rowid)), -float(cast(float, score))) for rowid, score in rows]
+
+    # -- snapshots (issue 32) -------------------------------------------------------------
+    def image(self) -> tuple[bytes, bytes]:
+        """The FTS5 database's bytes and the word postings' (see WordPostings.dump), with every
+        row a build deferred absorbed first, so that both describe the same rows."""
+        with self._lock:
+            self._absorb(len(self._pending))
+            return self._conn.serialize("main"), self._postings.dump()
+
+    def load_postings(self, data: bytes) -> None:
+        """The word postings of the same snapshot as this table's image (see ``image``)."""
+        with self._lock:
+            self._postings.load(data)
 
     def close(self) -> None:
         with self._lock:

@@ -91,6 +91,10 @@ class VaultIndex:
         # write would make one edit cost O(n log n) in a large vault (ST-6).
         self._age_heap: list[tuple[int, int, bytes]] = []
         self._age_stamp: dict[bytes, int] = {}
+        # Assets indexed or removed since the index was first built, snapshots included: how
+        # far the index has moved from its last sealed snapshot (issue 32, search_runtime.py).
+        self.changes = 0
+        self.snapshot_changes: int | None = None  # ``changes`` when its last snapshot was taken
 
     # -- updates ------------------------------------------------------------------------
     def upsert(self, doc: Document, prepared: Prepared) -> None:
@@ -111,6 +115,7 @@ class VaultIndex:
             self.remove(doc.asset_id)
         self.truncated.discard(doc.asset_id)
         self.excluded.pop(doc.asset_id, None)
+        self.changes += 1
         rows: list[FtsRow] = []
         rowids: list[int] = []
         title_bytes = doc.title.encode()
@@ -157,6 +162,7 @@ class VaultIndex:
         self.truncated.discard(asset_id)
         if info is None:
             return
+        self.changes += 1
         self.fts.delete(info.rowids)
         for rowid in info.rowids:
             chunk = self.chunks.pop(rowid)

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import cast
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -153,6 +154,51 @@ class WordPostings:
         self._live = np.concatenate([self._live, np.zeros(size - len(self._live), np.bool_)])
         self._distinct = np.concatenate([self._distinct, np.zeros(size - len(self._distinct), np.int32)])
 
+    # -- snapshots (issue 32) -------------------------------------------------------------
+    def dump(self) -> bytes:
+        """Everything :meth:`load` needs to answer as these postings do (dead postings dropped)."""
+        if self._dead_postings:
+            self._compact()
+        words = [""] * len(self._lists)
+        for word, slot in self._slot.items():
+            words[slot] = word
+        sizes = np.fromiter((len(part) for part in self._lists), np.int64, count=len(self._lists))
+        return msgspec.msgpack.encode(
+            {
+                "usable": self.usable,
+                "words": words,
+                "sizes": sizes.tobytes(),
+                "postings": b"".join(part.tobytes() for part in self._lists),
+                "length": self._length.tobytes(),
+                "live": self._live.tobytes(),
+                "distinct": self._distinct.tobytes(),
+                "rows": self._rows,
+                "tokens": self._tokens,
+            }
+        )
+
+    def load(self, data: bytes) -> None:
+        """Replace these postings with a :meth:`dump`; ValueError if it is not one."""
+        try:
+            fields = msgspec.msgpack.decode(data, type=_Dump)
+            sizes = np.frombuffer(fields.sizes, np.int64)
+            postings = np.frombuffer(fields.postings, np.int64)
+            length = np.frombuffer(fields.length, np.float64).copy()
+            live = np.frombuffer(fields.live, np.bool_).copy()
+            distinct = np.frombuffer(fields.distinct, np.int32).copy()
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise ValueError("not a postings dump") from exc
+        if len(sizes) != len(fields.words) or int(sizes.sum()) != len(postings) or not len(length) == len(live) == len(distinct):
+            raise ValueError("not a postings dump")
+        ends = np.cumsum(sizes).tolist()
+        starts = [0, *ends[:-1]]
+        self.clear()
+        self.usable = fields.usable
+        self._slot = {word: slot for slot, word in enumerate(fields.words)}
+        self._lists = [array("q", postings[a:b].tobytes()) for a, b in zip(starts, ends, strict=True)]
+        self._length, self._live, self._distinct = length, live, distinct
+        self._rows, self._tokens, self._postings = fields.rows, fields.tokens, len(postings)
+
     # -- queries ------------------------------------------------------------------------
     def rank(self, phrases: Sequence[Sequence[str]], limit: int) -> list[tuple[int, float]]:
         """The best ``limit`` rows of the OR of ``phrases``, best first, with FTS5's bm25 negated
@@ -221,3 +267,15 @@ class WordPostings:
         # tolist() gives Python ints and floats already; zip builds the pairs in C (a counted
         # search takes 5,000 of them, DT-7).
         return list(zip(rows[order].tolist(), scores[order].tolist(), strict=True))
+
+
+class _Dump(msgspec.Struct):
+    usable: bool
+    words: list[str]
+    sizes: bytes
+    postings: bytes
+    length: bytes
+    live: bytes
+    distinct: bytes
+    rows: int
+    tokens: int

@@ -24,6 +24,7 @@ from typing import Any
 from engine.errors import MemoriesError
 from engine.files import FILE_KIND, TEXT_SAMPLE_BYTES, is_searchable, open_file_chunk, text_of_sample
 from engine.jobs.background import JobContext, JobHandle
+from engine.search import snapshot
 from engine.search.cache import IndexCache
 from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
@@ -32,11 +33,11 @@ from engine.search.segment import Segmenter
 from engine.service.memory import gc_paused, release_free_memory
 from engine.service.projections import visible_body
 from engine.service.service import EXTENSIONS, Service, Unlocked
-from engine.store.database import SealedRows, decode_record
+from engine.store.database import SealedRows, SnapshotRef, decode_record
 from engine.vault.index import AssetEntry
 from engine.vault.revision import Revision
 
-__all__ = ["SearchRuntime", "runtime_of", "BUILD_BATCH"]
+__all__ = ["SearchRuntime", "runtime_of", "BUILD_BATCH", "SNAPSHOT_KIND", "SNAPSHOT_MIN_CHANGES"]
 
 log = logging.getLogger("memories.search")
 BUILD_BATCH = 256
@@ -51,6 +52,14 @@ CATCH_UP_MIN = 64
 # postings (engine/search/postings.py; FTS5 ranks meanwhile): that work then stays out of the
 # way of a bulk import's next batches and of the first requests after an unlock.
 POSTINGS_DELAY = 1.0
+# The sealed snapshot of the default vault's index (issue 32): a state record of this kind names
+# it (engine/store/database.py keeps the sealed chunks), and the next unlock loads it, then
+# indexes only what changed since its watermark. A new one is saved once the index has moved
+# this many assets (indexed or removed) away from the last, SNAPSHOT_DELAY seconds after the
+# build or catch-up that moved it ended: small vaults, which rebuild in a blink, never pay it.
+SNAPSHOT_KIND = "search_snapshot"
+SNAPSHOT_MIN_CHANGES = 256
+SNAPSHOT_DELAY = 2.0
 
 # One runtime per Service, held weakly so the registry never keeps a Service alive.
 _RUNTIMES: weakref.WeakKeyDictionary[Service, SearchRuntime] = weakref.WeakKeyDictionary()
@@ -96,6 +105,14 @@ class BuildStats:
     segmented: int = 0
     reused_tokens: int = 0
     token_records_written: int = 0
+    # Documents segmented for any reason since this engine started (builds, catch-ups, commits):
+    # what a fresh snapshot spares an unlock (tests count it rather than time it).
+    documents_segmented: int = 0
+    from_snapshot: int = 0  # assets the last build took from a sealed snapshot
+    snapshot_refused: int = 0  # snapshots that did not match their record or failed to open
+    snapshots_saved: int = 0
+    snapshot_bytes: int = 0  # sealed size of the newest snapshot this engine saved or loaded
+    token_rows_opened: int = 0  # sealed token-stream rows the builds opened
 
 
 def _newest_live_head(state: Unlocked, entry: AssetEntry) -> Revision:
@@ -128,6 +145,11 @@ class SearchRuntime:
         self._undecoded: list[tuple[int, bytes]] = []
         # Those written as deferred rows are not even opened by the unlock: the build opens them.
         self._sealed: SealedRows | None = None
+        # The newest search_snapshot record (its reference and watermark), and its saving job.
+        self._snapshot: dict[str, Any] | None = None
+        self._restore_from: dict[str, Any] | None = None  # taken by the unlock's build
+        self._snapshot_job: JobHandle | None = None
+        self._snapshot_guard = threading.Lock()
         service.before_unlock.append(self._warm_segmenter)
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
@@ -144,6 +166,8 @@ class SearchRuntime:
     def _on_unlock(self, state: Unlocked) -> None:
         self._undecoded = state.deferred.pop(TOKENS_KIND, [])
         self._sealed, state.sealed = state.sealed, None
+        snapshots = state.extra_records.pop(SNAPSHOT_KIND, [])
+        self._snapshot = self._restore_from = snapshots[-1][1] if snapshots else None
         for _, record in state.extra_records.pop(TOKENS_KIND, []):
             prepared = Prepared.from_record(record)
             if prepared is not None:  # another segmenter version: re-segmented lazily
@@ -162,6 +186,11 @@ class SearchRuntime:
             self._flush = None
         with self._postings_guard:  # cancelled with the lock, maybe before it began
             self._postings = None
+        with self._snapshot_guard:
+            if self._snapshot_job is not None:
+                self._snapshot_job.cancel()
+            self._snapshot_job = None
+        self._snapshot = self._restore_from = None
         self.pending = []
         self._undecoded = []
         self._sealed = None  # it holds the master key
@@ -197,6 +226,9 @@ class SearchRuntime:
             if other.vault_id not in touched and other.revisions_seen == before:
                 other.revisions_seen = len(state.index.revisions)
         self._persist_tokens(state, fresh)
+        default = self.cache.peek(state.default_vault)
+        if default is not None and self._snapshot_due(state, default):
+            self._schedule_snapshot()
 
     # -- documents -----------------------------------------------------------------------
     def document(self, state: Unlocked, entry: AssetEntry, index: VaultIndex | None = None) -> Document | None:
@@ -245,9 +277,13 @@ class SearchRuntime:
         cached = self.tokens.get(doc.rev_id)
         if cached is not None and cached.fits(doc):
             return cached
-        prepared = prepare(doc, self.segmenter)
+        prepared = self._prepare(doc)
         fresh.append(prepared)
         return prepared
+
+    def _prepare(self, doc: Document) -> Prepared:
+        self.stats.documents_segmented += 1  # a plain int add: exact enough across the two threads
+        return prepare(doc, self.segmenter)
 
     def refresh_asset(self, state: Unlocked, index: VaultIndex, asset_id: bytes, fresh: list[Prepared]) -> None:
         entry = state.index.assets.get(asset_id)
@@ -343,17 +379,34 @@ class SearchRuntime:
         self._schedule_postings()
 
     def _build(self, job: BuildJob, context: JobContext) -> None:
-        index, state = job.index, job.state
+        state = job.state
         with self.service.lock:
             if self._stale(job):
                 return
-            entries = [e for e in state.index.assets.values() if e.vault_id == job.vault_id]
-            # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
-            entries.sort(key=lambda e: _newest_live_head(state, e).changed_ms, reverse=True)
-            order = [e.asset_id for e in entries]
             undecoded, self._undecoded = self._undecoded, []
             sealed, self._sealed = self._sealed, None
-        if sealed is not None:
+            # Only the build an unlock starts may load the snapshot: a later one (a policy
+            # change, `rag index --rebuild`) builds from the revisions.
+            record, self._restore_from = self._restore_from, None
+        restored = self._restore(job, record) if record is not None else None
+        if self._stale(job):
+            return
+        if restored is not None:
+            order, watermark = restored
+            # The token streams written before the snapshot describe what it holds already:
+            # only the later ones are opened and decoded (at 100k notes, ~0.1% of them).
+            undecoded = [row for row in undecoded if row[0] > watermark]
+            sealed = sealed.since(watermark) if sealed is not None else None
+        else:
+            with self.service.lock:
+                if self._stale(job):
+                    return
+                entries = [e for e in state.index.assets.values() if e.vault_id == job.vault_id]
+                # Newest first: when content exceeds the bounds the most recent content is kept (SR-2).
+                entries.sort(key=lambda e: _newest_live_head(state, e).changed_ms, reverse=True)
+                order = [e.asset_id for e in entries]
+        if sealed is not None and len(sealed):
+            self.stats.token_rows_opened += len(sealed)
             try:
                 undecoded = [*undecoded, *sealed.open()]
             except MemoriesError:
@@ -361,19 +414,23 @@ class SearchRuntime:
                 # can have made this row: lock like a failed signature check (integrity.py).
                 self.service.deferred_row_failure(job.state)
                 return
+        sealed = None
         if undecoded and not self._take_stored_tokens(job, undecoded):
             return
+        del undecoded
         context.progress(0, len(order))
         for start in range(0, len(order), BUILD_BATCH):
             # One collector pause per batch (engine/service/memory.py): otherwise it rescans the
             # whole unlocked state many times per batch and finds nothing to free.
             with gc_paused():
-                if not self._build_batch(job, order[start : start + BUILD_BATCH]):
+                # A snapshot's index is live already: its changes evict by age like any commit's.
+                if not self._build_batch(job, order[start : start + BUILD_BATCH], fresh_index=restored is None):
                     return
             context.progress(min(start + BUILD_BATCH, len(order)))
         with self.service.lock:
             if self._stale(job):
                 return
+            index = job.index
             # Streams of revisions that were not indexed (superseded, excluded) are not needed again.
             self.tokens.clear()
             self.flush_tokens(state)
@@ -387,6 +444,138 @@ class SearchRuntime:
             release_free_memory()
             self.stats.segmented += job.segmented
             self.stats.reused_tokens += job.reused
+            if self._snapshot_due(state, index):
+                self._schedule_snapshot()
+
+    # -- the sealed snapshot (issue 32) ----------------------------------------------------
+    def _restore(self, job: BuildJob, record: dict[str, Any]) -> tuple[list[bytes], int] | None:
+        """Put the snapshot ``record`` names in place of the job's empty index; the assets that
+        changed since its watermark (to index now) and that watermark. None when it cannot be
+        used: another version, vault or policy head (then nothing is read), or bytes that do not
+        match the chained record or fail to open (refused, counted, and the index is rebuilt)."""
+        state = job.state
+        vault = state.vaults[job.vault_id]
+        if (
+            record.get("v") != snapshot.SNAPSHOT_VERSION
+            or record.get("vault") != job.vault_id
+            or record.get("policy") != vault.policy.head
+            or type(record.get("watermark")) is not int
+        ):
+            return None
+        watermark = int(record["watermark"])
+        ref = SnapshotRef.from_fields(record)
+        try:
+            if ref is None:
+                raise ValueError("malformed snapshot record")
+            data = self.service.vault.require_store().read_snapshot(ref)
+            restored = snapshot.load(data, job.vault_id, vault.policy.head, self.cache.limits)
+            del data
+        except (MemoriesError, ValueError) as exc:
+            if isinstance(exc, MemoriesError) and exc.code == "locked":
+                return None
+            self.stats.snapshot_refused += 1
+            log.warning("search snapshot refused (%s); rebuilding the index", getattr(exc, "code", "malformed"))
+            return None
+        if restored is None:
+            return None
+        with self.service.lock:
+            if self._stale(job):
+                restored.close()
+                return None
+            job.index = restored
+            self.cache.put(restored)  # closes the empty index searches used meanwhile
+            restored.snapshot_changes = restored.changes
+            changed: list[bytes] = []
+            for entry in state.index.assets.values():
+                if entry.vault_id != job.vault_id:
+                    continue
+                known = restored.assets.get(entry.asset_id)
+                if known is not None:
+                    if (
+                        state.index.is_deleted(entry)
+                        or entry.in_conflict
+                        or known.doc.rev_id != _newest_live_head(state, entry).rev_id
+                    ):
+                        changed.append(entry.asset_id)
+                elif any(state.index.revisions[head].seq > watermark for head in entry.heads):
+                    changed.append(entry.asset_id)  # new since, or changed (an excluded or truncated one)
+            self.stats.from_snapshot = len(restored.assets)
+            self.stats.snapshot_bytes = ref.size if ref is not None else 0
+        return changed, watermark
+
+    def _snapshot_due(self, state: Unlocked, index: VaultIndex) -> bool:
+        """Whether the default vault's index is complete, current and far enough from its last
+        snapshot to save a new one (call under the service lock)."""
+        if index.vault_id != state.default_vault or not index.complete or self._building(index):
+            return False
+        if not self.service.require_store().keeps_snapshots:
+            return False
+        catch_up = self.catch_ups.get(index.vault_id)
+        if catch_up is not None and catch_up.index is index and not catch_up.drained:
+            return False
+        if index.revisions_seen != len(state.index.revisions) or index.policy_head != state.vaults[index.vault_id].policy.head:
+            return False
+        return index.changes - (index.snapshot_changes or 0) >= SNAPSHOT_MIN_CHANGES
+
+    def _schedule_snapshot(self) -> None:
+        with self._snapshot_guard:
+            if self._snapshot_job is None:
+                self._snapshot_job = self.service.background.start("search-snapshot", self._run_snapshot, delay=SNAPSHOT_DELAY)
+
+    def _run_snapshot(self, context: JobContext) -> None:
+        """Seal the default vault's index into the store and name it by a chained record.
+
+        The image is taken under the service lock (no commit can slip between the index and its
+        watermark); compressing, sealing and writing it run outside it, then the record is
+        committed under it again if the same unlock still stands. A lock meanwhile drops it all.
+        """
+        try:
+            self._save_snapshot()
+        finally:
+            with self._snapshot_guard:
+                self._snapshot_job = None
+
+    def _save_snapshot(self) -> None:
+        store = self.service.vault.require_store()
+        with self.service.lock:
+            state = self.service.state
+            index = self.cache.peek(state.default_vault) if state is not None else None
+            if state is None or index is None or not self._snapshot_due(state, index):
+                return
+            generation = self.service.session.generation
+            watermark = store.last_seq
+            changes = index.changes
+            with gc_paused():
+                data = snapshot.dump(index)
+        try:
+            ref = store.write_snapshot(data)
+        except MemoriesError as exc:
+            log.warning("search snapshot not saved (%s)", exc.code)
+            return
+        finally:
+            del data
+        record = {
+            "t": SNAPSHOT_KIND,
+            "v": snapshot.SNAPSHOT_VERSION,
+            "vault": index.vault_id,
+            "policy": index.policy_head,
+            "watermark": watermark,
+            **ref.to_fields(),
+        }
+        with self.service.lock:
+            if self.service.state is not state or self.service.session.generation != generation:
+                return
+            try:
+                # Straight to the store: a cache's record, which no feature hook needs to see.
+                store.commit([record])
+            except MemoriesError as exc:
+                log.warning("search snapshot not saved (%s)", exc.code)
+                return
+            index.snapshot_changes = changes
+            self._snapshot = record
+            self.stats.snapshots_saved += 1
+            self.stats.snapshot_bytes = ref.size
+        store.prune_snapshot(ref)
 
     def _take_stored_tokens(self, job: BuildJob, undecoded: list[tuple[int, bytes]]) -> bool:
         """Decode the token records the unlock left undecoded (without the lock); False if stale."""
@@ -439,6 +628,8 @@ class SearchRuntime:
                         if not self._building(job.index):  # else the full build completes it
                             job.index.complete = True
                             job.index.revisions_seen = len(job.state.index.revisions)
+                            if self._snapshot_due(job.state, job.index):
+                                self._schedule_snapshot()
                         self.stats.segmented += job.segmented
                         self.stats.reused_tokens += job.reused
                         break
@@ -485,7 +676,7 @@ class SearchRuntime:
         ready: list[tuple[Document, Prepared]] = []
         for doc, cached in docs:
             if cached is None:
-                prepared = prepare(doc, self.segmenter)
+                prepared = self._prepare(doc)
                 fresh.append(prepared)
                 job.segmented += 1
             else:

@@ -10,6 +10,9 @@ Tables:
 * ``content`` — content chunks, already sealed by a revision's data key.
 * ``checkpoints`` — one sealed row: last sequence number, record count and a hash
   chain over every state row, so dropped, reordered or rolled-back rows are caught.
+* ``snapshot`` — one sealed, compressed blob in 1 MiB chunks (the search index as built,
+  issue 32), replaced as a whole. It is trusted only through the state record that names it
+  (its chunk rows and the SHA-256 of their sealed bytes): that record is in the chain.
 
 A write is one ``BEGIN IMMEDIATE … COMMIT`` with ``synchronous=FULL`` covering new
 state rows, content rows and the checkpoint: it costs the same in a 1k and a
@@ -22,16 +25,18 @@ import contextlib
 import errno
 import glob
 import hashlib
+import hmac
 import logging
 import os
 import queue
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -54,6 +59,8 @@ __all__ = [
     "sqlite_replica_rows",
     "chain_over",
     "CHAIN_START",
+    "SnapshotRef",
+    "read_state_rows",
 ]
 
 log = logging.getLogger("memories.store")
@@ -69,11 +76,32 @@ _ROW_VERSION = b"\x01"
 # it later off the unlock's path (``SealedRows``). On a 10k-note vault these rows are 70% of
 # the state's bytes; opening them beside the decoder cost the unlock ~65 ms of GIL contention.
 _DEFERRED_ROW_VERSION = b"\x02"
+# The same two, with the record compressed (zlib) before sealing (issue 32): a record of at least
+# _COMPRESS_MIN bytes that shrinks to _COMPRESS_KEEP of its size or less. In practice the token
+# streams (~2.4 KB, to ~1 KB) and large audit entries; revisions, whose body and summary are
+# sealed under their data key and do not compress, stay as they are. SECURITY.md says what the
+# compressed length reveals.
+_ZROW_VERSION = b"\x03"
+_DEFERRED_ZROW_VERSION = b"\x04"
+_COMPRESSED = {_ROW_VERSION: _ZROW_VERSION, _DEFERRED_ROW_VERSION: _DEFERRED_ZROW_VERSION}
+_DEFERRED_VERSIONS = (_DEFERRED_ROW_VERSION, _DEFERRED_ZROW_VERSION)
+_COMPRESS_MIN = 1024
+_ROW_AAD_SUFFIX = {
+    _ROW_VERSION: b"",
+    _DEFERRED_ROW_VERSION: b"/deferred",
+    _ZROW_VERSION: b"/z",
+    _DEFERRED_ZROW_VERSION: b"/deferred/z",
+}
+_COMPRESS_KEEP = 0.8
 _HEADER_AAD = b"memories.header\x00\x01"
 _STATE_AAD = b"memories.state\x00\x01"
 _CHECKPOINT_AAD = b"memories.checkpoint\x00\x01"
 _CHAIN_START = hashlib.sha256(b"memories.chain\x00\x01").digest()
 CHAIN_START = _CHAIN_START
+_SNAPSHOT_AAD = b"memories.snapshot\x00\x01"
+_SNAPSHOT_CHUNK = 1024 * 1024
+# zlib's fastest level: a search index image shrinks ~3-4x, at ~100 MB/s of one core.
+_SNAPSHOT_LEVEL = 1
 
 SCHEMA = """
 CREATE TABLE header (
@@ -86,7 +114,10 @@ CREATE TABLE header (
 CREATE TABLE state (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 CREATE TABLE content (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 CREATE TABLE checkpoints (id INTEGER PRIMARY KEY CHECK (id = 1), blob BLOB NOT NULL);
+CREATE TABLE snapshot (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 """
+# Stores made before the snapshot table (issue 32) get it when they are opened.
+_ADD_SNAPSHOT_TABLE = "CREATE TABLE IF NOT EXISTS snapshot (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL)"
 
 
 def _pragmas(conn: sqlite3.Connection, journal: str) -> None:
@@ -147,27 +178,36 @@ def _open_row(opener: RowOpener, seq: int, blob: bytes) -> bytes:
     """A state row's plaintext, under the associated data of its version; raises AeadError, or
     _NewerRowVersion for a version this Memories does not know."""
     version = blob[:1]
-    if version != _ROW_VERSION and version != _DEFERRED_ROW_VERSION:
+    if version not in (_ROW_VERSION, _DEFERRED_ROW_VERSION, _ZROW_VERSION, _DEFERRED_ZROW_VERSION):
         raise _NewerRowVersion
     plain = opener.open(blob, 1, _row_aad(version, seq))
     if plain is None:
         raise AeadError("authentication failed")
+    if version in (_ZROW_VERSION, _DEFERRED_ZROW_VERSION):
+        try:
+            return zlib.decompress(plain)
+        except zlib.error as exc:  # authenticated, so only our own writer could have made it
+            raise ValueError("malformed compressed row") from exc
     return plain
 
 
 def _open_rows(
     key: bytes,
-    rows: list[tuple[int, bytes]],
+    parts: list[list[tuple[int, bytes]]],
     opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None],
     stop: threading.Event,
 ) -> None:
-    """Open (AEAD) ``rows`` in chunks onto ``opened``; an error or ``None`` (done) ends it."""
+    """Open (AEAD) the rows of ``parts`` (last part first) onto ``opened``; an error or ``None``
+    (done) ends it. Each part's ciphertext is let go once opened: at 100k notes the rows are
+    ~100 MB, which would otherwise stay until the last row is decoded (the unlock's peak)."""
     opener = RowOpener(key)
     try:
-        for start in range(0, len(rows), _OPEN_CHUNK):
+        while parts:
             if stop.is_set():
                 return
-            opened.put([(seq, _open_row(opener, seq, blob)) for seq, blob in rows[start : start + _OPEN_CHUNK]])
+            part = parts.pop()
+            opened.put([(seq, _open_row(opener, seq, blob)) for seq, blob in part])
+            del part
         opened.put(None)
     except (AeadError, ValueError, TypeError, _NewerRowVersion) as exc:
         opened.put(exc)
@@ -183,7 +223,8 @@ def _state_aad(seq: int) -> bytes:
 
 def _row_aad(version: bytes, seq: int) -> bytes:
     # Binding the version byte: a row cannot be moved between "opened at unlock" and "left sealed".
-    return _state_aad(seq) if version == _ROW_VERSION else _state_aad(seq) + b"/deferred"
+    # Binding the compression flag too: a row cannot be read as compressed when it was not.
+    return _state_aad(seq) + _ROW_AAD_SUFFIX[version]
 
 
 def _chain_next(chain: bytes, seq: int, blob: bytes) -> bytes:
@@ -210,25 +251,113 @@ class Loaded:
 class SealedRows:
     """Rows of deferred kinds an unlock left sealed, for their reader to open off its path.
 
-    The checkpoint's chain already proved their bytes are the ones this device wrote; ``open``
-    checks each row's own AEAD, the defence in depth the unlock ran for every other row.
-    Holds the master key until dropped: a lock drops it with the reader's state (ST-10).
+    Their bytes are not kept (at 100k notes the token streams are ~250 MB of ciphertext): only
+    each row's hash chain before and after it, which the unlock checked against the checkpoint.
+    ``open`` reads the rows again and accepts a row only if it extends the chain exactly as
+    then, so it opens the very bytes that were checked; then each row's own AEAD, the defence
+    in depth the unlock ran for every other row. Holds the master key until dropped: a lock
+    drops it with the reader's state (ST-10).
     """
 
-    def __init__(self, key: bytes, rows: list[tuple[int, bytes]]) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        refs: list[tuple[int, bytes, bytes]],
+        fetch: Callable[[int, int], list[tuple[int, bytes]]],
+    ) -> None:
         self._key = key
-        self.rows = rows
+        self.refs = refs  # (seq, chain before the row, chain after it), ascending
+        self._fetch = fetch
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.refs)
+
+    def since(self, seq: int) -> SealedRows:
+        """The rows written after state row ``seq`` (what a search snapshot of then lacks)."""
+        return SealedRows(self._key, [ref for ref in self.refs if ref[0] > seq], self._fetch)
 
     def open(self) -> list[tuple[int, bytes]]:
-        """Every row's (seq, plaintext), in order; store_corrupt if one fails to authenticate."""
+        """Every row's (seq, plaintext), in order; store_corrupt if one is not the row the unlock
+        chained or fails to authenticate."""
         opener = RowOpener(self._key)
+        out: list[tuple[int, bytes]] = []
+        corrupt = MemoriesError("store_corrupt", "A state row failed authentication.")
+        for start in range(0, len(self.refs), _OPEN_CHUNK):
+            part = self.refs[start : start + _OPEN_CHUNK]
+            wanted = {seq: (before, after) for seq, before, after in part}
+            found = 0
+            for seq, blob in self._fetch(part[0][0], part[-1][0]):
+                chains = wanted.get(seq)
+                if chains is None:
+                    continue
+                if not isinstance(blob, bytes) or not hmac.compare_digest(_chain_next(chains[0], seq, blob), chains[1]):
+                    raise corrupt
+                try:
+                    out.append((seq, _open_row(opener, seq, blob)))
+                except (AeadError, ValueError, _NewerRowVersion):
+                    raise corrupt from None
+                found += 1
+            if found != len(part):
+                raise corrupt
+        return out
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """Where a sealed snapshot lies and what its sealed bytes hash to; kept in a state record
+    (the chain covers it), so that rows swapped, changed or replayed in the table are refused."""
+
+    snapshot_id: bytes
+    first: int
+    count: int
+    digest: bytes
+    size: int  # stored (compressed, sealed) bytes
+
+    def to_fields(self) -> dict[str, Any]:
+        return {"id": self.snapshot_id, "first": self.first, "count": self.count, "digest": self.digest, "size": self.size}
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> SnapshotRef | None:
         try:
-            return [(seq, _open_row(opener, seq, blob)) for seq, blob in self.rows]
-        except AeadError:
-            raise MemoriesError("store_corrupt", "A state row failed authentication.") from None
+            ref = cls(
+                bytes(fields["id"]), int(fields["first"]), int(fields["count"]), bytes(fields["digest"]), int(fields["size"])
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return ref if ref.first > 0 and ref.count > 0 and len(ref.digest) == 32 else None
+
+
+def _snapshot_aad(snapshot_id: bytes, index: int, count: int) -> bytes:
+    # Binds each chunk to its snapshot, place and the total: no chunk moves, drops or mixes.
+    return _SNAPSHOT_AAD + snapshot_id + struct.pack(">II", index, count)
+
+
+@dataclass
+class _ReadRows:
+    """State rows read for an unlock, and the hash chain over all of them."""
+
+    rows: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, blob) of the rows to open now
+    later: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # deferred rows: (seq, chain before, after)
+    chain: bytes = _CHAIN_START
+    count: int = 0
+    last_seq: int = 0
+
+
+def read_state_rows(rows: Iterable[tuple[int, bytes]], *, keep_deferred: bool = False) -> _ReadRows:
+    """The unlock's view of state rows given in order: the rows to open now, the deferred rows'
+    places in the hash chain, and the chain over all of them (shared by the PostgreSQL store)."""
+    read = _ReadRows()
+    chain = _CHAIN_START
+    for seq, blob in rows:
+        before, chain = chain, _chain_next(chain, seq, blob)
+        if not keep_deferred and blob[:1] in _DEFERRED_VERSIONS:
+            read.later.append((seq, before, chain))
+        else:
+            read.rows.append((seq, blob))
+        read.count += 1
+        read.last_seq = seq
+    read.chain = chain
+    return read
 
 
 @dataclass
@@ -242,6 +371,10 @@ class _Cursor:
 @dataclass
 class StoreFile:
     """An open store file. Holds the master key only while unlocked."""
+
+    # Whether this store keeps sealed search-index snapshots (issue 32). The hosted PostgreSQL
+    # store (engine/store/postgres.py) has no snapshot table; its Center rebuilds the index at unlock.
+    keeps_snapshots: ClassVar[bool] = True
 
     path: Path
     conn: sqlite3.Connection
@@ -257,7 +390,7 @@ class StoreFile:
     # Content rows named by the records of the last load, and the content cursor then.
     _loaded_refs: tuple[frozenset[int], int] = field(default=(frozenset(), 0), repr=False)
     # Rows and their hash chain read while the KDF ran (see ``check_password``); ciphertext only.
-    _prefetched: tuple[list[tuple[int, bytes]], bytes] | None = field(default=None, repr=False)
+    _prefetched: _ReadRows | None = field(default=None, repr=False)
     # The kinds the last load deferred: commits seal records of these kinds as deferred rows.
     _deferred_kinds: frozenset[str] = field(default=frozenset(), repr=False)
     # Copies the write-ahead log into the file on its own thread (set by ``open``).
@@ -369,13 +502,22 @@ class StoreFile:
         return self._master
 
     # -- reading ---------------------------------------------------------------------
-    def _read_rows(self) -> tuple[list[tuple[int, bytes]], bytes]:
-        """Every state row in order and the hash chain over them (no key needed)."""
-        rows: list[tuple[int, bytes]] = self.conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()
-        chain = _CHAIN_START
-        for seq, blob in rows:
-            chain = _chain_next(chain, seq, blob)
-        return rows, chain
+    def _read_rows(self, *, keep_deferred: bool = False) -> _ReadRows:
+        """Every state row in order and the hash chain over them (no key needed). Rows written as
+        deferred are chained but not kept (unless ``keep_deferred``): only their place in the
+        chain, by which ``SealedRows.open`` recognises them when it reads them again."""
+        return read_state_rows(self.conn.execute("SELECT seq, blob FROM state ORDER BY seq"), keep_deferred=keep_deferred)
+
+    def _fetch_rows(self, low: int, high: int) -> list[tuple[int, bytes]]:
+        """State rows ``low`` … ``high`` as stored now (``SealedRows`` checks them against the chain)."""
+        with self._db_lock:
+            try:
+                rows: list[tuple[int, bytes]] = self.conn.execute(
+                    "SELECT seq, blob FROM state WHERE seq BETWEEN ? AND ? ORDER BY seq", (low, high)
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise MemoriesError("store_corrupt", "A state row could not be read.") from exc
+        return rows
 
     def _prefetch(self) -> None:
         with self._db_lock:  # ``load`` waits for it here rather than reading the rows twice
@@ -412,10 +554,11 @@ class StoreFile:
             return self._load(deferred_kinds, open_deferred or not deferred_kinds)
 
     @staticmethod
-    def _matches(checkpoint: dict[str, Any], rows: list[tuple[int, bytes]], chain: bytes) -> bool:
-        last_seq = rows[-1][0] if rows else 0
+    def _matches(checkpoint: dict[str, Any], read: _ReadRows) -> bool:
         return bool(
-            checkpoint.get("chain") == chain and checkpoint.get("count") == len(rows) and checkpoint.get("last_seq") == last_seq
+            checkpoint.get("chain") == read.chain
+            and checkpoint.get("count") == read.count
+            and checkpoint.get("last_seq") == read.last_seq
         )
 
     def _load(self, deferred_kinds: frozenset[str], open_deferred: bool) -> tuple[Loaded, Iterator[tuple[int, dict[str, Any]]]]:
@@ -428,27 +571,23 @@ class StoreFile:
             # Rows read during the KDF are used only if they are exactly what the checkpoint
             # covers; otherwise (the store changed since, or no prefetch) they are read now.
             # Either way the rows decrypted below are the rows whose chain was checked.
-            if prefetched is None or not self._matches(checkpoint, *prefetched):
-                prefetched = self._read_rows()
-            rows, chain = prefetched
-            if not self._matches(checkpoint, rows, chain):
+            # After an integrity failure every row is opened now: then deferred rows are kept too.
+            if prefetched is None or not self._matches(checkpoint, prefetched) or (open_deferred and prefetched.later):
+                prefetched = self._read_rows(keep_deferred=open_deferred)
+            read = prefetched
+            if not self._matches(checkpoint, read):
                 raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
             last_content = self._max_content_seq()
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
-        last_seq = rows[-1][0] if rows else 0
+        last_seq, chain = read.last_seq, read.chain
         with self._content_lock:
-            self._cursor = _Cursor(last_seq, len(rows), chain, max(last_content, checkpoint.get("last_content_seq", 0)))
+            self._cursor = _Cursor(last_seq, read.count, chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         self._loaded_refs = (frozenset(), 0)  # set once every record has been read
         deferred: dict[str, list[tuple[int, bytes]]] = {}
-        to_open, later = rows, list[tuple[int, bytes]]()
-        if not open_deferred:
-            to_open = []
-            for row in rows:  # one pass: a 10k-note vault has ~20k rows
-                (later if row[1][:1] == _DEFERRED_ROW_VERSION else to_open).append(row)
-        sealed = SealedRows(key, later) if later else None
-        records = self._open_records(key, to_open, prefixes, deferred)
-        return Loaded([], last_seq, len(rows), chain, self._cursor.last_content_seq, deferred, sealed), records
+        sealed = SealedRows(key, read.later, self._fetch_rows) if read.later else None
+        records = self._open_records(key, read.rows, prefixes, deferred)
+        return Loaded([], last_seq, read.count, chain, self._cursor.last_content_seq, deferred, sealed), records
 
     def _open_records(
         self,
@@ -466,7 +605,10 @@ class StoreFile:
         """
         opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None] = queue.SimpleQueue()
         stop = threading.Event()
-        threading.Thread(target=_open_rows, args=(key, rows, opened, stop), name="memories-open-rows", daemon=True).start()
+        parts = [rows[i : i + _OPEN_CHUNK] for i in range(0, len(rows), _OPEN_CHUNK)]
+        parts.reverse()  # popped from the end: first rows first
+        rows.clear()  # the opening thread owns them now, part by part
+        threading.Thread(target=_open_rows, args=(key, parts, opened, stop), name="memories-open-rows", daemon=True).start()
         named: set[int] = set()
         try:
             while (chunk := opened.get()) is not None:
@@ -671,6 +813,97 @@ class StoreFile:
                 return 0
         return int(pages) * int(size)
 
+    # -- the sealed snapshot (issue 32) -------------------------------------------------------
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the newest state row (a snapshot's watermark)."""
+        return self._cursor.last_seq
+
+    def write_snapshot(self, payload: bytes) -> SnapshotRef:
+        """Compress and seal ``payload`` into new rows of the snapshot table; the caller then
+        commits a state record naming the returned reference (until then nothing trusts them).
+
+        Written without a sync of its own, like streamed file chunks: the record's commit syncs
+        the log with these rows in it. Rows of older snapshots stay until :meth:`prune_snapshot`.
+        """
+        key = self._key()
+        packed = zlib.compress(payload, _SNAPSHOT_LEVEL)
+        parts = [packed[i : i + _SNAPSHOT_CHUNK] for i in range(0, len(packed), _SNAPSHOT_CHUNK)] or [b""]
+        snapshot_id = os.urandom(16)
+        sealed = [seal(key, part, _snapshot_aad(snapshot_id, i, len(parts))) for i, part in enumerate(parts)]
+        digest = hashlib.sha256()
+        for blob in sealed:
+            digest.update(struct.pack(">Q", len(blob)) + blob)
+        with self._db_lock:
+            try:
+                self.conn.execute(_ADD_SNAPSHOT_TABLE)
+                first = int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM snapshot").fetchone()[0]) + 1
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._transaction(sum(len(b) for b in sealed)):
+                        self.conn.executemany(
+                            "INSERT INTO snapshot (seq, blob) VALUES (?, ?)", [(first + i, b) for i, b in enumerate(sealed)]
+                        )
+                finally:
+                    self.conn.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error as exc:
+                if is_disk_full(exc, self.path):
+                    raise MemoriesError("disk_full") from exc
+                raise MemoriesError("io_error", "The search snapshot could not be written.") from exc
+        return SnapshotRef(snapshot_id, first, len(sealed), digest.digest(), sum(len(b) for b in sealed))
+
+    def read_snapshot(self, ref: SnapshotRef) -> bytes:
+        """The payload of the snapshot ``ref`` names; store_corrupt when its rows are not exactly
+        the sealed bytes the (chained) record hashed, or fail to open or decompress."""
+        key = self._key()
+        with self._db_lock:
+            try:
+                rows = self.conn.execute(
+                    "SELECT seq, blob FROM snapshot WHERE seq >= ? AND seq < ? ORDER BY seq", (ref.first, ref.first + ref.count)
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise MemoriesError("store_corrupt", "The search snapshot could not be read.") from exc
+        digest = hashlib.sha256()
+        for _, blob in rows:
+            if not isinstance(blob, bytes):
+                raise MemoriesError("store_corrupt", "The search snapshot does not match its record.")
+            digest.update(struct.pack(">Q", len(blob)) + blob)
+        if len(rows) != ref.count or not hmac.compare_digest(digest.digest(), ref.digest):
+            raise MemoriesError("store_corrupt", "The search snapshot does not match its record.")
+        try:
+            packed = b"".join(
+                open_sealed(key, blob, _snapshot_aad(ref.snapshot_id, i, ref.count)) for i, (_, blob) in enumerate(rows)
+            )
+            return zlib.decompress(packed)
+        except (AeadError, zlib.error) as exc:
+            raise MemoriesError("store_corrupt", "The search snapshot failed authentication.") from exc
+
+    def prune_snapshot(self, keep: SnapshotRef | None) -> None:
+        """Delete snapshot rows other than ``keep``'s (best effort; unreferenced rows are never read).
+
+        Without secure_delete (see :meth:`_delete_content`): the rows are sealed under the master
+        key like the token streams the state keeps anyway, and zeroing them would write their
+        size to the log a second time.
+        """
+        with self._db_lock:
+            try:
+                self.conn.execute(_ADD_SNAPSHOT_TABLE)
+                self.conn.execute("PRAGMA secure_delete=OFF")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._transaction():
+                        if keep is None:
+                            self.conn.execute("DELETE FROM snapshot")
+                        else:
+                            self.conn.execute(
+                                "DELETE FROM snapshot WHERE seq < ? OR seq >= ?", (keep.first, keep.first + keep.count)
+                            )
+                finally:
+                    self.conn.execute("PRAGMA synchronous=FULL")
+                    self.conn.execute("PRAGMA secure_delete=ON")
+            except sqlite3.Error as exc:
+                log.warning("old search snapshot rows not removed yet code=%s", getattr(exc, "sqlite_errorname", "?"))
+
     def commit(
         self, records: Sequence[dict[str, Any]], content: Sequence[tuple[int, bytes]] = (), *, essential: bool = False
     ) -> list[int]:
@@ -696,7 +929,12 @@ class StoreFile:
         for record in records:
             seq += 1
             version = _DEFERRED_ROW_VERSION if record.get("t") in self._deferred_kinds else _ROW_VERSION
-            blob = version + seal(key, encode_record(record), _row_aad(version, seq))
+            plain = encode_record(record)
+            if len(plain) >= _COMPRESS_MIN:
+                packed = zlib.compress(plain, 1)
+                if len(packed) <= len(plain) * _COMPRESS_KEEP:
+                    plain, version = packed, _COMPRESSED[version]
+            blob = version + seal(key, plain, _row_aad(version, seq))
             chain = _chain_next(chain, seq, blob)
             rows.append((seq, blob))
         last_content = max([cursor.last_content_seq, *(s for s, _ in content)])

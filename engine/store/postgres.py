@@ -32,9 +32,11 @@ from engine.store.database import (
     FORMAT_VERSION,
     StoreFile,
     _header_aad,
+    _ReadRows,
     _state_aad,
     chain_over,
     encode_record,
+    read_state_rows,
 )
 
 __all__ = ["PgStoreFile", "create_pg_store", "pg_store_exists", "migrate", "SCHEMA_VERSION", "is_postgres_url", "pg_pool"]
@@ -173,6 +175,8 @@ def pg_replica_rows(conn: Any, after: int, content_after: int, limit: int) -> di
 class PgStoreFile(StoreFile):
     """A store whose rows live in PostgreSQL; the crypto is ``StoreFile``'s own."""
 
+    keeps_snapshots = False  # no snapshot table here: the search index is rebuilt at unlock
+
     pool: Any = None
     # The connection holding the writer's advisory lock for as long as the store is open.
     _holder: Any = field(default=None, repr=False)
@@ -232,10 +236,16 @@ class PgStoreFile(StoreFile):
             row = conn.execute("SELECT format, version, kdf, sealed_master FROM header WHERE id = 1").fetchone()
         return str(row[0]), int(row[1]), bytes(row[2]), bytes(row[3])
 
-    def _read_rows(self) -> tuple[list[tuple[int, bytes]], bytes]:
+    def _read_rows(self, *, keep_deferred: bool = False) -> _ReadRows:
         with self._conn() as conn:
             rows = [(int(s), bytes(b)) for s, b in conn.execute("SELECT seq, blob FROM state ORDER BY seq").fetchall()]
-        return rows, chain_over(rows)
+        return read_state_rows(rows, keep_deferred=keep_deferred)
+
+    def _fetch_rows(self, low: int, high: int) -> list[tuple[int, bytes]]:
+        """Deferred rows read again later (``SealedRows`` checks them against the unlock's chain)."""
+        with self._conn() as conn:
+            fetched = conn.execute("SELECT seq, blob FROM state WHERE seq BETWEEN %s AND %s ORDER BY seq", (low, high))
+            return [(int(s), bytes(b)) for s, b in fetched.fetchall()]
 
     def _prefetch(self) -> None:
         with self._db_lock:

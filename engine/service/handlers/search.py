@@ -600,6 +600,15 @@ def rag_status(service: Service, request: RagStatus, caller: Caller) -> dict[str
             "segmented": stats.segmented,
             "reused_tokens": stats.reused_tokens,
             "token_records_written": stats.token_records_written,
+            "documents_segmented": stats.documents_segmented,
+            "token_rows_opened": stats.token_rows_opened,
+        },
+        # The sealed snapshot of the built index (issue 32): loaded at unlock instead of a rebuild.
+        "snapshot": {
+            "from_snapshot": stats.from_snapshot,
+            "refused": stats.snapshot_refused,
+            "saved": stats.snapshots_saved,
+            "bytes": stats.snapshot_bytes,
         },
         "providers": providers,
         "config_error": config_error,

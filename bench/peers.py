@@ -1,0 +1,253 @@
+"""Memories beside the tools people compare it with (issue 32): the same entries, one run,
+each step of ours interleaved with the peer's, and the ratio of each pair.
+
+    .venv/bin/python bench/peers.py [--notes 10000] [--file-mib 64] [--repeat 5]
+
+The notes are bench/scale.py's (mixed English/Chinese, ~500 characters, tags, links).
+
+* KeePassXC (`keepassxc-cli`): import of the notes (ours: the JSONL file; theirs: the same
+  entries as KeePass XML, `keepassxc-cli import` with a 100 ms KDF, like our test KDF), one
+  entry shown (`get` / `show`), a search (`search` / `search`), and the size at rest (our
+  store and its log / the .kdbx file).
+* tar: our backup and restore of that vault against `tar cf` / `tar xf` of the same home.
+* age: `file add` of a random file against `age -e -r` of the same file (and `file get`
+  against `age -d`).
+
+Each pair runs back to back, alternating which goes first, --repeat times; medians are
+printed with "ours ÷ theirs" time ratios (below 1: we are faster) and the load average before
+and after. A missing peer is reported and skipped. Prints; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.scale import write_notes  # noqa: E402 - the same notes as the scale bench
+
+PASSWORD = "bench vault password that is long enough"
+KDBX_PASSWORD = "bench kdbx password"
+BACKUP_PASSWORD = "bench backup password, long enough"
+
+
+def _memories(home: Path, *args: str, stdin: str | None = None) -> dict[str, Any]:
+    env = {**os.environ, "MEMORIES_KDF_TARGET_MS": "10", "PYTHONPATH": str(ROOT)}
+    env.pop("MEMORIES_HOME", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "--home", str(home), *args, "--json"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"memories {' '.join(args[:2])} failed: {proc.stdout[:300]} {proc.stderr[:300]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def _run(*argv: str, stdin: str | None = None, allowed: tuple[int, ...] = (0,)) -> None:
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=3600)
+    if proc.returncode not in allowed:
+        raise SystemExit(f"{' '.join(argv[:2])} failed ({proc.returncode}): {proc.stderr[:300]}")
+
+
+def _time(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _pair(repeat: int, ours: Callable[[int], object], theirs: Callable[[int], object]) -> tuple[float, float]:
+    """Medians of ``repeat`` runs of each, alternating which runs first (round i gets i)."""
+    mine: list[float] = []
+    peer: list[float] = []
+    for i in range(repeat):
+        if i % 2:
+            peer.append(_time(lambda: theirs(i)))
+            mine.append(_time(lambda: ours(i)))
+        else:
+            mine.append(_time(lambda: ours(i)))
+            peer.append(_time(lambda: theirs(i)))
+    return statistics.median(mine), statistics.median(peer)
+
+
+def _print(name: str, ours: float, theirs: float, unit: str = "s") -> None:
+    print(f"{name:44s} ours {ours:10.3f} {unit}   peer {theirs:10.3f} {unit}   ours ÷ peer {ours / theirs:7.2f}", flush=True)
+
+
+def keepass_xml(notes: Path, target: Path) -> None:
+    """The notes as a KeePass 2 XML export (what `keepassxc-cli import` reads)."""
+    with open(target, "w", encoding="utf-8") as out:
+        out.write('<?xml version="1.0" encoding="utf-8" standalone="yes"?>\n<KeePassFile><Root><Group><Name>Root</Name>\n')
+        with open(notes, encoding="utf-8") as source:
+            for i, line in enumerate(source):
+                item = json.loads(line)
+                fields = {"Title": item["title"], "Notes": item["body"], "UserName": "", "Password": "", "URL": ""}
+                out.write(f"<Entry><UUID>{(i + 1).to_bytes(16, 'big').hex()}</UUID>")
+                out.write(f"<Tags>{escape(';'.join(item.get('tags', [])))}</Tags>")
+                for key, value in fields.items():
+                    out.write(f"<String><Key>{key}</Key><Value>{escape(value)}</Value></String>")
+                out.write("</Entry>\n")
+        out.write("</Group></Root></KeePassFile>\n")
+
+
+def with_keepassxc(work: Path, notes: Path, count: int, repeat: int) -> None:
+    if shutil.which("keepassxc-cli") is None:
+        print("keepassxc-cli not installed (apt-get install keepassxc): KeePassXC pairs skipped")
+        return
+    xml = work / "notes.xml"
+    keepass_xml(notes, xml)
+    homes = [work / f"import-{i}" for i in range(repeat)]
+    kdbxs = [work / f"import-{i}.kdbx" for i in range(repeat)]
+
+    def ours_import(i: int) -> None:
+        _memories(homes[i], "import", str(notes))
+
+    def theirs_import(i: int) -> None:
+        _run("keepassxc-cli", "import", "-q", "-p", "-t", "100", str(xml), str(kdbxs[i]), stdin=f"{KDBX_PASSWORD}\n" * 2)
+
+    rounds = max(1, min(repeat, 3))  # each import builds a whole vault
+    for home in homes[:rounds]:  # an empty vault and a running engine, as `keepassxc-cli import` starts from nothing
+        _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+    ours, theirs = _pair(rounds, ours_import, theirs_import)
+    _print(f"import {count:,} notes (s)", ours, theirs)
+    print(f"{'':44s} ours {count / ours:10.0f} /s   peer {theirs and count / theirs:10.0f} /s", flush=True)
+    home, kdbx = homes[0], kdbxs[0]
+    for other in homes[1:rounds]:
+        _memories(other, "daemon", "stop")
+    # Search needs its index complete; the first `get` below then measures a steady engine.
+    _memories(home, "search", "zyxwvquartz", "--wait", "600")
+    with open(notes, encoding="utf-8") as source:
+        target = [json.loads(line)["title"] for line in source][min(4242, count - 1)]
+    short_id = next(
+        item["id"] for item in _memories(home, "search", target, "--limit", "5")["results"] if item["title"] == target
+    )
+    ours, theirs = _pair(
+        repeat,
+        lambda _: _memories(home, "get", short_id),
+        lambda _: _run("keepassxc-cli", "show", "-q", str(kdbx), f"/{target}", stdin=KDBX_PASSWORD + "\n"),
+    )
+    _print("show one entry (s)", ours, theirs)
+    ours, theirs = _pair(
+        repeat,
+        lambda _: _memories(home, "search", "zyxwvquartz"),
+        # Exit 1 is "no match" (fewer than 500 notes hold no rare word).
+        lambda _: _run("keepassxc-cli", "search", "-q", str(kdbx), "zyxwvquartz", stdin=KDBX_PASSWORD + "\n", allowed=(0, 1)),
+    )
+    _print("search a rare word (s)", ours, theirs)
+    _memories(home, "daemon", "stop")  # the log is copied into the store file when the engine stops
+    size = sum(p.stat().st_size for p in home.glob("store.db*") if not p.name.endswith("-reserve"))
+    _print("size at rest (MB)", size / 1e6, kdbx.stat().st_size / 1e6, "MB")
+
+
+def with_tar(work: Path, notes: Path, repeat: int) -> None:
+    home = work / "backup-home"
+    _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+    _memories(home, "import", str(notes))
+    # tar reads a copy of the home taken while no engine writes to it (else "file changed").
+    _memories(home, "daemon", "stop")
+    shutil.copytree(home, work / "tar-home", ignore=shutil.ignore_patterns("run", "engine.lock"))
+    _memories(home, "unlock", "--password-stdin", stdin=PASSWORD + "\n")
+    _memories(home, "sudo", "--password-stdin", stdin=PASSWORD + "\n")
+    backups = [work / f"memories-{i}.backup" for i in range(repeat)]
+    tars = [work / f"home-{i}.tar" for i in range(repeat)]
+    ours, theirs = _pair(
+        repeat,
+        lambda i: _memories(home, "backup", "create", str(backups[i]), "--password-stdin", stdin=BACKUP_PASSWORD + "\n"),
+        lambda i: _run("tar", "cf", str(tars[i]), "-C", str(work), "tar-home"),
+    )
+    _print("backup / tar cf of the home (s)", ours, theirs)
+    _memories(home, "daemon", "stop")
+    restored = [work / f"restored-{i}" for i in range(repeat)]
+    untarred = [work / f"untarred-{i}" for i in range(repeat)]
+    for path in untarred:
+        path.mkdir()
+
+    def restore(i: int) -> None:
+        _memories(restored[i], "restore", str(backups[i]), "--password-stdin", stdin=f"{BACKUP_PASSWORD}\n{PASSWORD}\n")
+
+    for i in range(repeat):  # an engine start is not part of a restore's cost
+        _memories(restored[i], "daemon", "start")
+    ours, theirs = _pair(repeat, restore, lambda i: _run("tar", "xf", str(tars[i]), "-C", str(untarred[i])))
+    _print("restore / tar xf of the home (s)", ours, theirs)
+    for path in restored:
+        _memories(path, "daemon", "stop")
+
+
+def with_age(work: Path, mib: int, repeat: int) -> None:
+    if shutil.which("age") is None or shutil.which("age-keygen") is None:
+        print("age not installed (apt-get install age): age pairs skipped")
+        return
+    blob = work / "random.bin"
+    with open(blob, "wb") as out:
+        for _ in range(mib):
+            out.write(os.urandom(2**20))
+    identity = work / "age.key"
+    _run("age-keygen", "-o", str(identity))
+    recipient = next(line.split(": ", 1)[1] for line in identity.read_text().splitlines() if "public key" in line)
+    home = work / "file-home"
+    _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+    added: list[str] = []
+
+    def ours_add(_: int) -> None:
+        added.append(str(_memories(home, "file", "add", str(blob))["id"]))
+
+    ours, theirs = _pair(repeat, ours_add, lambda i: _run("age", "-e", "-r", recipient, "-o", str(work / f"f{i}.age"), str(blob)))
+    _print(f"file add / age -e of {mib} MiB (s)", ours, theirs)
+    ours, theirs = _pair(
+        repeat,
+        lambda i: _memories(home, "file", "get", added[i], "--output", str(work / f"out-{i}.bin")),
+        lambda i: _run("age", "-d", "-i", str(identity), "-o", str(work / f"dec-{i}.bin"), str(work / f"f{i}.age")),
+    )
+    _print(f"file get / age -d of {mib} MiB (s)", ours, theirs)
+    _memories(home, "daemon", "stop")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--file-mib", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    with tempfile.TemporaryDirectory(prefix="memories-bench-peers-") as tmp:
+        work = Path(tmp)
+        notes = work / "notes.jsonl"
+        write_notes(notes, args.notes)
+        try:
+            with_keepassxc(work, notes, args.notes, args.repeat)
+            with_tar(work, notes, min(args.repeat, 3))
+            with_age(work, args.file_mib, args.repeat)
+        finally:
+            for home in work.iterdir():
+                if (home / "store.db").exists():
+                    subprocess.run(
+                        [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"],
+                        capture_output=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)},
+                        check=False,
+                        timeout=120,
+                    )
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
