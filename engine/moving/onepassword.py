@@ -24,9 +24,9 @@ from engine.moving.entry import (
     MAX_FILE_BYTES,
     Entry,
     Loaded,
+    add_password_history,
     fail,
     guarded,
-    history_name,
     normalise_totp,
     opt_text,
     typed,
@@ -202,14 +202,12 @@ def _credential_field(field: dict[str, Any], entry: Entry) -> bool:
 
 
 def _password_history(history: Any, entry: Entry) -> None:
-    """1Password's earlier passwords (``details.passwordHistory``): kept as protected fields, newest first."""
+    """1Password's earlier passwords (``details.passwordHistory``, Unix seconds): the login's history, newest first."""
     where = entry.where
     rows = [typed(h, dict, where, "a password history entry") for h in typed(history or [], list, where, "its passwordHistory")]
     rows.sort(key=lambda h: int(h["time"]) if isinstance(h.get("time"), int) else 0, reverse=True)
-    for number, row in enumerate(rows, start=1):
-        value = opt_text(row.get("value"), where, "a previous password")
-        if value:
-            entry.hidden[history_name(number, row.get("time"))] = value
+    for row in rows:
+        add_password_history(entry, opt_text(row.get("value"), where, "a previous password"), row.get("time"))
 
 
 def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> None:
