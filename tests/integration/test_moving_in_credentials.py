@@ -79,7 +79,37 @@ def _1pux(path: Path) -> None:
             ],
         ),
         _item("101", "Bank", [_field("PIN", {"concealed": "op-bank-pin-canary"}, "pin")]),
-        _item("002", "Visa", [_field("number", {"creditCardNumber": "4111111111111111"}, "ccnum")]),
+        _item(
+            "002",
+            "Visa",
+            [
+                _field("cardholder name", {"string": "Li Si"}, "cardholder"),
+                _field("number", {"creditCardNumber": "4111111111111111"}, "ccnum"),
+                _field("verification number", {"concealed": "737"}, "cvv"),
+                _field("expiry date", {"monthYear": 202712}, "expiry"),
+            ],
+        ),
+        _item(
+            "114",
+            "Deploy key",
+            [
+                _field(
+                    "private key",
+                    {
+                        "sshKey": {
+                            "privateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nop-ssh-canary\n-----END OPENSSH PRIVATE KEY-----",
+                            "metadata": {
+                                "publicKey": "ssh-ed25519 AAAAC3Nz deploy",
+                                "fingerprint": "SHA256:abc",
+                                "keyType": "ed25519",
+                            },
+                        }
+                    },
+                    "private_key",
+                )
+            ],
+        ),
+        _item("004", "Me", [_field("first name", {"string": "Li"}, "firstname")]),
     ]
     doc = {"accounts": [{"attrs": {"name": "t"}, "vaults": [{"attrs": {"name": "Work"}, "items": items}]}]}
     buffer = io.BytesIO()
@@ -97,8 +127,8 @@ def test_im2_1pux_credential_items_become_logins(vault: Cli, tmp_path: Path, xdi
     path = tmp_path / "export.1pux"
     _1pux(path)
     done = vault.ok("import", "1password", str(path))
-    assert done["created"] == 6, done
-    assert any("Visa" in s and "credit card" in s for s in done["skipped"])
+    assert done["created"] == 8, done
+    assert any("Me" in s and "identity" in s for s in done["skipped"])
     logins = _logins(vault)
     server = logins["Web server"]
     assert server["username"] == "deploy" and server["urls"] == ["ssh://web.example"]
@@ -115,12 +145,24 @@ def test_im2_1pux_credential_items_become_logins(vault: Cli, tmp_path: Path, xdi
     assert logins["Work mail"]["username"] == "li@example.cn"
     assert logins["Home Wi-Fi"]["features"] == ["password"]
     assert vault.ok("login", "show", logins["Bank"]["id"])["protected"]["fields"] == ["PIN"]
+    # A credit card and an SSH key are credentials too: their secrets protected, the rest visible.
+    visa = vault.ok("login", "show", logins["Visa"]["id"])
+    assert visa["protected"]["fields"] == ["number", "verification number"]
+    assert visa["meta"]["x_cardholder_name"] == "Li Si" and visa["meta"]["x_expiry_date"] == "2027-12"
+    assert "1Password credit card" in visa["tags"]
+    ssh = vault.ok("login", "show", logins["Deploy key"]["id"])
+    assert ssh["protected"]["fields"] == ["private key"]
+    assert ssh["meta"]["x_public_key"] == "ssh-ed25519 AAAAC3Nz deploy" and ssh["meta"]["x_fingerprint"] == "SHA256:abc"
+    assert "4111111111111111" not in json.dumps(visa) and "op-ssh-canary" not in json.dumps(ssh)
+    assert vault.ok("search", "4111111111111111")["results"] == [] and vault.ok("search", "op-ssh-canary")["results"] == []
     vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
     vault.sudo()
     expected = {
         ("Stripe key", None): "op-api-canary",
         ("Home Wi-Fi", None): "op-wifi-canary",
         ("Bank", "PIN"): "op-bank-pin-canary",
+        ("Visa", "number"): "4111111111111111",
+        ("Visa", "verification number"): "737",
     }
     for (title, name), value in expected.items():
         ref = logins[title]["id"] + (f":{name}" if name else "")
