@@ -23,6 +23,7 @@ CODES: dict[str, str] = {
     "wrong_password": "The password is wrong; nothing was changed.",
     "rate_limited": "Too many password attempts; wait a minute and try again.",
     "elevation_required": "This needs elevation; run `memories sudo` first.",
+    "reprompt_required": "This item asks for the vault password before every read; run `memories sudo` again first.",
     "invalid_request": "The request is malformed.",
     "unknown_op": "The request names an operation this engine does not know.",
     "unknown_field": "The request has a field this operation does not accept.",

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_URLS",
     "MAX_PASSWORD",
     "MAX_NOTE",
+    "MAX_PASSWORD_HISTORY",
     "LoginInput",
     "LoginParts",
     "build_login",
@@ -47,6 +48,9 @@ MAX_PASSWORD = 16 * 1024
 MAX_USERNAME = 320
 MAX_HIDDEN_FIELDS = 32
 MAX_NOTE = 64 * 1024
+# 1Password keeps a login's last passwords, Bitwarden its last five, KeePass a configurable
+# number of whole entry versions (10 by default): 100 is more than any of them keeps.
+MAX_PASSWORD_HISTORY = 100
 _FIELD_KEY = re.compile(r"\W+")  # Unicode-aware: "工号" stays "工号"
 
 
@@ -93,6 +97,12 @@ class LoginInput:
     fields: dict[str, str] = field(default_factory=dict)  # visible custom fields: name -> value
     hidden: dict[str, str] = field(default_factory=dict)  # protected custom fields: name -> value
     note: str | None = None  # a moved-in secure note's text: protected, copied like a token, never body
+    # Earlier passwords from the source app, newest first: (password, when it was set or
+    # replaced, as the source says it, or None). Kept as earlier revisions of the login's
+    # credential, so they are history, not fields (issue 33).
+    password_history: list[tuple[str, str | None]] = field(default_factory=list)
+    # Ask for the vault password before every read of its secrets (Bitwarden's re-prompt).
+    reprompt: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,13 @@ def build_login(login: LoginInput) -> LoginParts:
             raise _fail(f"A secure note's text is 1–{MAX_NOTE} characters.")
         secret["token"] = login.note  # "token": what `memories copy CARD` copies
         features.append("note")
+    if login.reprompt:
+        public["reprompt"] = True
+        features.append("reprompt")
+    if len(login.password_history) > MAX_PASSWORD_HISTORY:
+        raise _fail(f"A login keeps at most {MAX_PASSWORD_HISTORY} earlier passwords.")
+    if any(not 1 <= len(old) <= MAX_PASSWORD for old, _ in login.password_history):
+        raise _fail(f"An earlier password is 1–{MAX_PASSWORD} characters.")
     if len(meta) > 64:
         raise _fail("A login has at most 64 metadata fields (username, URLs and custom fields).")
     if not features and "username" not in meta:

@@ -154,7 +154,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "login show": ("memories login show 3fa9c2d1",),
     "login list": ("memories login list", "memories login list bank", "memories login list --tag work"),
-    "login copy-password": ("memories sudo && memories login copy-password 3fa9c2d1",),
+    "login copy-password": (
+        "memories sudo && memories login copy-password 3fa9c2d1",
+        "memories sudo && memories login copy-password 3fa9c2d1 --previous 1   # the password before the current one",
+    ),
+    "login history": ("memories login history 3fa9c2d1",),
     "login copy-username": ("memories login copy-username 3fa9c2d1",),
     "login copy-otp": ("memories login copy-otp 3fa9c2d1 --clear-after 20",),
     "password": ("memories password generate", "memories password generate --words 6"),

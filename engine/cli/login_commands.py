@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +62,24 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", help="only logins with this tag")
     p.set_defaults(func=cmd_list)
 
+    p = lsub.add_parser(
+        "history", parents=[common], help="list a login's earlier passwords (when each was replaced; never the passwords)"
+    )
+    p.add_argument("id", help="the login's ID or a unique prefix (from `memories login list`)")
+    p.set_defaults(func=cmd_history)
+
     for what, text in (("password", "the password"), ("username", "the username"), ("otp", "the current TOTP code")):
         p = lsub.add_parser(f"copy-{what}", parents=[common], help=f"copy {text} to the clipboard (auto-clears)")
         p.add_argument("id", help="the login's ID or a unique prefix (from `memories login list`)")
         p.add_argument("--clear-after", type=int, help="seconds before the clipboard is cleared (default 30)")
+        if what == "password":
+            p.add_argument(
+                "--previous",
+                type=int,
+                default=0,
+                metavar="N",
+                help="an earlier password instead: 1 is the one before the current (see `memories login history ID`)",
+            )
         p.set_defaults(func=cmd_copy, what=what)
 
 
@@ -123,6 +138,11 @@ def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
             # Names only (IM-2): each value is reached with `memories copy ID:NAME` or `run --env`.
             lines.append("protected fields: " + ", ".join(one_line(n) for n in names))
             lines.append(f"  copy one: memories copy {result['short_id']}:NAME   (run: --env VAR=card:{result['short_id']}#NAME)")
+    earlier = ctx.request({"op": "login_history", "id": args.id})["earlier"] if prot else []
+    if earlier:
+        lines.append(
+            f"password history: {len(earlier)} earlier password(s); `memories login history {result['short_id']}` lists them"
+        )
     for key, value in sorted(meta.items()):
         if key.startswith("x_"):
             lines.append(f"{one_line(key[2:])}: {one_line(value)}")
@@ -130,6 +150,22 @@ def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
         lines.append("tags: " + one_line(", ".join(result["tags"])))
     if result.get("body"):
         lines += ["", result["body"]]
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
+    result = ctx.request({"op": "login_history", "id": args.id})
+    rows = result["earlier"]
+    if not rows:
+        ctx.emit(result, "no earlier passwords: this login's password was never changed here or in the app it came from")
+        return 0
+    lines = [f"{len(rows)} earlier password(s), newest first:"]
+    for row in rows:
+        when = row["replaced"] or time.strftime("%Y-%m-%d %H:%M", time.localtime(row["recorded_ms"] / 1000))
+        how = "replaced" if row["replaced"] else "recorded"
+        lines.append(f"  {row['number']:>3}  {how} {one_line(when)}")
+    lines.append(f"copy one: memories login copy-password {result['short_id']} --previous N   (needs `memories sudo`)")
     ctx.emit(result, "\n".join(lines))
     return 0
 
@@ -174,7 +210,13 @@ def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:
         if not value:
             raise MemoriesError("nothing_to_copy", "That login has no username.")
     else:
-        value = ctx.request({"op": "login_secret", "id": args.id, "what": args.what}).pop("secret")
+        body: dict[str, Any] = {"op": "login_secret", "id": args.id, "what": args.what}
+        previous = getattr(args, "previous", 0)
+        if previous < 0:
+            raise UsageError("--previous is 1 or more (1 is the password before the current one)")
+        if previous:
+            body["previous"] = previous
+        value = ctx.request(body).pop("secret")
     backend = copy_with_clear(value, seconds)
     del value
     ctx.emit({"copied": True}, f"copied to the clipboard ({backend.name}); cleared in {seconds} s if unchanged")

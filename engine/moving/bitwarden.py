@@ -7,8 +7,8 @@ notes (type 2) become protected notes, their text a protected secret (never a ca
 cards, identities and SSH keys are listed as skipped. Custom fields of type 1 (hidden) are
 protected, text and boolean fields are kept as card metadata, linked fields (type 3) only
 point at other fields and are dropped. Folders and an organisation's collections become
-tags; password history becomes protected fields ("Password history 1 (date)"); passkeys
-(``fido2Credentials``) are listed as skipped; ``reprompt`` becomes the tag "reprompt".
+tags; password history becomes the login's history (earlier revisions of its credential); passkeys
+(``fido2Credentials``) are listed as skipped; ``reprompt`` becomes the login's re-prompt flag (a fresh `sudo` before every read).
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, history_name, normalise_totp, opt_text, typed
+from engine.moving.entry import (
+    MAX_FILE_BYTES,
+    Entry,
+    Loaded,
+    add_password_history,
+    fail,
+    guarded,
+    normalise_totp,
+    opt_text,
+    typed,
+)
 
 __all__ = ["parse_bitwarden"]
 
@@ -91,9 +101,9 @@ def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) ->
         if isinstance(collection, str) and collection in folders:
             entry.tags.append(folders[collection])
     if item.get("reprompt") == 1:
-        # "Master password re-prompt": every secret read here already needs `memories sudo`
-        # (elevation with the vault password); the tag keeps the choice visible.
-        entry.tags.append("reprompt")
+        # "Master password re-prompt": each read of this login's secrets then needs a fresh
+        # `memories sudo` (engine/service/handlers/reprompt.py), not just any elevation.
+        entry.reprompt = True
     for j, passkey in enumerate(typed(login.get("fido2Credentials") or [], list, where, "its fido2Credentials")):
         site = passkey.get("rpId") if isinstance(passkey, dict) else None
         named = f" for {site[:80]!r}" if isinstance(site, str) and site else ""
@@ -101,10 +111,8 @@ def _item(item: Any, where: str, folders: dict[str, str], skipped: list[str]) ->
     history = typed(item.get("passwordHistory") or [], list, where, "its passwordHistory")
     rows = [typed(h, dict, where, "a password history entry") for h in history]
     rows.sort(key=lambda h: str(h.get("lastUsedDate") or ""), reverse=True)
-    for number, row in enumerate(rows, start=1):
-        value = opt_text(row.get("password"), where, "a previous password")
-        if value:
-            entry.hidden[history_name(number, row.get("lastUsedDate"))] = value
+    for row in rows:
+        add_password_history(entry, opt_text(row.get("password"), where, "a previous password"), row.get("lastUsedDate"))
     if item.get("favorite") is True:
         entry.tags.append("favorite")
     for j, custom in enumerate(typed(item.get("fields") or [], list, where, "its fields")):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engine.cards.login import MAX_NOTE, MAX_PASSWORD, LoginInput, build_login, custom_field_key
+from engine.cards.login import MAX_NOTE, MAX_PASSWORD, MAX_PASSWORD_HISTORY, LoginInput, build_login, custom_field_key
 from engine.cards.otpauth import parse_otpauth
 from engine.cards.schema import validate_meta
 from engine.errors import MemoriesError
@@ -22,7 +22,8 @@ __all__ = [
     "check_all",
     "fail",
     "guarded",
-    "history_name",
+    "add_password_history",
+    "when_text",
     "normalise_totp",
     "wire",
 ]
@@ -56,6 +57,10 @@ class Entry:
     # TOTP seed we cannot use kept as a protected field, a renamed field): imported, but said.
     warnings: list[str] = field(default_factory=list)
     group: str | None = None  # a CSV's raw folder path ("Root/Internet"), for its parser to map
+    # Earlier passwords, newest first, with when the source says each was last used or
+    # replaced: imported as the credential's earlier revisions (history, not fields).
+    password_history: list[tuple[str, str | None]] = field(default_factory=list)
+    reprompt: bool = False  # the source asks for the master password before showing it (Bitwarden)
 
 
 @dataclass
@@ -191,14 +196,26 @@ def _distinct(entry: Entry, values: dict[str, str], key: Callable[[str], str], w
     return out
 
 
-def history_name(number: int, when: Any) -> str:
-    """``Password history 1 (2024-05-01)``: the field name of an earlier password (newest is 1)."""
-    stamp = ""
+def add_password_history(entry: Entry, value: str | None, when: Any) -> None:
+    """One earlier password of the entry, oldest last; ``when`` as the source gives it.
+
+    The same password twice in a row (KeePass keeps whole entry versions, most of them
+    with an unchanged password) is kept once, and the current password is not history.
+    """
+    if not value or value == entry.password:
+        return
+    if entry.password_history and entry.password_history[-1][0] == value:
+        return
+    entry.password_history.append((value, when_text(when)))
+
+
+def when_text(when: Any) -> str | None:
+    """A source's time stamp as an ISO date-time (UTC) or date: Unix seconds, or ISO text kept as it is."""
     if isinstance(when, (int, float)) and not isinstance(when, bool) and 0 < when < 1e11:
-        stamp = f" ({datetime.datetime.fromtimestamp(when, datetime.UTC).date().isoformat()})"
-    elif isinstance(when, str) and when:
-        stamp = f" ({when[:10]})"
-    return f"Password history {number}{stamp}"
+        return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    if isinstance(when, str) and when.strip():
+        return when.strip()[:40]
+    return None
 
 
 def _tidy(entry: Entry) -> LoginInput:
@@ -222,7 +239,26 @@ def _tidy(entry: Entry) -> LoginInput:
         fields=fields,
         hidden=hidden,
         note=entry.note or None,
+        password_history=_history(entry),
+        reprompt=entry.reprompt,
     )
+
+
+def _history(entry: Entry) -> list[tuple[str, str | None]]:
+    """The earlier passwords we keep: never the current one, none over the limits, each drop said."""
+    kept = [(old, when) for old, when in entry.password_history if old != entry.password]
+    long = [old for old, _ in kept if len(old) > MAX_PASSWORD]
+    if long:
+        entry.warnings.append(
+            f"{entry.where}: {len(long)} earlier password(s) longer than {MAX_PASSWORD} characters were left out of its history"
+        )
+        kept = [(old, when) for old, when in kept if len(old) <= MAX_PASSWORD]
+    if len(kept) > MAX_PASSWORD_HISTORY:
+        entry.warnings.append(
+            f"{entry.where}: it has {len(kept)} earlier passwords; the newest {MAX_PASSWORD_HISTORY} are kept as its history"
+        )
+        kept = kept[:MAX_PASSWORD_HISTORY]
+    return kept
 
 
 def check_all(loaded: Loaded) -> tuple[list[tuple[LoginInput, str]], list[str]]:
@@ -271,4 +307,8 @@ def wire(login: LoginInput, where: str) -> dict[str, Any]:
         item["hidden"] = login.hidden
     if login.note is not None:
         item["note"] = login.note
+    if login.reprompt:
+        item["reprompt"] = True
+    if login.password_history:
+        item["password_history"] = [{"password": old, "when": when} for old, when in login.password_history]
     return item

@@ -7,16 +7,18 @@ an XML export, so both paths keep exactly the same fields: Title, UserName, Pass
 ``otp`` attribute (or the older ``TOTP Seed``) as the TOTP, other attributes as custom
 fields (protected ones as hidden fields), and attachments listed as skipped. An entry with
 notes but no username, password, URL or TOTP is a notes-only entry, which KeePass users keep
-as secure notes: its notes become a protected note. History entries and the recycle bin
-are left out.
+as secure notes: its notes become a protected note. The passwords of an entry's earlier
+versions (its History) become the login's password history; the recycle bin is left out.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from pathlib import Path
 from typing import Any
 
-from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, fail, guarded, normalise_totp
+from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, add_password_history, fail, guarded, normalise_totp, when_text
 from engine.moving.onepassword import parse_csv_logins
 
 __all__ = ["parse_kdbx", "parse_keepass_xml", "parse_keepassxc_csv"]
@@ -24,6 +26,8 @@ __all__ = ["parse_kdbx", "parse_keepass_xml", "parse_keepassxc_csv"]
 _STANDARD = {"Title", "UserName", "Password", "URL", "Notes"}
 _TOTP_KEYS = ("otp", "TOTP Seed")
 _IGNORED = {"TOTP Settings", "_etm_template_uuid"}
+# Seconds from 0001-01-01 to 1970-01-01: KDBX 4 counts its times from year one.
+_EPOCH_FROM_YEAR_ONE = 62_135_596_800
 
 
 def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded:
@@ -231,9 +235,40 @@ def _entry(node: Any, where: str, path: list[str]) -> Entry:
             break
     for binary in node.findall("Binary"):
         entry.attachments.append(binary.findtext("Key") or "attachment")
+    _history(node, entry)
     if entry.notes.strip() and not (entry.username or entry.password or entry.urls or entry.totp):
         entry.note, entry.notes = entry.notes, ""
     return entry
+
+
+def _history(node: Any, entry: Entry) -> None:
+    """The passwords of the entry's earlier versions (``<History>``, oldest first in the file), newest first."""
+    history = node.find("History")
+    if history is None:
+        return
+    for version in reversed(history.findall("Entry")):
+        password = ""
+        for item in version.findall("String"):
+            if item.findtext("Key") == "Password":
+                password = item.findtext("Value") or ""
+        add_password_history(entry, password or None, _keepass_time(version.findtext("Times/LastModificationTime")))
+
+
+def _keepass_time(text: str | None) -> str | None:
+    """KeePass XML writes ISO times; KDBX 4 writes base64 of little-endian seconds since 0001-01-01."""
+    if not text or not text.strip():
+        return None
+    value = text.strip()
+    if "-" in value:
+        return value
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        return None
+    if len(raw) != 8:
+        return None
+    seconds = int.from_bytes(raw, "little") - _EPOCH_FROM_YEAR_ONE
+    return when_text(seconds) if seconds > 0 else None
 
 
 def _legacy_totp(seed: str, settings: str, entry: Entry) -> None:

@@ -24,9 +24,9 @@ from engine.moving.entry import (
     MAX_FILE_BYTES,
     Entry,
     Loaded,
+    add_password_history,
     fail,
     guarded,
-    history_name,
     normalise_totp,
     opt_text,
     typed,
@@ -36,7 +36,6 @@ __all__ = ["parse_1pux", "parse_1password_csv"]
 
 _LOGIN, _PASSWORD, _SECURE_NOTE = "001", "005", "003"
 _CATEGORIES = {
-    "002": "credit card",
     "004": "identity",
     "006": "document",
     "103": "driver licence",
@@ -44,13 +43,15 @@ _CATEGORIES = {
     "106": "passport",
     "108": "social security number",
     "113": "medical record",
-    "114": "SSH key",
 }
 # 1Password's categories that hold credentials (issue 33): software licence, bank account,
 # database, membership, reward program, wireless router, server, email account, API
-# credential, crypto wallet. Each becomes a login: its username and password fields as the
-# login's, every concealed field (a PIN, a key, a second password) a protected field.
+# credential, crypto wallet, credit card, SSH key. Each becomes a login: its username and
+# password fields as the login's, every concealed field (a PIN, a key, a second password, a
+# card's number and CVV, an SSH private key) a protected field.
 _CREDENTIALS = {
+    "002": "credit card",
+    "114": "SSH key",
     "100": "software licence",
     "101": "bank account",
     "102": "database",
@@ -202,14 +203,12 @@ def _credential_field(field: dict[str, Any], entry: Entry) -> bool:
 
 
 def _password_history(history: Any, entry: Entry) -> None:
-    """1Password's earlier passwords (``details.passwordHistory``): kept as protected fields, newest first."""
+    """1Password's earlier passwords (``details.passwordHistory``, Unix seconds): the login's history, newest first."""
     where = entry.where
     rows = [typed(h, dict, where, "a password history entry") for h in typed(history or [], list, where, "its passwordHistory")]
     rows.sort(key=lambda h: int(h["time"]) if isinstance(h.get("time"), int) else 0, reverse=True)
-    for number, row in enumerate(rows, start=1):
-        value = opt_text(row.get("value"), where, "a previous password")
-        if value:
-            entry.hidden[history_name(number, row.get("time"))] = value
+    for row in rows:
+        add_password_history(entry, opt_text(row.get("value"), where, "a previous password"), row.get("time"))
 
 
 def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> None:
@@ -228,6 +227,14 @@ def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> N
             text = opt_text(raw, where, "a concealed field")
             if text:
                 entry.hidden[name] = text
+        elif kind == "creditCardNumber":
+            text = opt_text(raw, where, "a card number")
+            if text:
+                entry.hidden[name] = text  # a card number is a secret: never a visible, searchable field
+        elif kind == "sshKey":
+            _ssh_key(raw, name, entry)
+        elif kind == "monthYear" and isinstance(raw, int) and not isinstance(raw, bool) and 100000 <= raw <= 999912:
+            entry.fields[name] = f"{raw // 100:04d}-{raw % 100:02d}"  # 1Password's YYYYMM (a card's expiry)
         elif kind == "file":
             info = raw if isinstance(raw, dict) else {}
             entry.attachments.append(str(info.get("fileName") or name))
@@ -240,6 +247,21 @@ def _section_field(field: dict[str, Any], prefix: str | None, entry: Entry) -> N
             if text:
                 entry.fields[name] = text
         # other structured values (address, date, menu) carry no secret; they are left out.
+
+
+def _ssh_key(raw: Any, name: str, entry: Entry) -> None:
+    """1Password's SSH key value: the private key protected; its public key and fingerprint visible."""
+    where = entry.where
+    info = typed(raw, dict, where, "an SSH key")
+    private = opt_text(info.get("privateKey"), where, "an SSH private key")
+    if private:
+        entry.hidden[name] = private
+    metadata = info.get("metadata")
+    if isinstance(metadata, dict):
+        for key, label in (("publicKey", "public key"), ("fingerprint", "fingerprint"), ("keyType", "key type")):
+            text = opt_text(metadata.get(key), where, f"an SSH key's {label}")
+            if text:
+                entry.fields[label] = text
 
 
 _CSV_KEYS = {

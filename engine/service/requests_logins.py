@@ -22,6 +22,13 @@ Where = Annotated[str, msgspec.Meta(max_length=300)]
 NoteText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
 
 
+class EarlierPassword(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One earlier password of a moved-in login, with when its source says it was replaced."""
+
+    password: Secret
+    when: Annotated[str, msgspec.Meta(max_length=40)] | None = None
+
+
 class LoginEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One login: what `login new` sends, and one entry of an import batch."""
 
@@ -35,6 +42,9 @@ class LoginEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     fields: Fields = {}
     hidden: HiddenFields = {}
     note: NoteText | None = None  # a moved-in secure note's text (IM-1): kept protected, never body
+    # Newest first; kept as the credential's earlier revisions (history), never as fields.
+    password_history: Annotated[list[EarlierPassword], msgspec.Meta(max_length=100)] = []
+    reprompt: bool = False  # every read of its secrets needs a fresh `memories sudo`
     where: Where = ""  # the entry's place in its source file, for error messages
 
 
@@ -54,6 +64,14 @@ class LoginSecret(Request, tag="login_secret"):
 
     id: AssetRef
     what: Literal["password", "otp"]
+    # An earlier password: 1 is the one before the current (the login's history, issue 33).
+    previous: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
+
+
+class LoginHistory(Request, tag="login_history"):
+    """When a login's password was changed: dates and numbers only, never a password."""
+
+    id: AssetRef
 
 
 class LoginList(Request, tag="login_list"):

@@ -22,11 +22,14 @@ from pathlib import Path
 
 from engine.errors import MemoriesError
 
-__all__ = ["Session", "PASSWORD_WINDOW_SECONDS"]
+__all__ = ["Session", "PASSWORD_WINDOW_SECONDS", "FRESH_SECONDS"]
 
 log = logging.getLogger("memories.engine")
 
 PASSWORD_WINDOW_SECONDS = 60.0
+# How long after `memories sudo` a re-prompt item may be read (once): long enough for
+# `memories sudo && memories login copy-password ID`, short enough to mean "just now".
+FRESH_SECONDS = 60.0
 # The budget file's size (a multiple of it for a very large budget): one filesystem block.
 _SLOTS_FILE_BYTES = 4096
 
@@ -41,6 +44,9 @@ class Session:
     generation: int = 0
     last_activity: float = field(default_factory=time.monotonic)
     _elevated: dict[str, float] = field(default_factory=dict)
+    # A fresh elevation, spent by the first read of a re-prompt item (Bitwarden's "master
+    # password re-prompt"): such an item asks for the password before every read.
+    _fresh: dict[str, float] = field(default_factory=dict)
     # Wall-clock times (they must survive a restart) of failed and in-flight attempts.
     _slots: list[float] = field(default_factory=list)
     _budget_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -61,15 +67,24 @@ class Session:
         """Locking: in-flight work started under the old generation is dropped before delivery."""
         self.generation += 1
         self._elevated.clear()
+        self._fresh.clear()
 
     # -- elevation ----------------------------------------------------------------
     def elevate(self, namespace: str) -> float:
         """Elevate every key of ``namespace`` (a caller on a terminal has two: its parent
         process and its terminal session, engine/ipc/peer.py)."""
-        expires = time.monotonic() + self.sudo_seconds
+        now = time.monotonic()
+        expires = now + self.sudo_seconds
         for key in namespace.split("|"):
             self._elevated[key] = expires
+            self._fresh[key] = now + min(self.sudo_seconds, FRESH_SECONDS)
         return self.sudo_seconds
+
+    def take_fresh(self, namespace: str) -> bool:
+        """Spend the caller's fresh elevation (every key of it): True once per `sudo`, within FRESH_SECONDS."""
+        now = time.monotonic()
+        fresh = [self._fresh.pop(key, 0.0) for key in namespace.split("|")]
+        return any(expires > now for expires in fresh) and self.is_elevated(namespace)
 
     def is_elevated(self, namespace: str) -> bool:
         return any(self._key_elevated(key) for key in namespace.split("|"))

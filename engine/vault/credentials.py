@@ -28,6 +28,8 @@ __all__ = [
     "create_credential",
     "find_credential",
     "read_credential",
+    "earlier_revisions",
+    "secret_of",
     "credential_summary",
     "list_credentials",
     "backed_item",
@@ -177,6 +179,36 @@ def read_credential(core: VaultCore, state: Unlocked, ref: str) -> Credential:
         public=dict(info.get("public", {})),
         secret=secret if isinstance(secret, dict) else {},
     )
+
+
+def earlier_revisions(state: Unlocked, ref: bytes, limit: int = 1000) -> list[Revision]:
+    """A credential's earlier revisions, newest first, along first parents (its history).
+
+    A credential's history is linear unless two devices changed it before they synced;
+    then the first parent (the side the merge kept) is followed, as `history` shows it.
+    """
+    entry = state.index.assets.get(ref)
+    if entry is None:
+        return []
+    current = _current(state, entry)
+    out: list[Revision] = []
+    rev = current
+    while rev is not None and rev.parents and len(out) < limit:
+        parent = state.index.revisions.get(rev.parents[0])
+        if parent is None:  # not yet received (a partial sync): the history stops here
+            break
+        out.append(parent)
+        rev = parent
+    return out
+
+
+def secret_of(core: VaultCore, state: Unlocked, rev: Revision) -> dict[str, Any]:
+    """The decrypted secret body of one credential revision. Internal: callers check elevation first."""
+    try:
+        secret = decode_canonical(core.body_of(state, rev).encode("utf-8"))
+    except ValueError as exc:
+        raise MemoriesError("store_corrupt", "A credential payload is malformed.") from exc
+    return secret if isinstance(secret, dict) else {}
 
 
 def credential_summary(core: VaultCore, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from engine.service import requests_cards as crq
 from engine.service.caller import Caller
 from engine.service.handlers import assets
 from engine.service.handlers.assets import make_summary, new_revision, secret_map_of, visible_entry, write_one
+from engine.service.handlers.reprompt import guard_reprompt
 from engine.service.projections import BODY_REDACTORS, SUMMARY_REDACTORS, asset_summary, content_view, visible_body
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
@@ -568,6 +569,7 @@ def _deliver_otp(
 def otp_code(service: Service, request: crq.OtpCode, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     _, cred = _credential_of(service, state, request.id)
+    guard_reprompt(service, state, caller, [cred.asset_id])
     return _deliver_otp(service, state, caller, "otp_code", cred, request.at)
 
 
@@ -704,6 +706,7 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
     # A login's protected field first: a login has no label map, and its field names may hold colons.
     field = login_field_ref(service, state, request.ref)
     if field is not None:
+        guard_reprompt(service, state, caller, [field[0].asset_id])
         service.vault.commit_intent(state, "credential_copy", caller, [field[0].asset_id])
         return {"secret": field[1], "kind": "field"}
     cred_id = _by_label(service, state, request.ref)
@@ -711,6 +714,7 @@ def credential_copy(service: Service, request: crq.CredentialCopy, caller: Calle
         cred = read_credential(service.vault, state, cred_id.hex())
     else:
         _, cred = _credential_of(service, state, request.ref)
+    guard_reprompt(service, state, caller, [cred.asset_id])
     value = _copy_value(cred)
     if value is None:
         if otp_from_secret(cred.public, cred.secret) is not None:

@@ -25,13 +25,14 @@ from engine.service import requests_logins as lrq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import make_summary, new_revision, visible_entry
 from engine.service.handlers.cards import _current_head, _deliver_otp, _opaque
+from engine.service.handlers.reprompt import guard_reprompt
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.vault.core import Unlocked
-from engine.vault.credentials import prepare_credential, read_credential
+from engine.vault.credentials import earlier_revisions, prepare_credential, read_credential, secret_of
 from engine.vault.revision import Revision, chunk_count
 
-__all__ = ["login_new", "login_import_batch", "login_secret", "login_list"]
+__all__ = ["login_new", "login_import_batch", "login_secret", "login_history", "login_list"]
 
 
 def _input(entry: lrq.LoginEntry) -> LoginInput:
@@ -46,6 +47,8 @@ def _input(entry: lrq.LoginEntry) -> LoginInput:
         fields=dict(entry.fields),
         hidden=dict(entry.hidden),
         note=entry.note,
+        password_history=[(old.password, old.when) for old in entry.password_history],
+        reprompt=entry.reprompt,
     )
 
 
@@ -73,18 +76,47 @@ def _build(
     card_id = os.urandom(16)
     cred_id = os.urandom(16)  # given, so the credential needs no name scan (the name is unique by card ID)
     public = {**parts.public, "card": card_id.hex()}
+    name = _credential_name(card_id, login.title)
+    revisions: list[Revision] = []
+    rows: list[tuple[int, bytes]] = []
+    parents: list[bytes] = []
+    # The source's password history becomes the credential's earlier revisions, oldest first,
+    # so `login history` lists them and `login copy-password --previous N` reads one (issue 33).
+    # Each carries only the password and, in its public part, when the source says it was replaced.
+    for old, when in reversed(login.password_history):
+        secret = {"password": old}
+        seqs = list(range(next_seq, next_seq + chunk_count(len(canonical_bytes(secret)))))
+        next_seq += len(seqs)
+        earlier = {**public, "replaced": when} if when else dict(public)
+        rev, new_rows = prepare_credential(
+            service.vault,
+            state,
+            name=name,
+            ctype=LOGIN_CREDENTIAL_TYPE,
+            public=earlier,
+            secret=secret,
+            asset_id=cred_id,
+            parents=parents,
+            reserved=seqs,
+        )
+        revisions.append(rev)
+        rows += new_rows
+        parents = [rev.rev_id]
     cred_seqs = list(range(next_seq, next_seq + chunk_count(len(canonical_bytes(parts.secret)))))
     next_seq += len(cred_seqs)
     cred_rev, cred_rows = prepare_credential(
         service.vault,
         state,
-        name=_credential_name(card_id, login.title),
+        name=name,
         ctype=LOGIN_CREDENTIAL_TYPE,
         public=public,
         secret=parts.secret,
         asset_id=cred_id,
+        parents=parents,
         reserved=cred_seqs,
     )
+    revisions.append(cred_rev)
+    rows += cred_rows
     card_seqs = list(range(next_seq, next_seq + chunk_count(len(login.notes.encode("utf-8")))))
     next_seq += len(card_seqs)
     summary = make_summary(
@@ -104,7 +136,7 @@ def _build(
         body=login.notes,
         reserved=card_seqs,
     )
-    return [cred_rev, card_rev], cred_rows + card_rows, card_id, cred_id, next_seq
+    return [*revisions, card_rev], rows + card_rows, card_id, cred_id, next_seq
 
 
 @op(lrq.LoginNew)
@@ -119,7 +151,7 @@ def login_new(service: Service, request: lrq.LoginNew, caller: Caller) -> dict[s
     return {
         "id": card_id.hex(),
         "short_id": state.index.short_id(card_id),
-        "revision": revs[1].rev_id.hex(),
+        "revision": revs[-1].rev_id.hex(),
         "credential": _opaque(state, cred_id),
         "features": parts.features,
     }
@@ -174,6 +206,11 @@ def login_secret(service: Service, request: lrq.LoginSecret, caller: Caller) -> 
     state = service.require_unlocked()
     _, cred_id = _login_credential(service, state, request.id)
     cred = read_credential(service.vault, state, cred_id.hex())
+    guard_reprompt(service, state, caller, [cred_id])
+    if request.previous:
+        if request.what != "password":
+            raise MemoriesError("invalid_input", "Only passwords have a history; leave out --previous.")
+        return _earlier_password(service, state, caller, cred_id, request.previous)
     if request.what == "otp":
         if "otp_key" not in cred.secret:
             raise MemoriesError("nothing_to_copy", "That login has no TOTP secret.")
@@ -184,6 +221,38 @@ def login_secret(service: Service, request: lrq.LoginSecret, caller: Caller) -> 
         raise MemoriesError("nothing_to_copy", "That login has no password.")
     service.vault.commit_intent(state, "login_secret", caller, [cred.asset_id])
     return {"secret": password, "kind": "password"}
+
+
+def _earlier_password(service: Service, state: Unlocked, caller: Caller, cred_id: bytes, number: int) -> dict[str, Any]:
+    earlier = earlier_revisions(state, cred_id, limit=number)
+    if len(earlier) < number:
+        have = f"only {len(earlier)} earlier password(s)" if earlier else "no earlier passwords"
+        raise MemoriesError("nothing_to_copy", f"That login has {have}; `memories login history ID` lists them.")
+    password = secret_of(service.vault, state, earlier[number - 1]).get("password")
+    if not isinstance(password, str) or not password:
+        raise MemoriesError("nothing_to_copy", "That earlier version of the login had no password.")
+    service.vault.commit_intent(state, "login_secret", caller, [cred_id])
+    return {"secret": password, "kind": "password", "previous": number}
+
+
+@op(lrq.LoginHistory)
+def login_history(service: Service, request: lrq.LoginHistory, caller: Caller) -> dict[str, Any]:
+    """The login's earlier passwords by number (1 = the one before the current), with when each was replaced."""
+    state = service.require_unlocked()
+    card_id, cred_id = _login_credential(service, state, request.id)
+    rows: list[dict[str, Any]] = []
+    for number, rev in enumerate(earlier_revisions(state, cred_id), start=1):
+        public = (service.vault.summary_of(state, rev).get("credential") or {}).get("public") or {}
+        replaced = public.get("replaced")
+        rows.append(
+            {
+                "number": number,
+                # As the source app said it for a moved-in history; else when it was recorded here.
+                "replaced": replaced if isinstance(replaced, str) else None,
+                "recorded_ms": rev.created_ms,
+            }
+        )
+    return {"id": card_id.hex(), "short_id": state.index.short_id(card_id), "earlier": rows}
 
 
 @op(lrq.LoginList)

@@ -19,6 +19,7 @@ from engine.errors import MemoriesError
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
 from engine.service.handlers.cards import _by_label, _copy_value, _credential_of, login_field_ref
+from engine.service.handlers.reprompt import guard_reprompt
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.vault.core import Unlocked
@@ -114,6 +115,7 @@ def run_bound_prepare(service: Service, request: rq.RunBoundPrepare, caller: Cal
     with runs.lock:
         if len(runs.pending) >= MAX_PENDING:
             runs.pending.pop(next(iter(runs.pending)))
+    guard_reprompt(service, state, caller, assets)
     service.vault.commit_intent(state, "run_bound", caller, list(dict.fromkeys(assets)))
     handle = os.urandom(16).hex()
     with runs.lock:
