@@ -15,7 +15,7 @@ from typing import Any
 from nacl import bindings
 from nacl.exceptions import BadSignatureError, CryptoError
 
-__all__ = ["xchacha_open", "xchacha_seal", "xchacha_seal_buffer", "xchacha_open_into", "RowOpener", "ed25519_verify_detached", "DIRECT"]
+__all__ = ["xchacha_open", "xchacha_seal", "xchacha_seal_buffer", "xchacha_open_into", "RowOpener", "ed25519_verify_detached", "ed25519_sign_detached", "DIRECT"]
 
 try:
     from nacl import _sodium
@@ -151,6 +151,23 @@ class RowOpener:
             return None
         plain: bytes = _ffi.buffer(self._out, self._out_len[0])[:]
         return plain
+
+
+def ed25519_sign_detached(secret_key: bytes, message: bytes) -> bytes:
+    """The 64-byte Ed25519 signature of ``message`` under a 64-byte libsodium secret key.
+
+    PyNaCl's ``SigningKey.sign`` returns signature and message together, copied twice and
+    wrapped in an object; a bulk import signs two revisions per entry (issue 32), so this
+    calls libsodium's combined ``crypto_sign`` directly and keeps only the signature.
+    """
+    if len(secret_key) != bindings.crypto_sign_SECRETKEYBYTES:
+        raise ValueError("an Ed25519 secret key is 64 bytes")
+    if _lib is None:
+        return bytes(bindings.crypto_sign(message, secret_key)[:_SIGNATURE])
+    out = _ffi.new("unsigned char[]", len(message) + _SIGNATURE)
+    _lib.crypto_sign(out, _ffi.NULL, message, len(message), secret_key)
+    signature: bytes = _ffi.buffer(out, _SIGNATURE)[:]
+    return signature
 
 
 def ed25519_verify_detached(public_key: bytes, message: bytes, signature: bytes) -> bool:
