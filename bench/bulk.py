@@ -102,7 +102,7 @@ class Tree:
         )
 
 
-def _measure(step: Callable[[], None], daemon: int | None = None) -> tuple[float, float]:
+def _measure(step: Callable[[], object], daemon: int | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child processes and of the engine ``daemon``)."""
     cpu0 = _children_cpu() + (_proc_cpu(daemon) if daemon else 0.0)
     t0 = time.perf_counter()
@@ -129,12 +129,12 @@ def _round(
     figures: Figures,
 ) -> None:
     """One round: every tree and the peer, the order alternating between rounds."""
-    steps: list[tuple[str, Callable[[], tuple[float, float]]]] = [(t.label, lambda t=t: ours(t, n)) for t in trees]
-    steps.append(("peer", lambda: peer(n)))
+    steps: list[Tree | None] = [*trees, None]  # None: the peer
     if n % 2:
         steps.reverse()
-    for label, step in steps:
-        figures.setdefault(label, []).append(step())
+    for tree in steps:
+        label = "peer" if tree is None else tree.label
+        figures.setdefault(label, []).append(peer(n) if tree is None else ours(tree, n))
 
 
 def _report(title: str, figures: Figures) -> None:

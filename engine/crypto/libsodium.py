@@ -15,7 +15,16 @@ from typing import Any
 from nacl import bindings
 from nacl.exceptions import BadSignatureError, CryptoError
 
-__all__ = ["xchacha_open", "xchacha_seal", "xchacha_seal_buffer", "xchacha_open_into", "RowOpener", "ed25519_verify_detached", "ed25519_sign_detached", "DIRECT"]
+__all__ = [
+    "xchacha_open",
+    "xchacha_seal",
+    "xchacha_seal_buffer",
+    "xchacha_open_into",
+    "RowOpener",
+    "ed25519_verify_detached",
+    "ed25519_sign_detached",
+    "DIRECT",
+]
 
 try:
     from nacl import _sodium
@@ -64,7 +73,9 @@ def xchacha_seal(key: bytes, nonce: bytes, plaintext: bytes, aad: bytes) -> byte
     size = _NONCE + len(plaintext) + _TAG
     out = _ffi.new("unsigned char[]", size)
     _ffi.memmove(out, nonce, _NONCE)
-    _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(out + _NONCE, _ffi.NULL, plaintext, len(plaintext), aad, len(aad), _ffi.NULL, nonce, key)
+    _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
+        out + _NONCE, _ffi.NULL, plaintext, len(plaintext), aad, len(aad), _ffi.NULL, nonce, key
+    )
     sealed: bytes = _ffi.buffer(out, size)[:]
     return sealed
 

@@ -40,7 +40,7 @@ def reference(value: Any) -> bytes:
     return json.dumps(prepared, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40)
 _scalar = st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | _text | st.binary(max_size=70)
 _values = st.recursive(
     _scalar,
@@ -64,7 +64,7 @@ def test_subclasses_encode_by_value() -> None:
     class Level(enum.IntEnum):
         HIGH = 3
 
-    class Name(str, enum.Enum):
+    class Name(enum.StrEnum):
         A = "alpha"
 
     value = {"level": Level.HIGH, "name": Name.A, Name.A: bytearray(b"\x00\xff"), "view": memoryview(b"ab")}
