@@ -67,10 +67,6 @@ class FileUpload:
 
     # Batches accepted but not yet stored: one sealing, one writing.
     IN_FLIGHT = 2
-    # Threads that seal the chunks of one batch side by side (issue 32): each chunk is sealed
-    # and hashed independently (its own nonce and index in the associated data), libsodium and
-    # hashlib run without the GIL, and the sealer thread meanwhile hashes the plaintext in order.
-    SEAL_THREADS = 2
 
     def __init__(
         self,
@@ -99,7 +95,6 @@ class FileUpload:
         self.hasher = hashlib.sha256()
         self.sample = bytearray()
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-seal")
-        self._crypto = ThreadPoolExecutor(max_workers=self.SEAL_THREADS, thread_name_prefix="memories-file-crypto")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-write")
         self._in_flight: deque[Future[None]] = deque()
         self._failure: MemoriesError | None = None
@@ -139,31 +134,18 @@ class FileUpload:
         self._in_flight.append(self._writer.submit(self._write, sealing))
 
     def _seal(self, index: int, pieces: Sequence[bytes | memoryview], seqs: list[int]) -> list[tuple[int, bytearray]]:
-        """Sealer stage: seal each chunk and keep its digest (HI-2), in parts on the crypto
-        threads, while this thread hashes the plaintext and keeps the text sample, in order."""
+        """Sealer stage: seal each chunk, keep its digest (HI-2) and the plaintext's digest."""
+        rows: list[tuple[int, bytearray]] = []
         if self._stopped or self._failure is not None:
-            return []
-        step = -(-len(pieces) // self.SEAL_THREADS) or 1
-        parts = [
-            self._crypto.submit(self._seal_part, index + start, pieces[start : start + step])
-            for start in range(0, len(pieces), step)
-        ]
-        for piece in pieces:
+            return rows
+        for offset, (seq, piece) in enumerate(zip(seqs, pieces, strict=True)):
+            sealed = seal_chunk_buffer(self.dek, piece, self.asset_id + b"body", index + offset, self.total)
+            self.digests.append(hashlib.sha256(sealed).digest())
             self.hasher.update(piece)
             if len(self.sample) < TEXT_SAMPLE_BYTES:
                 self.sample += piece[: TEXT_SAMPLE_BYTES - len(self.sample)]
-        sealed = [item for part in parts for item in part.result()]
-        self.digests.extend(digest for _, digest in sealed)
-        return [(seq, chunk) for seq, (chunk, _) in zip(seqs, sealed, strict=True)]
-
-    def _seal_part(self, first: int, pieces: Sequence[bytes | memoryview]) -> list[tuple[bytearray, bytes]]:
-        """Chunks ``first``, ``first + 1``, … sealed, each with the SHA-256 of its sealed bytes."""
-        out: list[tuple[bytearray, bytes]] = []
-        context = self.asset_id + b"body"
-        for offset, piece in enumerate(pieces):
-            sealed = seal_chunk_buffer(self.dek, piece, context, first + offset, self.total)
-            out.append((sealed, hashlib.sha256(sealed).digest()))
-        return out
+            rows.append((seq, sealed))
+        return rows
 
     def _write(self, sealing: Future[list[tuple[int, bytearray]]]) -> None:
         """Writer stage: store a sealed batch; the first failure of either stage is kept."""
@@ -237,7 +219,6 @@ class FileUpload:
     def _shutdown(self) -> None:
         self._sealer.shutdown(wait=True)
         self._writer.shutdown(wait=True)
-        self._crypto.shutdown(wait=True)
 
 
 def file_info(summary: dict[str, Any]) -> dict[str, Any]:
