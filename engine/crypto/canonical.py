@@ -54,12 +54,17 @@ def _prepare(value: Any) -> Any:
                     raise TypeError("canonical objects take string keys only")
                 key = str.__str__(key)
             kind = item.__class__
-            out[key] = item if kind is str or kind is int or kind is bool or item is None else _prepare(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                out[key] = item
+            elif kind is bytes:  # keys, nonces, digests: most of a signed record's values
+                out[key] = {"$b": b64e(item)}
+            else:
+                out[key] = _prepare(item)
         return out
     if cls is bytes:
         return {"$b": b64e(value)}
     if cls is list or cls is tuple:
-        return [_prepare(item) for item in value]
+        return [{"$b": b64e(item)} if item.__class__ is bytes else _prepare(item) for item in value]
     return _prepare_other(value)
 
 
