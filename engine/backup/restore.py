@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,57 @@ def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
         if content is None or content.get("t") != "content" or not isinstance(content.get("data"), bytes):
             raise _invalid("a revision without its content")
         yield bytes(content["data"])
+
+
+# Items read ahead of the one being checked, so that the next revisions' Ed25519 signatures
+# are verified on a helper thread meanwhile (issue 32: the largest single cost of a restore;
+# libsodium runs without the GIL). Bounded: at most this many items (chunks ≤ 256 KiB) held.
+_AHEAD = 32
+
+
+def _signed(item: dict[str, Any]) -> tuple[Revision | None, bool]:
+    """A revision item decoded and its signature checked: (None, False) when it is malformed,
+    (revision, False) when the signature does not verify, (revision, True) when it does."""
+    try:
+        rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
+    except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
+        return None, False
+    try:
+        rev.verify_signature()
+    except (SignatureError, KeyError, TypeError, ValueError):
+        return rev, False
+    return rev, True
+
+
+class _CheckedAhead:
+    """The reader's items in order; each revision item's :func:`_signed` already under way.
+
+    ``check`` is the check of the item :meth:`__next__` returned last (None for other items).
+    Nothing here decides anything: the caller waits for each check and refuses as before.
+    """
+
+    def __init__(self, items: Iterator[dict[str, Any]], pool: ThreadPoolExecutor) -> None:
+        self._items = items
+        self._pool = pool
+        self._queue: deque[tuple[dict[str, Any], Future[tuple[Revision | None, bool]] | None]] = deque()
+        self._ended = False
+        self.check: Future[tuple[Revision | None, bool]] | None = None
+
+    def __iter__(self) -> _CheckedAhead:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        while not self._ended and len(self._queue) < _AHEAD:
+            item = next(self._items, None)
+            if item is None:
+                self._ended = True
+                break
+            is_revision = isinstance(item, dict) and item.get("t") == "revision"
+            self._queue.append((item, self._pool.submit(_signed, item) if is_revision else None))
+        if not self._queue:
+            raise StopIteration
+        item, self.check = self._queue.popleft()
+        return item
 
 
 def _invalid(detail: str) -> MemoriesError:
@@ -129,7 +182,13 @@ class Restorer:
 
     def content_rows(self) -> Iterator[tuple[int, bytes]]:
         """Consume the whole file; yield content rows of the new store as they are made."""
-        items = self.reader.items()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-verify") as pool:
+            try:
+                yield from self._checked_rows(_CheckedAhead(self.reader.items(), pool))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def _checked_rows(self, items: _CheckedAhead) -> Iterator[tuple[int, bytes]]:
         heads: dict[bytes, set[bytes]] = {}
         flagged: set[bytes] = set()
         known: dict[bytes, bytes] = {}  # rev_id -> asset_id
@@ -141,13 +200,18 @@ class Restorer:
             elif kind == "link":
                 links.append(item)
             elif kind == "revision":
+                if items.check is None:  # cannot happen: _CheckedAhead checks every revision item
+                    raise _invalid("a malformed revision")
+                signed, verified = items.check.result()
                 try:
                     n = int(item["n"])
-                    rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
-                except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
+                except (KeyError, TypeError, ValueError):
                     raise _invalid("a malformed revision") from None
-                if not 1 <= n <= 1_000_000:
+                if signed is None or not 1 <= n <= 1_000_000:
                     raise _invalid("a malformed revision")
+                if not verified:
+                    raise _invalid("a revision's signature, policy or content")
+                rev = signed
                 yield from self._revision(rev, _content(items, n), n, bool(item.get("head")), heads, known)
                 if item.get("head"):
                     flagged.add(rev.rev_id)
@@ -224,9 +288,10 @@ class Restorer:
         heads: dict[bytes, set[bytes]],
         known: dict[bytes, bytes],
     ) -> Iterator[tuple[int, bytes]]:
-        """Check one revision and stream its body chunk by chunk (memory: one chunk, any body size)."""
+        """Check one revision whose signature verified and stream its body chunk by chunk
+        (memory: the items read ahead, at most ``_AHEAD`` chunks, whatever the body's size)."""
         try:
-            rev.verify_signature()
+            # The signature was verified by _signed (on the helper thread) before this runs.
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
             vault = self.old_vaults[bytes(rev.body["vault"])]
             epoch_key = vault.epoch_keys[int(rev.body["epoch"])]

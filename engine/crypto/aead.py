@@ -10,7 +10,7 @@ import os
 
 from nacl import bindings
 
-from engine.crypto.libsodium import xchacha_open
+from engine.crypto.libsodium import xchacha_open, xchacha_seal
 
 KEY_BYTES = 32
 NONCE_BYTES = bindings.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
@@ -29,8 +29,7 @@ def new_key() -> bytes:
 
 def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
     """Return ``nonce || ciphertext || tag``."""
-    nonce = os.urandom(NONCE_BYTES)
-    return nonce + bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(plaintext, aad, nonce, key)
+    return xchacha_seal(bytes(key), os.urandom(NONCE_BYTES), bytes(plaintext), bytes(aad))
 
 
 def open_sealed(key: bytes, sealed: bytes, aad: bytes) -> bytes:

@@ -24,8 +24,13 @@ import msgspec
 __all__ = ["canonical_bytes", "domain_bytes", "decode_canonical", "decode_canonical_flat", "b64e", "b64d"]
 
 
+_STANDARD_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def b64e(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    # binascii directly: base64.urlsafe_b64encode's wrapper costs more than the encoding
+    # for the short values (keys, digests, nonces) every signed record carries.
+    return binascii.b2a_base64(data, newline=False).translate(_STANDARD_TO_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def b64d(text: str) -> bytes:
@@ -34,45 +39,64 @@ def b64d(text: str) -> bytes:
 
 
 def _prepare(value: Any) -> Any:
-    # Exact types first: a revision's summary is mostly str/int leaves in dicts and lists, and
-    # signing every turn of a transcript import walks thousands of them.
-    kind = type(value)
-    if kind is str or kind is int or value is None:
+    # Exact-class checks first: every signed record is built from plain str/int/bool/None,
+    # bytes, dicts and lists, and a revision is encoded several times when it is built
+    # (issue 32: this walk was the largest cost of a bulk import). Subclasses take the
+    # general path below, which gives the same result as before.
+    cls = value.__class__
+    if cls is str or cls is int or cls is bool or value is None:
         return value
-    if kind is dict:
+    if cls is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if type(key) is not str and not isinstance(key, str):
-                raise TypeError("canonical objects take string keys only")
-            leaf = type(item)
-            out[key] = item if leaf is str or leaf is int else _prepare(item)
+            if key.__class__ is not str:
+                if not isinstance(key, str):
+                    raise TypeError("canonical objects take string keys only")
+                key = str.__str__(key)
+            kind = item.__class__
+            if kind is str or kind is int or kind is bool or item is None:
+                out[key] = item
+            elif kind is bytes:  # keys, nonces, digests: most of a signed record's values
+                out[key] = {"$b": b64e(item)}
+            else:
+                out[key] = _prepare(item)
         return out
-    if kind is list:
-        return [item if type(item) is str or type(item) is int else _prepare(item) for item in value]
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
+    if cls is bytes:
+        return {"$b": b64e(value)}
+    if cls is list or cls is tuple:
+        return [{"$b": b64e(item)} if item.__class__ is bytes else _prepare(item) for item in value]
+    return _prepare_other(value)
+
+
+def _prepare_other(value: Any) -> Any:
+    """Subclasses and the rarer types, as json.dumps saw them: an int or str subclass by its value."""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, int):
-        return value
+        return int(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$b": b64e(bytes(value))}
     if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError("canonical objects take string keys only")
-            out[key] = _prepare(item)
-        return out
+        return _prepare(dict(value))
     if isinstance(value, (list, tuple)):
         return [_prepare(item) for item in value]
     raise TypeError(f"type {type(value).__name__} has no canonical encoding")
 
 
+# msgspec writes exactly json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)'s
+# bytes for the prepared tree (keys sorted by code point, the same escapes for every code point,
+# arbitrary-size integers; tests/unit/test_canonical_fast.py checks it against json), in C.
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Encode ``value`` canonically (sorted keys, compact, UTF-8, tagged bytes)."""
     prepared = _prepare(value)
-    # sort_keys sorts by code point, which for str equals UTF-8 byte order
-    # except for surrogates, which cannot occur in valid UTF-8 text.
-    return json.dumps(prepared, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    # Sorted by code point, which for str equals UTF-8 byte order except for surrogates,
+    # which cannot occur in valid UTF-8 text (encoding one raises UnicodeEncodeError, as before).
+    return _encoder.encode(prepared)
 
 
 def domain_bytes(tag: str, version: int, value: Any) -> bytes:

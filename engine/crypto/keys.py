@@ -12,7 +12,7 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from engine.crypto.canonical import domain_bytes
-from engine.crypto.libsodium import ed25519_verify_detached
+from engine.crypto.libsodium import ed25519_sign_detached, ed25519_verify_detached
 
 __all__ = [
     "DeviceIdentity",
@@ -33,6 +33,11 @@ class SignatureError(Exception):
 
 
 def sign(key: SigningKey, message: bytes) -> bytes:
+    # PyNaCl keeps the 64-byte libsodium secret key on the object; signing with it directly
+    # gives the same signature (Ed25519 is deterministic) without PyNaCl's copies.
+    secret = getattr(key, "_signing_key", None)
+    if isinstance(secret, bytes) and len(secret) == 64:
+        return ed25519_sign_detached(secret, bytes(message))
     return bytes(key.sign(message).signature)
 
 

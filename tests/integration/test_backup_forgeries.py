@@ -179,6 +179,24 @@ def test_a_revision_whose_signed_bytes_were_changed_is_refused(source: Source, t
     _refused(source, _sealed(tmp_path / "forged-rev.backup", items), "a revision's signature, policy or content")
 
 
+@pytest.mark.parametrize("damage", ["no signed bytes", "not a revision", "no chunk count", "chunk count zero"])
+def test_a_malformed_revision_is_refused_as_before_the_read_ahead(source: Source, tmp_path: Path, damage: str) -> None:
+    """BK-2, issue 32: signatures are now checked on a helper thread a few items ahead; a
+    revision item that cannot be decoded, or whose chunk count is out of range, is still refused
+    as malformed, before its signature is considered."""
+    items = _copy(source.items)
+    rev = _lone_head(items)
+    if damage == "no signed bytes":
+        del rev["signed"]
+    elif damage == "not a revision":
+        rev["signed"] = b"not a signed revision"
+    elif damage == "no chunk count":
+        del rev["n"]
+    else:
+        rev["n"] = 0
+    _refused(source, _sealed(tmp_path / "malformed-rev.backup", items), "a malformed revision")
+
+
 def test_a_revision_signed_by_a_device_the_policy_never_had_is_refused(source: Source, tmp_path: Path) -> None:
     """BK-2: a head revision re-signed by a stranger's key, naming it as the author: the signature
     verifies, so only the policy check (is the author authorized) can refuse it."""

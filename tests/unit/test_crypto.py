@@ -178,3 +178,28 @@ def test_signature_check_agrees_with_the_public_binding(message: bytes, flip: in
         got = False
     assert got == expected
     assert got == (flip >= 64 + len(message))
+
+
+@given(st.binary(max_size=600), st.binary(max_size=40), st.binary(min_size=24, max_size=24))
+def test_aead_fast_seal_agrees_with_the_public_binding(plaintext: bytes, aad: bytes, nonce: bytes) -> None:
+    """seal calls libsodium directly (issue 32); the layout is exactly nonce || PyNaCl's ciphertext and tag."""
+    from nacl import bindings
+
+    from engine.crypto.libsodium import xchacha_seal
+
+    key = new_key()
+    expected = nonce + bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(plaintext, aad, nonce, key)
+    assert xchacha_seal(key, nonce, plaintext, aad) == expected
+    assert open_sealed(key, expected, aad) == plaintext
+
+
+@given(st.binary(max_size=600))
+def test_direct_signing_gives_pynacls_signature(message: bytes) -> None:
+    """keys.sign calls libsodium directly (issue 32); Ed25519 is deterministic, so it must equal PyNaCl's."""
+    from nacl.signing import SigningKey
+
+    from engine.crypto.keys import sign, verify
+
+    key = SigningKey.generate()
+    assert sign(key, message) == bytes(key.sign(message).signature)
+    verify(bytes(key.verify_key), message, sign(key, message))

@@ -1,0 +1,348 @@
+"""Bulk paths beside their peers (issue 32), one command, one run, each pair interleaved:
+
+    .venv/bin/python bench/bulk.py [--entries 10000] [--notes 10000] [--file-mib 512] [--rounds 1]
+                                   [--before DIR] [--only kdbx,notes,restore,file]
+
+* ``kdbx``: `memories import keepassxc FILE.kdbx` (bench/moving.py's database, cached) against
+  `keepassxc-cli import` of the same entries exported as KeePass XML (a 100 ms KDF);
+* ``notes``: `memories import notes.jsonl` (bench/search.py's mixed English/Chinese notes)
+  against `keepassxc-cli import` of the same notes as KeePass XML;
+* ``restore``: `memories restore` of a backup of a home holding those notes against
+  `tar xf` of a tar of the same home;
+* ``file``: `memories file add` of a random file against `age -e -r` of the same file.
+
+Every step runs as its own process on a fresh target (an empty vault with a running engine
+for ours, as the peers start from nothing), ours and the peer back to back, alternating which
+goes first. With ``--before DIR`` (an older checkout, e.g. ``git archive COMMIT | tar -x -C DIR``)
+that tree's engine and CLI run the same step in the same round, so "before" and "after" share
+the load. Printed per step: median wall seconds, the ratio peer ÷ ours (speed relative to the
+peer: 1.0 is as fast, above is faster), and the CPU seconds each side used (our CLI plus our
+engine; on a shared, loaded machine wall time mostly measures the scheduler, CPU time does
+not), with the load average at the start and end. Prints; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.moving import PASSWORD as KDBX_PASSWORD  # noqa: E402 - the moving bench's database
+from bench.moving import build_kdbx  # noqa: E402
+from bench.search import note  # noqa: E402 - one note generator for the benches
+
+VAULT_PASSWORD = "bench vault password that is long enough"
+BACKUP_PASSWORD = "bench backup password, long enough"
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Tree:
+    """One checkout of memories: its CLI, run against homes of its own."""
+
+    def __init__(self, label: str, root: Path) -> None:
+        self.label, self.root = label, root
+
+    def run(self, home: Path, *args: str, stdin: str | None = None) -> str:
+        env = {**os.environ, "MEMORIES_KDF_TARGET_MS": "10", "PYTHONPATH": str(self.root)}
+        env.pop("MEMORIES_HOME", None)
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "--home", str(home), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.root,
+            check=False,
+            timeout=3600,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"[{self.label}] memories {' '.join(args[:2])} failed: {proc.stdout[:300]} {proc.stderr[:300]}")
+        return proc.stdout
+
+    def daemon_pid(self, home: Path) -> int:
+        return int(json.loads(self.run(home, "daemon", "status", "--json"))["pid"])
+
+    def fresh(self, home: Path) -> int:
+        """An empty vault with its engine running; the engine's pid."""
+        shutil.rmtree(home, ignore_errors=True)
+        self.run(home, "init", "--password-stdin", stdin=VAULT_PASSWORD + "\n")
+        return self.daemon_pid(home)
+
+    def stop(self, home: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"],
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(self.root)},
+            cwd=self.root,
+            check=False,
+            timeout=120,
+        )
+
+
+def _measure(step: Callable[[], object], daemon: int | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child processes and of the engine ``daemon``)."""
+    cpu0 = _children_cpu() + (_proc_cpu(daemon) if daemon else 0.0)
+    t0 = time.perf_counter()
+    step()
+    wall = time.perf_counter() - t0
+    return wall, _children_cpu() + (_proc_cpu(daemon) if daemon else 0.0) - cpu0
+
+
+def _peer(*argv: str, stdin: str | None = None) -> Callable[[], None]:
+    def run() -> None:
+        subprocess.run(argv, input=stdin, capture_output=True, text=True, check=True, timeout=3600)
+
+    return run
+
+
+Figures = dict[str, list[tuple[float, float]]]
+
+
+def _round(
+    trees: list[Tree],
+    ours: Callable[[Tree, int], tuple[float, float]],
+    peer: Callable[[int], tuple[float, float]],
+    n: int,
+    figures: Figures,
+) -> None:
+    """One round: every tree and the peer, the order alternating between rounds."""
+    steps: list[Tree | None] = [*trees, None]  # None: the peer
+    if n % 2:
+        steps.reverse()
+    for tree in steps:
+        label = "peer" if tree is None else tree.label
+        figures.setdefault(label, []).append(peer(n) if tree is None else ours(tree, n))
+
+
+def _report(title: str, figures: Figures) -> None:
+    peer_wall = statistics.median(w for w, _ in figures["peer"])
+    peer_cpu = statistics.median(c for _, c in figures["peer"])
+    print(f"{title}  (load {os.getloadavg()[0]:.1f})")
+    print(f"    {'peer':8s} {peer_wall:8.2f} s wall {peer_cpu:8.2f} s CPU")
+    for label, runs in figures.items():
+        if label == "peer":
+            continue
+        wall = statistics.median(w for w, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        print(
+            f"    {label:8s} {wall:8.2f} s wall {cpu:8.2f} s CPU   peer ÷ ours: {peer_wall / wall:5.2f}× wall, "
+            f"{peer_cpu / cpu:5.2f}× CPU"
+        )
+    sys.stdout.flush()
+
+
+def write_notes(path: Path, count: int) -> None:
+    rng = random.Random(32)
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(count):
+            item = dict(note(rng, i))
+            item["tags"] = [f"t{i % 50}"]
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def keepass_xml(notes: Path, target: Path) -> None:
+    """The notes as a KeePass 2 XML export (what `keepassxc-cli import` reads)."""
+    with open(target, "w", encoding="utf-8") as out:
+        out.write('<?xml version="1.0" encoding="utf-8" standalone="yes"?>\n<KeePassFile><Root><Group><Name>Root</Name>\n')
+        with open(notes, encoding="utf-8") as source:
+            for i, line in enumerate(source):
+                item = json.loads(line)
+                fields = {"Title": item["title"], "Notes": item["body"], "UserName": "", "Password": "", "URL": ""}
+                out.write(f"<Entry><UUID>{(i + 1).to_bytes(16, 'big').hex()}</UUID>")
+                out.write(f"<Tags>{escape(';'.join(item.get('tags', [])))}</Tags>")
+                for key, value in fields.items():
+                    out.write(f"<String><Key>{key}</Key><Value>{escape(value)}</Value></String>")
+                out.write("</Entry>\n")
+        out.write("</Group></Root></KeePassFile>\n")
+
+
+def keepassxc_import(xml: Path, work: Path) -> Callable[[int], tuple[float, float]]:
+    def step(n: int) -> tuple[float, float]:
+        target = work / f"peer-{n}.kdbx"
+        target.unlink(missing_ok=True)
+        # -t 100: a 100 ms KDF, like the test KDF ours runs with here.
+        return _measure(
+            _peer("keepassxc-cli", "import", "-q", "-p", "-t", "100", str(xml), str(target), stdin=f"{KDBX_PASSWORD}\n" * 2)
+        )
+
+    return step
+
+
+def bench_kdbx(trees: list[Tree], work: Path, entries: int, rounds: int, cache: Path) -> None:
+    db = cache / f"bench-{entries}.kdbx"
+    if not db.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        build_kdbx(db, entries)
+    xml = work / "export.xml"
+    with open(xml, "w", encoding="utf-8") as out:
+        subprocess.run(
+            ["keepassxc-cli", "export", "-f", "xml", str(db)],
+            input=KDBX_PASSWORD + "\n",
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=True,
+        )
+
+    def ours(tree: Tree, n: int) -> tuple[float, float]:
+        home = work / f"kdbx-{tree.label}"
+        daemon = tree.fresh(home)
+        try:
+            return _measure(
+                lambda: tree.run(
+                    home, "import", "keepassxc", str(db), "--kdbx-password-stdin", "--json", stdin=KDBX_PASSWORD + "\n"
+                ),
+                daemon,
+            )
+        finally:
+            tree.stop(home)
+
+    figures: Figures = {}
+    for n in range(rounds):
+        _round(trees, ours, keepassxc_import(xml, work), n, figures)
+    _report(f"import keepassxc of a {entries:,}-entry .kdbx  vs  keepassxc-cli import of its XML", figures)
+    xml.unlink()
+
+
+def bench_notes(trees: list[Tree], work: Path, notes: Path, count: int, rounds: int) -> None:
+    xml = work / "notes.xml"
+    keepass_xml(notes, xml)
+
+    def ours(tree: Tree, n: int) -> tuple[float, float]:
+        home = work / f"notes-{tree.label}"
+        daemon = tree.fresh(home)
+        try:
+            return _measure(lambda: tree.run(home, "import", str(notes), "--json"), daemon)
+        finally:
+            tree.stop(home)
+
+    figures: Figures = {}
+    for n in range(rounds):
+        _round(trees, ours, keepassxc_import(xml, work), n, figures)
+    _report(f"import {count:,} notes (JSONL)  vs  keepassxc-cli import of the same notes as XML", figures)
+
+
+def bench_restore(trees: list[Tree], work: Path, notes: Path, count: int, rounds: int) -> None:
+    # One home and backup, made by the first tree; every tree restores the same file.
+    maker = trees[0]
+    home = work / "backup-home"
+    maker.fresh(home)
+    maker.run(home, "import", str(notes))
+    maker.run(home, "sudo", "--password-stdin", stdin=VAULT_PASSWORD + "\n")
+    backup = work / "home.backup"
+    maker.run(home, "backup", "create", str(backup), "--password-stdin", stdin=BACKUP_PASSWORD + "\n")
+    maker.stop(home)
+    tarball = work / "home.tar"
+    subprocess.run(["tar", "cf", str(tarball), "-C", str(work), "backup-home"], check=True)
+
+    def ours(tree: Tree, n: int) -> tuple[float, float]:
+        target = work / f"restored-{tree.label}"
+        shutil.rmtree(target, ignore_errors=True)
+        tree.run(target, "daemon", "start")  # an engine start is not part of a restore's cost
+        daemon = tree.daemon_pid(target)
+        try:
+            return _measure(
+                lambda: tree.run(
+                    target, "restore", str(backup), "--password-stdin", stdin=f"{BACKUP_PASSWORD}\n{VAULT_PASSWORD}\n"
+                ),
+                daemon,
+            )
+        finally:
+            tree.stop(target)
+
+    def peer(n: int) -> tuple[float, float]:
+        target = work / "untarred"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        return _measure(_peer("tar", "xf", str(tarball), "-C", str(target)))
+
+    figures: Figures = {}
+    for n in range(rounds):
+        _round(trees, ours, peer, n, figures)
+    _report(f"restore of a {count:,}-note home  vs  tar xf of the same home", figures)
+
+
+def bench_file(trees: list[Tree], work: Path, mib: int, rounds: int) -> None:
+    blob = work / "random.bin"
+    with open(blob, "wb") as out:
+        for _ in range(mib):
+            out.write(os.urandom(2**20))
+    identity = work / "age.key"
+    subprocess.run(["age-keygen", "-o", str(identity)], capture_output=True, check=True)
+    recipient = next(line.split(": ", 1)[1] for line in identity.read_text().splitlines() if "public key" in line)
+    homes = {tree.label: work / f"file-{tree.label}" for tree in trees}
+    daemons = {tree.label: tree.fresh(homes[tree.label]) for tree in trees}
+
+    def ours(tree: Tree, n: int) -> tuple[float, float]:
+        return _measure(lambda: tree.run(homes[tree.label], "file", "add", str(blob), "--json"), daemons[tree.label])
+
+    def peer(n: int) -> tuple[float, float]:
+        return _measure(_peer("age", "-e", "-r", recipient, "-o", str(work / "blob.age"), str(blob)))
+
+    figures: Figures = {}
+    try:
+        for n in range(rounds):
+            _round(trees, ours, peer, n, figures)
+    finally:
+        for tree in trees:
+            tree.stop(homes[tree.label])
+    _report(f"file add of {mib} MiB  vs  age -e -r of the same file", figures)
+    blob.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--file-mib", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--before", type=Path, help="an older checkout to run the same steps against, interleaved")
+    parser.add_argument("--only", default="kdbx,notes,restore,file")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "memories-bench-moving")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    trees = [Tree("after", ROOT)] + ([Tree("before", args.before.resolve())] if args.before else [])
+    missing = [tool for tool in ("keepassxc-cli", "tar", "age", "age-keygen") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(f"missing peers: {', '.join(missing)} (scripts/test's apt list installs them)")
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs", flush=True)
+    with tempfile.TemporaryDirectory(prefix="memories-bench-bulk-") as tmp:
+        work = Path(tmp)
+        notes = work / "notes.jsonl"
+        write_notes(notes, args.notes)
+        if "kdbx" in only:
+            bench_kdbx(trees, work, args.entries, args.rounds, args.cache)
+        if "notes" in only:
+            bench_notes(trees, work, notes, args.notes, args.rounds)
+        if "restore" in only:
+            bench_restore(trees, work, notes, args.notes, args.rounds)
+        if "file" in only:
+            bench_file(trees, work, args.file_mib, args.rounds)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
