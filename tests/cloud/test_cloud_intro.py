@@ -41,6 +41,8 @@ def test_a_good_introduction_names_its_device_and_user() -> None:
         (_good()[:-1] + bytes([_good()[-1] ^ 1]), TO, DIR),  # one bit of the signature flipped
         (INTRO_MAGIC + b"\x00" * 5000, TO, DIR),  # over the size bound
     ],
+    # Named, not derived from the (random) keys: pytest-xdist workers must collect the same IDs.
+    ids=["another-device", "another-path", "forged-sender", "unsigned-certificate", "flipped-signature", "oversized"],
 )
 def test_a_wrong_introduction_is_refused(data: bytes, to: bytes, dirname: str) -> None:
     with pytest.raises(MemoriesError) as caught:
