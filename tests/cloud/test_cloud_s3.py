@@ -219,6 +219,58 @@ def test_a_lock_during_the_transfer_voids_the_ack_and_the_retry_resends_the_same
         relay.stop()
 
 
+def test_a_lock_cancels_a_transfer_stuck_on_a_hung_endpoint_and_the_next_sync_resumes_st12(
+    s3: S3Server, pair: tuple[Cli, Cli], request: pytest.FixtureRequest
+) -> None:
+    """ST-12, CL-3: the bucket endpoint accepts the object upload and never answers (a real
+    socket that hangs, never released here). A lock cancels the transfer: the sync answers
+    `locked` (not a connection its engine's restart had to cut after giving up on the drain),
+    the engine is locked and serving again, nothing was acknowledged or half-stored, and after
+    an unlock the next sync sends the same object and completes."""
+    a, _ = pair
+    bucket = _bucket(s3, request)
+    port = int(s3.endpoint.rsplit(":", 1)[1])
+    relay = HoldingRelay(port).start()
+    try:
+        add_account(a, relay.endpoint, bucket)
+        a.put("Stuck upload", "stuck-body")
+        relay.requests.clear()
+        relay.hold_on = b"/o/"  # the first object upload: accepted, then no answer, ever
+        proc = subprocess.Popen(
+            a.command("cloud", "sync", "--json"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=a.environ(),
+        )
+        try:
+            assert relay.held.wait(60), "the object upload never started"
+            assert a.ok("lock") == {"locked": True}
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode != 0
+        # Cancelled by the lock, answered on its own connection: not cut off by the restart.
+        assert json.loads(out)["error"]["code"] == "locked", out
+        assert a.ok("status") == {"state": "locked"}
+        assert not any(k.startswith(("o/", "d/")) for k in bucket_objects(s3, bucket))  # nothing half-stored
+        a.unlock()
+        assert a.ok("cloud", "accounts")["accounts"][0]["outbox"] == 1  # not acknowledged
+        stuck = [p for m, p in relay.requests if m == "PUT" and "/o/" in p]
+        relay.hold_on = None
+        relay.requests.clear()
+        retried = a.ok("cloud", "sync")
+        assert retried["uploaded"] == 1 and retried["enqueued"] == 0
+        assert [p for m, p in relay.requests if m == "PUT" and "/o/" in p] == stuck  # the same object, resumed
+        assert a.ok("cloud", "accounts")["accounts"][0]["outbox"] == 0
+        assert len([k for k in bucket_objects(s3, bucket) if k.startswith("o/")]) == 1
+    finally:
+        relay.stop()
+
+
 def test_keys_never_leave_the_engine(s3: S3Server, vault: Cli, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """CL-2 (and BK-1): the S3 keys are stored sealed and never come back: not in `cloud
     accounts`, `cloud sync` or `status` answers, not in any file of the data home (store,
