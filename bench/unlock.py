@@ -13,7 +13,12 @@ daemon:
   * unlock right after lock — the same with no pause: the engine is still re-executing
     (ST-12) when the unlock arrives, the worst case of what that restart costs;
   * fresh engine — a daemon started just before the unlock: its dictionary load (if the
-    segmenter needs one) competes with the unlock.
+    segmenter needs one) competes with the unlock;
+  * locked in place — the peer for "unlock right after lock": the same checkout's engine
+    with ``MEMORIES_TEST_FAULTS=lock_in_place``, whose lock keeps the process as every lock
+    did before ST-12 (a long-running engine, locked and unlocked), on its own copy of the
+    vault, measured in the same interleaved rounds. The last line prints the ratio of unlock
+    + first ``get`` beyond the KDF, just re-executed / locked in place.
 
 "Beyond the KDF" is unlock-to-first-answer minus the KDF measured in the same round.
 Issue 20's target: the first ``get`` ≤ 0.3 s beyond the KDF. ``--baseline ROOT`` runs the
@@ -85,14 +90,19 @@ class Engine:
     root: Path
     home: Path
     asset: str = ""
+    faults: str = ""  # MEMORIES_TEST_FAULTS for its daemon (the in-place peer)
     kdf: list[float] = field(default_factory=list)
     # label -> op -> seconds from the unlock request until that op answered, minus the KDF
     beyond: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMORIES_KDF_TARGET_MS", "MEMORIES_TEST_FAULTS")}
+        if self.faults:
+            env["MEMORIES_TEST_FAULTS"] = self.faults
         subprocess.Popen(
             [sys.executable, "-m", "engine.cli", "--home", str(self.home), "daemon", "run"],
             cwd=self.root,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -151,7 +161,8 @@ def main() -> None:
         engines = [Engine("this checkout", ROOT, Path(tmp) / "this")]
         if args.baseline is not None:
             engines.append(Engine(f"baseline {args.baseline}", args.baseline.resolve(), Path(tmp) / "baseline"))
-        for engine in engines:
+        in_place = Engine("locked in place, as before ST-12", ROOT, Path(tmp) / "in-place", faults="lock_in_place")
+        for engine in [*engines, in_place]:
             shutil.copytree(source, engine.home, ignore=shutil.ignore_patterns("*.sock", "engine.lock", "run", "logs"))
         store = StoreFile.open(Paths(engines[0].home).store)
         params = store.kdf
@@ -159,7 +170,7 @@ def main() -> None:
         load = os.getloadavg()[0]
         print(f"KDF: Argon2id opslimit {params.opslimit}, memlimit {params.memlimit >> 20} MiB; load average {load:.1f}")
         try:
-            for engine in engines:
+            for engine in [*engines, in_place]:
                 engine.start()
                 with IpcClient(Paths(engine.home).socket) as client:
                     client.request({"op": "unlock", "password": PASSWORD}, timeout=120)
@@ -169,7 +180,7 @@ def main() -> None:
                 for engine in order.sample(engines, len(engines)):
                     time.sleep(2)  # let the previous unlock's background work (index, signatures) settle
                     engine.round("running engine", params)
-                for engine in order.sample(engines, len(engines)):
+                for engine in order.sample([*engines, in_place], len(engines) + 1):
                     time.sleep(2)
                     engine.round("unlock right after lock", params)
                 for engine in order.sample(engines, len(engines)):
@@ -177,7 +188,7 @@ def main() -> None:
                     engine.start()
                     engine.round("fresh engine", params)
         finally:
-            for engine in engines:
+            for engine in [*engines, in_place]:
                 subprocess.run(
                     [sys.executable, "-m", "engine.cli", "--home", str(engine.home), "daemon", "stop"],
                     cwd=engine.root,
@@ -195,6 +206,14 @@ def main() -> None:
             print(f"  first get after unlock, running engine: {get * 1000:.0f} ms beyond the KDF (target <= 300 ms)")
             worst = max(engine.beyond["unlock right after lock"]["unlock"])
             print(f"  unlock right after lock, slowest round: {worst * 1000:.0f} ms beyond the KDF (ST-12 target <= 1000 ms)")
+        peer = statistics.median(in_place.beyond["unlock right after lock"]["first get"])
+        print(f"[{in_place.name}] unlock right after lock: unlock + first get {peer * 1000:.0f} ms beyond the KDF")
+        for engine in engines:
+            ours = statistics.median(engine.beyond["unlock right after lock"]["first get"])
+            print(
+                f"unlock + first get beyond the KDF right after a lock, [{engine.name}] re-executed / locked in place: "
+                f"{ours * 1000:.0f} / {peer * 1000:.0f} ms = {ours / max(peer, 1e-3):.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from engine.config import EngineConfig, Paths
+from engine.crypto.kdf import DerivationAhead
 from engine.crypto.keys import SignatureError
 from engine.errors import MemoriesError
 from engine.jobs.background import BackgroundWork
@@ -106,6 +107,9 @@ class Service:
         self.held_plaintext = False
         # Set by the daemon, which does the re-execution (an in-process Service has no one to).
         self.restart_on_lock = False
+        # An unlock's KDF that a re-executed engine started while it loaded (engine/daemon.py):
+        # the next unlock takes it (or derives its own); a lock drops it.
+        self.kdf_ahead: DerivationAhead | None = None
         # Called (from any thread) when a restart or shutdown was asked for: wakes the daemon.
         self.wake: Callable[[], None] = lambda: None
         # What outlives the re-execution, by name: (save -> JSON value, restore(value)). Only
@@ -273,6 +277,9 @@ class Service:
             if self.held_plaintext and reason != "shutdown" and self.restart_on_lock:
                 self.restart_pending.set()
             self.vault.wipe()
+            ahead, self.kdf_ahead = self.kdf_ahead, None
+            if ahead is not None:
+                ahead.drop()
             self.session.bump_generation()
             self.background.cancel_on_lock()
             for listener in self.on_lock:

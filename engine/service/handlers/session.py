@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from engine import __version__
-from engine.crypto.kdf import calibrate
+from engine.crypto.kdf import DerivationAhead, calibrate
 from engine.crypto.keys import new_identity
 from engine.errors import MemoriesError
 from engine.service import requests as rq
@@ -107,7 +107,7 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
         return {"initialized": True, "unlocked": True, "kdf": {"opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}}
 
 
-def _check_password(service: Service, password: str, *, prefetch: bool = False) -> bytes:
+def _check_password(service: Service, password: str, *, prefetch: bool = False, ahead: DerivationAhead | None = None) -> bytes:
     """Run the KDF outside the service lock, throttled (bounded tries per minute).
 
     The budget slot is taken before the KDF starts (concurrent attempts cannot overrun it)
@@ -116,20 +116,24 @@ def _check_password(service: Service, password: str, *, prefetch: bool = False) 
     """
     store = service.require_store()
     with service.session.password_attempt():
-        return store.check_password(password, prefetch=prefetch)
+        return store.check_password(password, prefetch=prefetch, ahead=ahead)
 
 
 @op(rq.Unlock, needs_unlock=False, lock_free=True)
 def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, Any]:
+    # Whatever happens next, a derivation started during the engine's load is used once at most.
+    ahead, service.kdf_ahead = service.kdf_ahead, None
     store = service.require_store()
     if service.state is not None:
+        if ahead is not None:
+            ahead.drop()
         service.session.touch()
         return {"unlocked": True, "already": True}
     service.refuse_while_restarting()
     refuse_dumps()  # before the password arrives in a key (ST-12): no core file, no same-user ptrace
     for warm in service.before_unlock:
         warm()
-    master = _check_password(service, request.password, prefetch=True)
+    master = _check_password(service, request.password, prefetch=True, ahead=ahead)
     with service.lock:
         if service.state is None:
             store.install_master(master)
