@@ -29,6 +29,7 @@ on a copy of the same vault, interleaved, so before and after come from one run.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import random
 import shutil
@@ -162,6 +163,10 @@ def main() -> None:
         if args.baseline is not None:
             engines.append(Engine(f"baseline {args.baseline}", args.baseline.resolve(), Path(tmp) / "baseline"))
         in_place = Engine("locked in place, as before ST-12", ROOT, Path(tmp) / "in-place", faults="lock_in_place")
+        for root in {engine.root for engine in engines}:
+            # As an install has them (pip compiles on install): a checkout run with
+            # PYTHONDONTWRITEBYTECODE would otherwise compile every module at every engine start.
+            compileall.compile_dir(root / "engine", quiet=1)
         for engine in [*engines, in_place]:
             shutil.copytree(source, engine.home, ignore=shutil.ignore_patterns("*.sock", "engine.lock", "run", "logs"))
         store = StoreFile.open(Paths(engines[0].home).store)
