@@ -254,6 +254,7 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
                 started = _derive_ahead(body, inherited.kdf)
                 if started is not None:
                     ahead.append(started)
+                    log.info("unlock: its KDF started while the engine loads")
         service = await asyncio.shield(loaded)
         # Namespace, surface and uid come from the kernel; the label only names the program.
         client = take_client_label(body)
