@@ -95,6 +95,8 @@ class Engine:
     kdf: list[float] = field(default_factory=list)
     # label -> op -> seconds from the unlock request until that op answered, minus the KDF
     beyond: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # label -> seconds from the unlock request until the first get answered (KDF included)
+    total: dict[str, list[float]] = field(default_factory=dict)
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("MEMORIES_KDF_TARGET_MS", "MEMORIES_TEST_FAULTS")}
@@ -143,6 +145,7 @@ class Engine:
             answered["then list"] = time.perf_counter()
             client.request({"op": "search", "query": "coffee travel", "wait_ms": 0}, timeout=120)
             answered["then search (partial ok)"] = time.perf_counter()
+            self.total.setdefault(label, []).append(answered["first get"] - started)
             ops = self.beyond.setdefault(label, {})
             for op, at in answered.items():
                 ops.setdefault(op, []).append(at - started - kdf)
@@ -211,13 +214,19 @@ def main() -> None:
             print(f"  first get after unlock, running engine: {get * 1000:.0f} ms beyond the KDF (target <= 300 ms)")
             worst = max(engine.beyond["unlock right after lock"]["unlock"])
             print(f"  unlock right after lock, slowest round: {worst * 1000:.0f} ms beyond the KDF (ST-12 target <= 1000 ms)")
-        peer = statistics.median(in_place.beyond["unlock right after lock"]["first get"])
-        print(f"[{in_place.name}] unlock right after lock: unlock + first get {peer * 1000:.0f} ms beyond the KDF")
+        label = "unlock right after lock"
+        peer = statistics.median(in_place.beyond[label]["first get"])
+        peer_total = statistics.median(in_place.total[label])
+        print(f"[{in_place.name}] {label}: first get {peer * 1000:.0f} ms beyond the KDF")
         for engine in engines:
-            ours = statistics.median(engine.beyond["unlock right after lock"]["first get"])
+            ours = statistics.median(engine.beyond[label]["first get"])
+            ours_total = statistics.median(engine.total[label])
+            # The ratio of the whole wait (KDF included) stays meaningful on a loaded machine,
+            # where the KDF measured here and the one in the engine can differ by seconds.
             print(
-                f"unlock + first get beyond the KDF right after a lock, [{engine.name}] re-executed / locked in place: "
-                f"{ours * 1000:.0f} / {peer * 1000:.0f} ms = {ours / max(peer, 1e-3):.1f}x"
+                f"unlock + first get right after a lock, [{engine.name}] re-executed / locked in place: "
+                f"{ours_total * 1000:.0f} / {peer_total * 1000:.0f} ms = {ours_total / peer_total:.2f}x "
+                f"(beyond the KDF: {ours * 1000:.0f} / {peer * 1000:.0f} ms)"
             )
 
 

@@ -312,8 +312,11 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
     # GIL, ~70 MB, no secrets) a few seconds after start, so the first requests are not
     # delayed and a later first unlock is as fast as any other. An unlock that comes sooner
     # warms it itself, during its KDF. An engine that re-executed after a lock warms at once:
-    # the lock's answer is out, and the next request is most likely the next unlock (ST-12).
-    warm_after = 0.0 if inherited is not None else WARM_AFTER_SECONDS
+    # the lock's answer is out, and the next request is most likely the next unlock (ST-12) —
+    # unless that unlock is already here (its KDF ran during the load): then its decoding
+    # comes first, and the warm-up waits as in a fresh engine.
+    unlock_waiting = service.kdf_ahead is not None
+    warm_after = 0.0 if inherited is not None and not unlock_waiting else WARM_AFTER_SECONDS
     loop.call_later(warm_after, lambda: [warm() for warm in service.before_unlock])
     restart: _Restart | None = None
     try:

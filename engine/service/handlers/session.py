@@ -131,8 +131,12 @@ def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, An
         return {"unlocked": True, "already": True}
     service.refuse_while_restarting()
     refuse_dumps()  # before the password arrives in a key (ST-12): no core file, no same-user ptrace
-    for warm in service.before_unlock:
-        warm()
+    if ahead is None:
+        for warm in service.before_unlock:
+            warm()
+    # else: the KDF ran during the engine's load, so there is no idle core to warm on; warming
+    # now would slow the decoding this unlock waits for (the daemon warms a few seconds later,
+    # and the segmenter loads itself if the index build needs it first).
     master = _check_password(service, request.password, prefetch=True, ahead=ahead)
     with service.lock:
         if service.state is None:
