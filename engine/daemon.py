@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from logging.handlers import RotatingFileHandler
 from typing import TYPE_CHECKING, Any
@@ -224,6 +225,16 @@ def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
     return service
 
 
+def _warm(service: Service) -> None:
+    """The features' warm-ups (they start their own threads), and the modules imported on first
+    use (engine/lazy_import.py) on a thread of their own: library code only, no vault data."""
+    from engine import lazy_import
+
+    for warm in service.before_unlock:
+        warm()
+    threading.Thread(target=lazy_import.warm, name="memories-warm-imports", daemon=True).start()
+
+
 def _while_loading(op: object, paths: Paths) -> dict[str, Any] | None:
     """A re-executed engine answers the desktop's status probes while it still loads its
     modules (about a second of CPU): it is locked and initialized, as the one before it left
@@ -317,7 +328,7 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
     # comes first, and the warm-up waits as in a fresh engine.
     unlock_waiting = service.kdf_ahead is not None
     warm_after = 0.0 if inherited is not None and not unlock_waiting else WARM_AFTER_SECONDS
-    loop.call_later(warm_after, lambda: [warm() for warm in service.before_unlock])
+    loop.call_later(warm_after, _warm, service)
     restart: _Restart | None = None
     try:
         while not stop.is_set() and not service.shutdown_event.is_set() and not service.restart_pending.is_set():
