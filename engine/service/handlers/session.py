@@ -121,12 +121,19 @@ def _check_password(service: Service, password: str, *, prefetch: bool = False, 
 
 @op(rq.Unlock, needs_unlock=False, lock_free=True)
 def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, Any]:
-    # Whatever happens next, a derivation started during the engine's load is used once at most.
+    # Whatever happens, a derivation started during the engine's load is used once at most and
+    # forgotten when this request ends (refused, rate-limited, already unlocked or done).
     ahead, service.kdf_ahead = service.kdf_ahead, None
-    store = service.require_store()
-    if service.state is not None:
+    try:
+        return _unlock(service, request, ahead)
+    finally:
         if ahead is not None:
             ahead.drop()
+
+
+def _unlock(service: Service, request: rq.Unlock, ahead: DerivationAhead | None) -> dict[str, Any]:
+    store = service.require_store()
+    if service.state is not None:
         service.session.touch()
         return {"unlocked": True, "already": True}
     service.refuse_while_restarting()
