@@ -6,6 +6,8 @@ third of that load and serves only network features (cloud, sync, cards' header 
 hosted models): the modules that use it name it through :class:`LazyModule`, which imports
 it on the first attribute read, and :func:`warm` imports it in the background once the
 engine is loaded (the daemon's warm-up), so the first cloud or sync request rarely pays.
+numpy likewise: only the search index's word postings and vectors compute with it, in the
+index build that follows an unlock, not in the unlock itself.
 
 Stdlib only and cheap.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 __all__ = ["LazyModule", "DEFERRED", "warm"]
 
-DEFERRED = ("aiohttp", "aiohttp.web")
+DEFERRED = ("aiohttp", "aiohttp.web", "numpy")
 
 
 class LazyModule:
