@@ -33,7 +33,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from logging.handlers import RotatingFileHandler
 from typing import TYPE_CHECKING, Any
@@ -226,13 +225,10 @@ def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
 
 
 def _warm(service: Service) -> None:
-    """The features' warm-ups (they start their own threads), and the modules imported on first
-    use (engine/lazy_import.py) on a thread of their own: library code only, no vault data."""
-    from engine import lazy_import
-
+    """The warm-ups (Jieba's dictionary, the modules imported on first use): each starts its own
+    thread and loads library code and data files only, no vault data."""
     for warm in service.before_unlock:
         warm()
-    threading.Thread(target=lazy_import.warm, name="memories-warm-imports", daemon=True).start()
 
 
 def _while_loading(op: object, paths: Paths) -> dict[str, Any] | None:

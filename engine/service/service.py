@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from engine import lazy_import
 from engine.config import EngineConfig, Paths
 from engine.crypto.kdf import DerivationAhead
 from engine.crypto.keys import SignatureError
@@ -88,7 +89,8 @@ class Service:
         # Called (without the service lock) when an unlock starts, before the KDF, and once by
         # the daemon shortly after it starts: a feature can warm what it will need (the KDF
         # leaves the other core idle for ~0.5 s). Must return at once (start a thread).
-        self.before_unlock: list[Callable[[], None]] = []
+        # The third-party modules imported on first use (engine/lazy_import.py) come first.
+        self.before_unlock: list[Callable[[], None]] = [lazy_import.warm_in_background]
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
         # DesktopStatus contributors: each returns counts only, e.g. {"connections": 2,
