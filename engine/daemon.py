@@ -213,6 +213,14 @@ def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
     from engine.service import handlers  # noqa: F401  (registers every op)
     from engine.service.service import Service
 
+    if inherited is None:
+        # A fresh engine loads what engine/lazy_import.py defers before it serves, as it always
+        # did: nothing waits on its start but the start itself. Only a re-executed engine, whose
+        # load an unlock right after the lock may be waiting for, leaves them to its warm-up.
+        from engine import lazy_import
+
+        lazy_import.warm()
+
     service = Service(paths, load_config(paths))
     # POSIX only: Windows has no execve that keeps the process (SECURITY.md says so).
     service.restart_on_lock = os.name == "posix"
