@@ -12,6 +12,13 @@ listening socket, the idle connections and the writer lock's descriptor stay ope
 the ``exec``; a small description of them (and the few content-free facts that outlive a
 lock, ``Service.carried``) travels in an anonymous file named by ``MEMORIES_ENGINE_HANDOVER``.
 Clients never see the socket missing: what they send meanwhile waits in the kernel.
+
+The successor loads its modules (about a second of one core, several on a busy machine)
+while it already serves the handed-over socket. An unlock that arrives meanwhile starts its
+KDF at once (the store's public KDF parameters come with the hand-over), so the load and
+the derivation share the two cores instead of adding up; and once loaded, a re-executed
+engine warms what an unlock needs next (the segmenter's dictionary) right away, from its
+own code and data files only: it has seen no password and opens no vault row for that.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from engine.service.caller import Caller, take_client_label
 from engine.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
+    from engine.crypto.kdf import DerivationAhead
     from engine.service.service import Service, Unlocked
     from engine.vault.revision import Revision
 
@@ -61,6 +69,9 @@ class _Inherited:
     lock_fd: int
     handover: Handover
     carried: dict[str, Any]
+    # The store's KDF parameters (public: they sit in clear in the store header), so an unlock
+    # that arrives while this engine loads can start its derivation at once.
+    kdf: dict[str, Any] | None = None
 
 
 def _take_inherited() -> _Inherited | None:
@@ -72,15 +83,18 @@ def _take_inherited() -> _Inherited | None:
         data = json.loads(handle.read())
     handover = Handover(int(data["listener"]), [int(fd) for fd in data["connections"]])
     carried = data["carried"] if isinstance(data.get("carried"), dict) else {}
-    return _Inherited(int(data["lock"]), handover, carried)
+    kdf = data.get("kdf") if isinstance(data.get("kdf"), dict) else None
+    return _Inherited(int(data["lock"]), handover, carried, kdf)
 
 
-def _reexec(lock_fd: int, handover: Handover, carried: dict[str, Any]) -> None:
+def _reexec(lock_fd: int, handover: Handover, carried: dict[str, Any], kdf: dict[str, Any] | None = None) -> None:
     """Replace this process's image with a fresh engine that serves the same descriptors.
 
     ``sys.orig_argv`` keeps the interpreter's own flags (-I, -P, -X ...) as we were started.
     """
-    blob = json.dumps({"lock": lock_fd, "listener": handover.listener, "connections": handover.connections, "carried": carried})
+    blob = json.dumps(
+        {"lock": lock_fd, "listener": handover.listener, "connections": handover.connections, "carried": carried, "kdf": kdf}
+    )
     memfd = getattr(os, "memfd_create", None)
     if memfd is not None:
         fd = memfd("memories-handover")
@@ -159,17 +173,53 @@ def _inject_test_faults(service: Service) -> None:
             raise RuntimeError("injected fault after commit")
 
         OPS["put"] = dataclasses.replace(spec, handler=failing_put)
+    if "lock_in_place" in faults:
+        # bench/unlock.py's peer: a lock that keeps the process, as before ST-12 (never in use).
+        service.restart_on_lock = False
 
 
 @dataclasses.dataclass
 class _Restart:
     handover: Handover
     carried: dict[str, Any]
+    kdf: dict[str, Any] | None = None
+
+
+def _kdf_of(service: Service) -> dict[str, Any] | None:
+    """The store's public KDF parameters, for the hand-over (JSON: the salt as hex)."""
+    store = service.store
+    if store is None:
+        return None
+    return {"salt": store.kdf.salt.hex(), "opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}
+
+
+def _derive_ahead(body: dict[str, Any], kdf: dict[str, Any] | None) -> DerivationAhead | None:
+    """Start an unlock's KDF while the engine still loads (the unlock handler checks it)."""
+    password = body.get("password")
+    if kdf is None or not isinstance(password, str):
+        return None
+    from engine.crypto.kdf import DerivationAhead, KdfParams
+    from engine.service.memory import refuse_dumps
+
+    try:
+        params = KdfParams(salt=bytes.fromhex(str(kdf["salt"])), opslimit=int(kdf["opslimit"]), memlimit=int(kdf["memlimit"]))
+    except (KeyError, TypeError, ValueError):
+        return None  # the unlock derives its own key as usual
+    refuse_dumps()  # as the unlock handler does before a password becomes a key
+    return DerivationAhead(password, params)
 
 
 def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
     from engine.service import handlers  # noqa: F401  (registers every op)
     from engine.service.service import Service
+
+    if inherited is None:
+        # A fresh engine loads what engine/lazy_import.py defers before it serves, as it always
+        # did: nothing waits on its start but the start itself. Only a re-executed engine, whose
+        # load an unlock right after the lock may be waiting for, leaves them to its warm-up.
+        from engine import lazy_import
+
+        lazy_import.warm()
 
     service = Service(paths, load_config(paths))
     # POSIX only: Windows has no execve that keeps the process (SECURITY.md says so).
@@ -180,6 +230,13 @@ def _new_service(paths: Paths, inherited: _Inherited | None) -> Service:
                 service.carried[name][1](value)
     _inject_test_faults(service)
     return service
+
+
+def _warm(service: Service) -> None:
+    """The warm-ups (Jieba's dictionary, the modules imported on first use): each starts its own
+    thread and loads library code and data files only, no vault data."""
+    for warm in service.before_unlock:
+        warm()
 
 
 def _while_loading(op: object, paths: Paths) -> dict[str, Any] | None:
@@ -200,6 +257,7 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
     executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memories-op")
     loop = asyncio.get_running_loop()
     loaded: asyncio.Future[Service] = loop.create_future()
+    ahead: list[DerivationAhead] = []  # at most one: the first unlock that arrived during the load
 
     async def handle(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
         op = body.get("op") if isinstance(body.get("op"), str) else "?"
@@ -207,6 +265,11 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
             early = _while_loading(op, paths)
             if early is not None:
                 return early
+            if op == "unlock" and not ahead and inherited is not None:
+                started = _derive_ahead(body, inherited.kdf)
+                if started is not None:
+                    ahead.append(started)
+                    log.info("unlock: its KDF started while the engine loads")
         service = await asyncio.shield(loaded)
         # Namespace, surface and uid come from the kernel; the label only names the program.
         client = take_client_label(body)
@@ -244,6 +307,8 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
     else:
         service = _new_service(paths, None)
         await server.start()
+    if ahead:
+        service.kdf_ahead = ahead.pop()  # set before any waiting request runs
     loaded.set_result(service)
     stop = asyncio.Event()
     wake = asyncio.Event()  # a lock asked for the re-execution, or a shutdown op for the exit
@@ -261,8 +326,13 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
     # Warm what the first unlock will need (Jieba's dictionary: ~1 s of one core holding the
     # GIL, ~70 MB, no secrets) a few seconds after start, so the first requests are not
     # delayed and a later first unlock is as fast as any other. An unlock that comes sooner
-    # warms it itself, during its KDF.
-    loop.call_later(WARM_AFTER_SECONDS, lambda: [warm() for warm in service.before_unlock])
+    # warms it itself, during its KDF. An engine that re-executed after a lock warms at once:
+    # the lock's answer is out, and the next request is most likely the next unlock (ST-12) —
+    # unless that unlock is already here (its KDF ran during the load): then its decoding
+    # comes first, and the warm-up waits as in a fresh engine.
+    unlock_waiting = service.kdf_ahead is not None
+    warm_after = 0.0 if inherited is not None and not unlock_waiting else WARM_AFTER_SECONDS
+    loop.call_later(warm_after, _warm, service)
     restart: _Restart | None = None
     try:
         while not stop.is_set() and not service.shutdown_event.is_set() and not service.restart_pending.is_set():
@@ -275,7 +345,7 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
             stopping()
         if service.restart_pending.is_set() and not stop.is_set() and not service.shutdown_event.is_set():
             handover = await server.hand_over(DRAIN_SECONDS)
-            restart = _Restart(handover, {})
+            restart = _Restart(handover, {}, _kdf_of(service))
         else:
             await server.close()
         service.lock_now("shutdown")
@@ -321,7 +391,7 @@ def run_daemon(paths: Paths) -> int:
         _setup_logging(paths)
         restart = asyncio.run(_serve(paths, inherited))
         if restart is not None and lock.fd is not None:
-            _reexec(lock.fd, restart.handover, restart.carried)
+            _reexec(lock.fd, restart.handover, restart.carried, restart.kdf)
             return 1  # only when the exec failed
         return 0
     except MemoriesError as exc:

@@ -30,6 +30,10 @@ __all__ = ["TrayInstance", "OPEN_REQUEST"]
 
 OPEN_REQUEST = b"open\n"
 _CONNECT_WAIT = 5.0  # the first tray may hold the lock a moment before it listens
+# How long either side waits on the other over the instance socket. Both are local, but on a
+# loaded machine a busy tray's accept thread can take seconds to get the GIL: a short bound
+# made the later start give up and ask again, and the first tray opened its dashboard twice.
+_PEER_WAIT = 30.0
 
 
 class TrayInstance:
@@ -105,7 +109,7 @@ class TrayInstance:
             except OSError:
                 return  # closed at quit
             with conn:
-                conn.settimeout(2.0)
+                conn.settimeout(_PEER_WAIT)
                 try:
                     request = conn.recv(len(OPEN_REQUEST))
                 except OSError:
@@ -119,13 +123,18 @@ class TrayInstance:
     def _ask_first_tray(self) -> bool:
         end = time.monotonic() + _CONNECT_WAIT
         while True:
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                    conn.settimeout(2.0)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(_PEER_WAIT)
+                try:
                     conn.connect(os.fspath(self.socket_path))
+                except OSError:  # not listening yet: try again, bounded
+                    if time.monotonic() >= end:
+                        return False
+                    time.sleep(0.1)
+                    continue
+                # Asked once: never again (a second request would open a second dashboard).
+                try:
                     conn.sendall(OPEN_REQUEST)
                     return conn.recv(3) == b"ok\n"
-            except OSError:
-                if time.monotonic() >= end:
+                except OSError:
                     return False
-                time.sleep(0.1)

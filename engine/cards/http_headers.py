@@ -12,11 +12,15 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import MemoriesError
+from engine.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import aiohttp
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    aiohttp = LazyModule("aiohttp")
 
 __all__ = ["AuthHeader", "auth_headers", "headers_from_credential", "HttpOutcome", "send"]
 

@@ -94,7 +94,7 @@ def cmd_put(ctx: Context, args: argparse.Namespace) -> int:
     if body is None and stdin_is_terminal() and not ctx.json_output:
         from engine.cli.editor import Draft, edit_draft
 
-        draft = edit_draft(Draft(title=title or "", tags=list(tags), meta=dict(meta)))
+        draft = edit_draft(Draft(title=title or "", tags=list(tags), meta=dict(meta)), ctx.paths.home)
         if draft is None:
             ctx.emit({"saved": False}, "No changes; nothing was saved.")
             return 0
@@ -221,7 +221,7 @@ def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
         from engine.cli.editor import Draft, edit_draft
 
         before = Draft(current["title"], list(current["tags"]), dict(current["meta"]), current["body"])
-        after = edit_draft(before)
+        after = edit_draft(before, ctx.paths.home)
         if after is None:
             ctx.emit({"saved": False}, "No changes; nothing was saved.")
             return 0

@@ -24,8 +24,8 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine.cli.context import UsageError
 from engine.errors import MemoriesError
@@ -159,11 +159,16 @@ def editor_command() -> list[str]:
     return words
 
 
-def edit_draft(draft: Draft, name: str = "memory.md") -> Draft | None:
-    """Open ``draft`` in the editor; the edited draft, or None if the file was left as it was."""
+def edit_draft(draft: Draft, home: Path, name: str = "memory.md") -> Draft | None:
+    """Open ``draft`` in the editor; the edited draft, or None if the file was left as it was.
+
+    The draft (a note in clear) lives in a 0700 folder under the data home's private scratch/
+    folder, not the shared temp folder: a killed CLI's copy is swept by the next call."""
+    from engine.cli.scratch import new_scratch_dir
+
     command = editor_command()
     original = render_draft(draft)
-    directory = tempfile.mkdtemp(prefix="memories-edit-")  # 0700, unpredictable name
+    directory = str(new_scratch_dir(home, "edit"))
     try:
         path = os.path.join(directory, name)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -432,6 +432,7 @@ def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
 # -- exec (JB-4) -----------------------------------------------------------------------------
 def cmd_exec(ctx: Context, args: argparse.Namespace) -> int:
     from engine.cli.run_child import run_child
+    from engine.cli.scratch import new_scratch_dir
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -440,7 +441,9 @@ def cmd_exec(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError("name the program after --, e.g. memories file exec ID -- cat {file}")
     if not any("{file}" in word for word in command):
         raise UsageError("write {file} where the program takes the file's path")
-    workspace = tempfile.mkdtemp(prefix="memories-file-")  # 0700, private to this user
+    # The file in clear: in a 0700 folder under the data home's private scratch/ folder, never
+    # the shared temp folder; a killed CLI's folder is swept by the next call (SECURITY.md).
+    workspace = str(new_scratch_dir(ctx.paths.home, "file"))
     try:
         with _opened(ctx, args.id, args.rev) as opened:
             name = Path(str(opened.get("name") or "file")).name or "file"

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import MemoriesError
+from engine.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import aiohttp
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    aiohttp = LazyModule("aiohttp")
 
 __all__ = ["Answer", "call", "RETRIES", "MAX_RETRY_AFTER_S"]
 
 RETRIES = 4
 MAX_RETRY_AFTER_S = 30.0
-_TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10)
+_TIMEOUT_S = (120, 10)  # total, connect (an aiohttp.ClientTimeout, built on use)
 _MAX_META_BYTES = 4 * 1024 * 1024
 
 
@@ -59,10 +63,11 @@ async def call(
     max_bytes: int = _MAX_META_BYTES,
 ) -> Answer:
     """One request, retried on 429/5xx/network failure; the answer of any other status."""
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S[0], connect=_TIMEOUT_S[1])
     for attempt in range(RETRIES + 1):
         try:
             async with session.request(
-                method, url, headers=headers, data=data, allow_redirects=False, timeout=_TIMEOUT
+                method, url, headers=headers, data=data, allow_redirects=False, timeout=timeout
             ) as response:
                 if response.status in (429, 500, 502, 503, 504) and attempt < RETRIES:
                     await asyncio.sleep(_retry_after(response.headers.get("Retry-After"), attempt))

@@ -19,12 +19,17 @@ import os
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
-
-import aiohttp
 
 from engine.cloud.http import Answer, call
 from engine.errors import MemoriesError
+from engine.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import aiohttp
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    aiohttp = LazyModule("aiohttp")
 
 __all__ = [
     "Provider",

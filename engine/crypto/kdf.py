@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hmac
 import os
+import threading
 import time
 from dataclasses import dataclass
 
 import nacl.pwhash.argon2id as argon2id
 
-__all__ = ["KdfParams", "derive_key", "calibrate"]
+__all__ = ["KdfParams", "derive_key", "calibrate", "DerivationAhead"]
 
 SALT_BYTES = argon2id.SALTBYTES
 # 256 MiB makes GPU/ASIC guessing expensive while fitting any desktop.
@@ -44,6 +46,52 @@ class KdfParams:
 
 def derive_key(password: str, params: KdfParams) -> bytes:
     return bytes(argon2id.kdf(32, password.encode("utf-8"), params.salt, params.opslimit, params.memlimit))
+
+
+class DerivationAhead:
+    """One derivation started before the code that checks it is ready (ST-12).
+
+    An engine that re-executed after a lock loads its modules (seconds of one core on a
+    busy machine) while an unlock that arrived meanwhile waits; Argon2id releases the GIL,
+    so that unlock's KDF runs on the other core during the load instead of after it. The
+    result only says something through :meth:`take`, called by the unlock handler after it
+    has taken a password-attempt slot: the attempt budget is spent as for any unlock.
+    """
+
+    def __init__(self, password: str, params: KdfParams) -> None:
+        self.params = params
+        self._password: str | None = password
+        self._key: bytes | None = None
+        self._guard = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="memories-kdf-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        password = self._password
+        if password is None:
+            return
+        key = derive_key(password, self.params)
+        with self._guard:  # a drop meanwhile (a lock) keeps the key from being stored
+            if self._password is not None:
+                self._key = key
+
+    def take(self, password: str, params: KdfParams) -> bytes | None:
+        """The key if it was derived from this password with these parameters; once only."""
+        self._thread.join()
+        with self._guard:
+            started, key = self._password, self._key
+        self.drop()
+        if started is None or key is None or params != self.params:
+            return None
+        if not hmac.compare_digest(started.encode("utf-8"), password.encode("utf-8")):
+            return None
+        return key
+
+    def drop(self) -> None:
+        """Forget the password and the key (a lock, or the unlock that used them)."""
+        with self._guard:
+            self._password = None
+            self._key = None
 
 
 def calibrate(target_seconds: float | None = None) -> KdfParams:

@@ -4,13 +4,21 @@ The credential's public fields hold the fingerprint, user IDs and the armored pu
 its secret body holds the armored secret key when one was given (signing needs it,
 encryption to a recipient does not). Passphrase-protected secret keys are refused: the
 vault is what protects the key.
+
+The throwaway home holds the secret key while GnuPG reads it, so it is made where the jobs'
+workspaces are (issue 27): under the data home's ``jobs/`` folder, which a starting engine
+sweeps, never the shared temp folder; when that path is too long for gpg-agent's sockets, a
+private ``mg-*`` folder under ``$XDG_RUNTIME_DIR`` (or the temp folder) linked from it, as a
+job's GnuPG home is (engine/jobs/runner.py), so the sweep finds it too.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from engine.errors import MemoriesError
@@ -34,11 +42,29 @@ def _gpg(home: str, *words: str, data: bytes | None = None) -> subprocess.Comple
     )
 
 
-def import_openpgp_key(armored: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(public fields, secret body) of one armored OpenPGP key (a public key or a secret key)."""
+def _throwaway_home(root: Path) -> tuple[Path, str]:
+    """A new 0700 workspace under ``root`` and the GnuPG home to use (inside it, or linked from it)."""
+    from engine.jobs.runner import GPG_LONGEST_SOCKET, SOCKET_PATH_MAX, _short_base
+
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    workspace = Path(tempfile.mkdtemp(prefix="k-", dir=root))
+    (workspace / "home").mkdir(mode=0o700)
+    link = workspace / "home" / "gnupg"
+    if len(os.fsencode(link / GPG_LONGEST_SOCKET)) <= SOCKET_PATH_MAX:
+        link.mkdir(mode=0o700)
+        return workspace, str(link)
+    short = tempfile.mkdtemp(prefix="mg-", dir=_short_base())
+    os.symlink(short, link)  # the start-up sweep (runner.clear_stale) follows it to an mg-* folder
+    return workspace, short
+
+
+def import_openpgp_key(armored: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(public fields, secret body) of one armored OpenPGP key (a public key or a secret key);
+    the throwaway GnuPG home lives under ``root`` (the data home's ``jobs/``)."""
     if not armored.strip() or len(armored) > MAX_KEY or "-----BEGIN PGP" not in armored:
         raise MemoriesError("invalid_input", "The key file is not an armored OpenPGP key.")
-    home = tempfile.mkdtemp(prefix="mgpg-")  # 0700, short: gpg-agent's socket lives here
+    workspace, home = _throwaway_home(root)
     try:
         if _gpg(home, "--import", data=armored.encode("utf-8")).returncode != 0:
             raise MemoriesError("invalid_input", "The key file is not an armored OpenPGP key.")
@@ -72,3 +98,4 @@ def import_openpgp_key(armored: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if gpgconf is not None:
             subprocess.run([gpgconf, "--homedir", home, "--kill", "all"], capture_output=True, timeout=30, check=False)
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(workspace, ignore_errors=True)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import MemoriesError
+from engine.lazy_import import LazyModule
 from engine.rag.config import Endpoint, RagConfig
+
+if TYPE_CHECKING:
+    import aiohttp
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    aiohttp = LazyModule("aiohttp")
 
 __all__ = ["post_json", "RETRY_STATUSES", "MAX_RESPONSE_BYTES"]
 

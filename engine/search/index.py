@@ -5,10 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.search.documents import Document, Prepared, chunk_key
 from engine.search.fts import FtsIndex, FtsRow
@@ -19,6 +16,10 @@ from engine.search.rerank import RERANK_WINDOW, Candidate, rerank
 from engine.search.script import to_simplified
 from engine.search.segment import has_cjk
 from engine.search.vectors import VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
 

@@ -22,11 +22,17 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
+
+from engine.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    np = LazyModule("numpy")
 
 __all__ = ["WordPostings", "K1", "B", "FREQ_BITS"]
 
@@ -222,7 +228,7 @@ class WordPostings:
             all_rows = np.concatenate([r for r, _ in found])
             rows, slot = np.unique(all_rows, return_inverse=True)
             weights = np.concatenate([s for _, s in found])
-            scores = cast(npt.NDArray[np.float64], np.bincount(slot, weights=weights, minlength=len(rows)))
+            scores = cast("npt.NDArray[np.float64]", np.bincount(slot, weights=weights, minlength=len(rows)))
         return self._best(rows, scores, limit)
 
     def _phrase_rows(self, words: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

@@ -6,14 +6,19 @@ chunks whose text changed, and a changed model invalidates everything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
+from engine.lazy_import import LazyModule
 
 __all__ = ["VectorStore", "normalize", "MIN_SIMILARITY"]
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    np = LazyModule("numpy")
 
 # The vector-evidence floor (issue 12): a passage whose cosine similarity to the query is
 # below this is no evidence at all, so vector and hybrid search never return it on that

@@ -19,7 +19,9 @@ from typing import Any, Protocol
 
 import msgspec
 
+from engine import lazy_import
 from engine.config import EngineConfig, Paths
+from engine.crypto.kdf import DerivationAhead
 from engine.crypto.keys import SignatureError
 from engine.errors import MemoriesError
 from engine.jobs.background import BackgroundWork
@@ -97,7 +99,8 @@ class Service:
         # Called (without the service lock) when an unlock starts, before the KDF, and once by
         # the daemon shortly after it starts: a feature can warm what it will need (the KDF
         # leaves the other core idle for ~0.5 s). Must return at once (start a thread).
-        self.before_unlock: list[Callable[[], None]] = []
+        # The third-party modules imported on first use (engine/lazy_import.py) come first.
+        self.before_unlock: list[Callable[[], None]] = [lazy_import.warm_in_background]
         self.on_commit: list[Callable[[Unlocked, list[Revision], list[dict[str, Any]]], None]] = []
         self.on_lock: list[Callable[[], None]] = []
         # Called by the daemon (any thread) before it stops serving, to exit or to re-execute:
@@ -119,6 +122,9 @@ class Service:
         self.held_plaintext = False
         # Set by the daemon, which does the re-execution (an in-process Service has no one to).
         self.restart_on_lock = False
+        # An unlock's KDF that a re-executed engine started while it loaded (engine/daemon.py):
+        # the next unlock takes it (or derives its own); a lock drops it.
+        self.kdf_ahead: DerivationAhead | None = None
         # Called (from any thread) when a restart or shutdown was asked for: wakes the daemon.
         self.wake: Callable[[], None] = lambda: None
         # What outlives the re-execution, by name: (save -> JSON value, restore(value)). Only
@@ -306,6 +312,9 @@ class Service:
             if self.held_plaintext and reason != "shutdown" and self.restart_on_lock:
                 self.restart_pending.set()
             self.vault.wipe()
+            ahead, self.kdf_ahead = self.kdf_ahead, None
+            if ahead is not None:
+                ahead.drop()
             self.session.bump_generation()
             self.background.cancel_on_lock()
             for listener in self.on_lock:

@@ -42,7 +42,7 @@ import msgspec
 
 from engine.crypto.aead import AeadError, new_key, open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical
-from engine.crypto.kdf import KdfParams, derive_key
+from engine.crypto.kdf import DerivationAhead, KdfParams, derive_key
 from engine.crypto.libsodium import RowOpener
 from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
@@ -449,18 +449,22 @@ class StoreFile:
         self._prefetched = None
 
     # -- keys ------------------------------------------------------------------------
-    def check_password(self, password: str, *, prefetch: bool = False) -> bytes:
+    def check_password(self, password: str, *, prefetch: bool = False, ahead: DerivationAhead | None = None) -> bytes:
         """Derive the password key and unseal the master key; wrong_password if it fails.
 
         With ``prefetch`` (an unlock), the state rows are read and hash-chained on another
         thread while the KDF runs: neither needs the key, and the KDF leaves the GIL and
         the other core free. ``load`` then checks that chain against the checkpoint.
+        ``ahead``: a derivation already under way for this password (an unlock that reached
+        a re-executed engine while it loaded); its key is used if password and parameters match.
         """
         with self._db_lock:
             fmt, version, kdf_blob, sealed = self._header_row()
         if prefetch:
             threading.Thread(target=self._prefetch, name="memories-prefetch", daemon=True).start()
-        key = derive_key(password, self.kdf)
+        key = ahead.take(password, self.kdf) if ahead is not None else None
+        if key is None:
+            key = derive_key(password, self.kdf)
         try:
             return open_sealed(key, sealed, _header_aad(fmt, version, kdf_blob))
         except AeadError as exc:

@@ -37,11 +37,9 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
-from aiohttp import web
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
@@ -49,6 +47,14 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_by
 from engine.crypto.envelope import EnvelopeError, open_envelope, seal_envelope
 from engine.crypto.keys import CERT_TAG, SignatureError, sign, verify
 from engine.errors import CODES, MemoriesError
+from engine.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import aiohttp
+    from aiohttp import web
+else:  # imported on first use: not on the engine's start path (engine/lazy_import.py)
+    aiohttp = LazyModule("aiohttp")
+    web = LazyModule("aiohttp.web")
 
 __all__ = [
     "PROTOCOL",

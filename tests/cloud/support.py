@@ -141,13 +141,19 @@ class HoldingRelay:
             return
         self.release()
 
-        def close() -> None:
+        loop = self._loop
+
+        async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            assert self._loop is not None
-            self._loop.stop()
+            # A connection still held (a test that never releases it) ends here, not with the loop.
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            loop.stop()
 
-        self._loop.call_soon_threadsafe(close)
+        loop.call_soon_threadsafe(lambda: loop.create_task(close()))
         if self._thread is not None:
             self._thread.join(10)
         self._loop = None

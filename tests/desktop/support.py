@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,7 @@ class Dashboard:
         result: dict[str, Any] = data
         return result
 
-    def wait_state(self, *states: str, timeout: float = 20) -> dict[str, Any]:
+    def wait_state(self, *states: str, timeout: float = 120) -> dict[str, Any]:
         """Poll until the page's state is one of ``states`` (bounded; fails otherwise)."""
         end = time.monotonic() + timeout
         data: dict[str, Any] = {}
@@ -215,7 +216,7 @@ class XSession:
         env["DISPLAY"] = self.display
         return env
 
-    def _wait_tray_host(self, timeout: float = 20) -> None:
+    def _wait_tray_host(self, timeout: float = 120) -> None:
         from Xlib import display as xdisplay
 
         conn = xdisplay.Display(self.display)
@@ -243,7 +244,33 @@ class XSession:
         return image
 
     def xdotool(self, *args: str) -> None:
-        subprocess.run(["xdotool", *args], env=self.env(), check=True, timeout=10, capture_output=True)
+        subprocess.run(["xdotool", *args], env=self.env(), check=True, timeout=60, capture_output=True)
+
+    def menu_choose(
+        self, at: tuple[int, int], keys: list[str], done: Callable[[], bool], timeout: float = 120, shot: Path | None = None
+    ) -> None:
+        """Open the tray icon's menu (right click at ``at``) and choose with ``keys`` until
+        ``done()`` says the choice took effect. GTK maps its popup when it gets the CPU: keys
+        sent before that go nowhere, so a choice that shows no effect within a growing grace is
+        dismissed (Escape) and made again, each time waiting longer for the popup."""
+        end = time.monotonic() + timeout
+        grace = 0.5
+        while True:
+            self.xdotool("mousemove", str(at[0]), str(at[1]), "click", "3")
+            time.sleep(grace)  # a pace for the popup to map, not a condition: ``done`` is checked below
+            if shot is not None:
+                self.screenshot(shot)
+            self.xdotool("key", "--delay", "100", *keys)
+            settle = time.monotonic() + min(10 + 4 * grace, max(0.0, end - time.monotonic()))
+            while time.monotonic() < settle:
+                if done():
+                    return
+                time.sleep(0.1)
+            if done():
+                return
+            assert time.monotonic() < end, f"the tray menu choice {keys} never took effect"
+            self.xdotool("key", "Escape")
+            grace = min(grace * 2, 8.0)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

@@ -18,7 +18,7 @@ def test_quitting_the_dashboard_locks(vault: Cli, tmp_path: Path, signum: int) -
     dash = start_dashboard(vault, tmp_path / "dashboard.log", keep_unlocked=False)
     dash.wait_state("unlocked", "attention")
     dash.proc.send_signal(signum)
-    assert dash.proc.wait(20) == 0
+    assert dash.proc.wait(120) == 0
     assert vault.ok("status") == {"state": "locked"}
 
 
@@ -27,7 +27,7 @@ def test_keep_unlocked_leaves_the_vault_unlocked(vault: Cli, tmp_path: Path) -> 
     dash = start_dashboard(vault, tmp_path / "dashboard.log", keep_unlocked=True)
     dash.wait_state("unlocked", "attention")
     dash.proc.send_signal(signal.SIGTERM)
-    assert dash.proc.wait(20) == 0
+    assert dash.proc.wait(120) == 0
     assert vault.ok("status")["state"] == "unlocked"
 
 
@@ -36,5 +36,5 @@ def test_quitting_with_no_engine_exits_cleanly(cli: Cli, tmp_path: Path) -> None
     dash = start_dashboard(cli, tmp_path / "dashboard.log", keep_unlocked=False)
     dash.wait_state("not_running")
     dash.proc.send_signal(signal.SIGTERM)
-    assert dash.proc.wait(20) == 0
+    assert dash.proc.wait(120) == 0
     assert cli.daemon_pid() is None

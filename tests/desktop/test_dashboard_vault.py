@@ -247,7 +247,7 @@ def test_protected_cards_and_credentials_are_never_listed(seeded: dict[str, Any]
         assert canary not in text, canary
     assert cli.ok("get", seeded["prot"]["id"])["title"] == PROT_TITLE  # still there, untouched
     # The engine op behind the list refuses every kind outside the ordinary four.
-    with IpcClient(_socket(cli), timeout=10) as client:
+    with IpcClient(_socket(cli), timeout=60) as client:
         for kinds in (["protected"], ["credential"], ["memory", "login"]):
             with pytest.raises(MemoriesError) as caught:
                 client.request({"op": "dashboard_list", "kinds": kinds})

@@ -51,7 +51,7 @@ def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any
     return resp.status, data
 
 
-def _gone(x: XSession, title: str, timeout: float = 20) -> bool:
+def _gone(x: XSession, title: str, timeout: float = 120) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if not _visible(x, title):

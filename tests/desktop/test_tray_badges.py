@@ -126,7 +126,7 @@ def test_docked_icon_shows_ticket_and_sync_badges(vault: Cli, xsession: XSession
         tray.stop()
 
 
-def _wait_colour(x: XSession, colour: tuple[int, int, int], box: tuple[int, int, int, int], timeout: float = 20) -> None:
+def _wait_colour(x: XSession, colour: tuple[int, int, int], box: tuple[int, int, int, int], timeout: float = 120) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if _count(x.grab(), colour, box, DOCKED) >= 5:

@@ -18,7 +18,7 @@ from tests.desktop.test_tray_x11 import PROBE_DEADLINE, Tray
 from tests.helpers import Cli
 
 
-def _wait_for(path: Path, timeout: float = 20) -> str:
+def _wait_for(path: Path, timeout: float = 120) -> str:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if path.exists() and path.read_text().strip():

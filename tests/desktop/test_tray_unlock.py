@@ -26,7 +26,7 @@ def _require_gtk() -> None:
     require(shutil.which("dbus-run-session") is not None, "dbus-run-session (apt: dbus)")
 
 
-def _window(x: XSession, title: str, timeout: float = 20) -> str:
+def _window(x: XSession, title: str, timeout: float = 120) -> str:
     """The id of the visible top-level window titled ``title`` (waits for it to map)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -69,10 +69,8 @@ def test_tray_unlock_dialog_wrong_then_right(vault: Cli, xsession: XSession, tmp
     try:
         tray.wait_output(r"memories tray: backend gtk")
         x, y = tray.wait_icon(TrayState.LOCKED)
-        xsession.xdotool("mousemove", str(x), str(y), "click", "3")
-        time.sleep(0.5)  # let GTK map the popup
         # Down selects "Open dashboard", the next "Unlock…" (Lock now is greyed out while locked).
-        xsession.xdotool("key", "--delay", "100", "Down", "Down", "Return")
+        xsession.menu_choose((x, y), ["Down", "Down", "Return"], lambda: bool(_visible(xsession, TITLE_UNLOCK)))
         window = _window(xsession, TITLE_UNLOCK)
         _type_into(xsession, window, ("type", WRONG), ("key", "Return"))
         tray.wait_output(r"unlock dialog shows wrong_password")
@@ -83,7 +81,7 @@ def test_tray_unlock_dialog_wrong_then_right(vault: Cli, xsession: XSession, tmp
         tray.wait_output(r"memories tray: unlocked")
         assert _state(vault) == "unlocked"
         tray.wait_icon(TrayState.UNLOCKED)
-        end = time.monotonic() + 10
+        end = time.monotonic() + 120
         while time.monotonic() < end and _visible(xsession, TITLE_UNLOCK):
             time.sleep(0.1)
         assert _visible(xsession, TITLE_UNLOCK) == [], "the window closes once unlocked"

@@ -16,6 +16,7 @@ from typing import Any
 
 from desktop.status import TrayState
 from desktop.tray.icons import PALETTE
+from engine.config import Paths
 from tests.desktop.support import XSession, stop_process
 from tests.helpers import Cli, require
 
@@ -77,7 +78,7 @@ class Tray:
     def output(self) -> str:
         return self.out.read_text(errors="replace")
 
-    def wait_output(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+    def wait_output(self, pattern: str, timeout: float = 120) -> re.Match[str]:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             match = re.search(pattern, self.output())
@@ -97,7 +98,7 @@ class Tray:
             return None
         return sum(p[0] for p in points) // len(points), sum(p[1] for p in points) // len(points)
 
-    def wait_icon(self, state: TrayState, timeout: float = 30) -> tuple[int, int]:
+    def wait_icon(self, state: TrayState, timeout: float = 120) -> tuple[int, int]:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             spot = self.find_icon(state)
@@ -105,7 +106,7 @@ class Tray:
                 return spot
             assert self.proc.poll() is None, self.output()
             time.sleep(0.1)
-        status = self.cli.run("status", "--json", timeout=10)
+        status = self.cli.run("status", "--json", timeout=60)
         raise AssertionError(
             f"the tray icon never showed {state.value}: {self.output()}\n"
             f"engine pid {self.cli.daemon_pid()}; status: {status.stdout.strip() or status.stderr.strip()}"
@@ -153,7 +154,7 @@ def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(cli: Cli,
             x, y = tray.wait_icon(TrayState.NOT_RESPONDING)
             tray.find_icon(TrayState.NOT_RESPONDING, tmp_path / "tray-xorg-not-responding.png")
             xsession.xdotool("mousemove", str(x), str(y), "click", "1")
-            end = time.monotonic() + 20
+            end = time.monotonic() + 120
             while time.monotonic() < end and not tray.opened.exists():
                 time.sleep(0.05)
             assert tray.opened.read_text().strip() == url, "the default action opens the dashboard"
@@ -166,7 +167,7 @@ def test_xorg_tray_starts_engine_shows_state_and_click_opens_dashboard(cli: Cli,
         tray.wait_icon(TrayState.UNLOCKED)
         # With no menu on xorg, the dashboard offers Quit; quitting locks the vault (issue 17).
         assert _dashboard_request(url, "/api/quit") == (200, {"quitting": True, "locks": True})
-        assert tray.proc.wait(20) == 0
+        assert tray.proc.wait(120) == 0
         assert cli.ok("status") == {"state": "locked"}
     finally:
         tray.stop()
@@ -191,24 +192,21 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
         }
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")
-        xsession.xdotool("mousemove", str(x), str(y), "click", "3")
-        time.sleep(0.5)  # let GTK map the popup before the screenshot and the keys
-        xsession.screenshot(tmp_path / "tray-gtk-menu.png")
         # Keyboard: first Down selects "Open dashboard", the next "Lock now".
-        xsession.xdotool("key", "--delay", "100", "Down", "Down", "Return")
-        end = time.monotonic() + 20
-        while time.monotonic() < end and vault.ok("status")["state"] != "locked":
-            time.sleep(0.1)
+        xsession.menu_choose(
+            (x, y),
+            ["Down", "Down", "Return"],
+            lambda: vault.ok("status")["state"] == "locked",
+            shot=tmp_path / "tray-gtk-menu.png",
+        )
         assert vault.ok("status") == {"state": "locked"}, "Lock now did not lock the vault"
         tray.wait_icon(TrayState.LOCKED)
         tray.find_icon(TrayState.LOCKED, tmp_path / "tray-gtk-locked.png")
         vault.unlock()
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         # Quit from the menu: Up from no selection selects the last item.
-        xsession.xdotool("mousemove", str(x), str(y), "click", "3")
-        time.sleep(0.5)
-        xsession.xdotool("key", "--delay", "100", "Up", "Return")
-        assert tray.proc.wait(20) == 0, tray.output()
+        xsession.menu_choose((x, y), ["Up", "Return"], lambda: tray.proc.poll() is not None)
+        assert tray.proc.wait(120) == 0, tray.output()
         assert vault.ok("status") == {"state": "locked"}, "Quit locks the vault by default"
     finally:
         tray.stop()
@@ -222,7 +220,7 @@ def test_logout_signal_quits_the_tray_and_locks(vault: Cli, xsession: XSession, 
         tray.wait_output(r"memories tray: dashboard http://")
         tray.wait_icon(TrayState.UNLOCKED)
         tray.proc.send_signal(signal.SIGTERM)
-        assert tray.proc.wait(20) == 0, tray.output()
+        assert tray.proc.wait(120) == 0, tray.output()
     finally:
         tray.stop()
     assert vault.ok("status") == {"state": "locked"}
@@ -260,7 +258,7 @@ def test_gtk_tray_notifies_once_per_new_ticket(vault: Cli, xsession: XSession, t
             session = vault.ok("remote", "open", "echo<b>")["session"]
             vault.ok("remote", "propose", session, "secret-instruction-text")
             tray.wait_output(r"a remote-exec ticket waits for approval")
-            end = time.monotonic() + 20
+            end = time.monotonic() + 120
             while time.monotonic() < end and "approval needed" not in history():
                 time.sleep(0.1)
             shown = history()
@@ -268,7 +266,14 @@ def test_gtk_tray_notifies_once_per_new_ticket(vault: Cli, xsession: XSession, t
             assert "echo&lt;b&gt;" in json.dumps(json.loads(shown), ensure_ascii=False), shown
             assert "secret-instruction-text" not in shown
             tray.wait_icon(TrayState.ATTENTION)
-            time.sleep(1.0)  # several more probes while the same ticket waits: no second notification
+            # Several more probes while the same ticket waits (counted in the engine's log, where
+            # each answered op leaves a line): no second notification.
+            engine_log = Paths(vault.home).log_dir / "engine.log"
+            probed = engine_log.read_text("utf-8", "replace").count("op=desktop_status ok")
+            end = time.monotonic() + 120
+            while engine_log.read_text("utf-8", "replace").count("op=desktop_status ok") < probed + 3:
+                assert time.monotonic() < end, "the tray stopped probing"
+                time.sleep(0.1)
             assert tray.output().count("a remote-exec ticket waits for approval") == 1
             vault.ok("remote", "close", session)
     finally:
@@ -298,7 +303,6 @@ def test_xorg_tray_tooltip_says_what_the_engine_is_doing(vault: Cli, xsession: X
     "Memories: unlocked" by itself when the work is done."""
     import threading
 
-    from engine.config import Paths
     from engine.ipc.client import IpcClient
     from tests.desktop.test_dashboard_background import NOTES, notes
 

@@ -304,7 +304,7 @@ def _kill(cli: Cli) -> None:
     pid = cli.daemon_pid()
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not pid_alive(pid)

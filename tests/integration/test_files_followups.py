@@ -122,7 +122,7 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
                 )
         # An answered chunk is sealed and written by the upload's pipeline, not always in the
         # file yet: wait until all 32 are, so that the crash leaves a known number behind.
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with sqlite3.connect(Paths(cli.home).store) as conn:
                 if int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before >= 32:
@@ -131,14 +131,14 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
         pid = cli.daemon_pid()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         with sqlite3.connect(Paths(cli.home).store) as conn:
             orphaned = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before
         assert orphaned == 32  # the crash left the upload's chunks behind
         cli.unlock()  # starts a new engine; the unlock starts the sweep in the background
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while True:
             with sqlite3.connect(Paths(cli.home).store) as conn:
                 after = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])

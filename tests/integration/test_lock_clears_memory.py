@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.config import Paths
+from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 from tests.helpers import PASSWORD, Cli, raw, require
 from tests.mcp.support import error_of, grant, result_of, stdio_client
@@ -225,12 +226,54 @@ def test_lock_leaves_no_plaintext_in_any_memories_process_st12(vault: Cli, tmp_p
     assert pids == [pid]
     locked = _scan(pids, canaries)
     assert locked == {}, f"plaintext left after lock: {locked}"
+    # The re-executed engine warms up while locked (the segmenter's dictionary), before any
+    # password reached it: once that is done, its memory still holds no canary.
+    _wait_until_warm(pid)
+    warmed = _scan(_processes_of(vault.home), canaries)
+    assert warmed == {}, f"plaintext after the locked engine's warm-up: {warmed}"
 
     # And the vault works as before: unlock, read, lock again.
     vault.unlock()
     assert "lockcanary" in vault.ok("search", "english")["results"][0]["snippet"] or vault.ok("list")["items"]
     assert vault.ok("lock") == {"locked": True}
     assert vault.daemon_pid() == pid
+
+
+def _wait_until_warm(pid: int) -> None:
+    """Until the engine has loaded the segmenter's native library (its warm-up ran)."""
+    deadline = time.monotonic() + 120
+    while "rjieba" not in Path(f"/proc/{pid}/maps").read_text("ascii", "replace"):
+        assert time.monotonic() < deadline, "the locked engine never warmed up"
+        time.sleep(0.1)
+
+
+def _log_count(home: Path, line: str) -> int:
+    log = Paths(home).log_dir / "engine.log"
+    return log.read_text("utf-8", "replace").count(line) if log.exists() else 0
+
+
+def test_an_unlock_sent_right_after_the_lock_derives_its_key_during_the_restart_st12(vault: Cli) -> None:
+    """ST-12: an unlock that reaches the re-executing engine while it loads starts its KDF at
+    once; the handler still checks the password (a wrong one is refused, through the same
+    password-attempt budget) and a right one unlocks and serves."""
+    note = vault.put("after the restart", "still here")["id"]
+    ahead = "unlock: its KDF started while the engine loads"
+    before = _log_count(vault.home, ahead)
+    with IpcClient(Paths(vault.home).socket) as kept:
+        # Sent on one connection the moment the lock answers: the new image reads it first.
+        assert kept.request({"op": "lock"}) == {"locked": True}
+        try:
+            kept.request({"op": "unlock", "password": "not the password"}, timeout=120)
+        except MemoriesError as exc:
+            assert exc.code == "wrong_password"
+        else:
+            raise AssertionError("a wrong password unlocked the vault")
+        assert _log_count(vault.home, ahead) == before + 1
+        assert kept.request({"op": "unlock", "password": PASSWORD}, timeout=120)["unlocked"] is True
+        assert kept.request({"op": "lock"}) == {"locked": True}
+        assert kept.request({"op": "unlock", "password": PASSWORD}, timeout=120)["unlocked"] is True
+        assert _log_count(vault.home, ahead) == before + 2
+        assert kept.request({"op": "get", "id": note})["body"] == "still here"
 
 
 def _restarts(home: Path) -> int:

@@ -208,7 +208,7 @@ def test_sixteen_concurrent_connections_and_seventeenth_is_busy(server: ServerTh
         assert all(c.request({"op": "echo", "value": 1})["echo"] == 1 for c in clients)
         # Freeing one slot admits a new client.
         clients.pop().close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 120
         while server.active() > 15 and time.monotonic() < deadline:
             time.sleep(0.01)
         echo_ok(sock_path)

@@ -334,7 +334,7 @@ def mariadb_server() -> Iterator[Mariadb]:
     finally:
         proc.terminate()
         try:
-            proc.wait(20)
+            proc.wait(120)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -392,7 +392,7 @@ def redis_server(tls_on: bool = True, auth_clients: bool = False) -> Iterator[Re
         yield Redis(port, tls, password)
     finally:
         proc.terminate()
-        proc.wait(20)
+        proc.wait(120)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -433,7 +433,7 @@ def sshd_server(password_user: str | None = None) -> Iterator[Sshd]:
         yield Sshd(port, root, host_pub, root / "client_key", root / "user_ca")
     finally:
         proc.terminate()
-        proc.wait(20)
+        proc.wait(120)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -496,5 +496,5 @@ def ftp_server(tls: Tls | None = None) -> Iterator[Ftp]:
         yield Ftp(port, root / "files", "ana", password, commands, tls)
     finally:
         proc.terminate()
-        proc.wait(20)
+        proc.wait(120)
         shutil.rmtree(root, ignore_errors=True)

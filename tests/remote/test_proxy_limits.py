@@ -128,7 +128,7 @@ def _proxy(cli: Cli, proxy_id: str) -> dict[str, Any] | None:
 
 
 def _wait_clients(cli: Cli, proxy_id: str, count: int) -> None:
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 120
     while (p := _proxy(cli, proxy_id)) is not None and p["clients"] != count and time.monotonic() < deadline:
         time.sleep(0.05)
     assert p is not None and p["clients"] == count, p
@@ -368,7 +368,7 @@ def test_a_query_past_the_deadline_is_cancelled_on_the_server_and_the_session_cl
     # pg_sleep(45) answers only if nothing cancels it: a typed timeout proves the deadline (EXEC s) acted.
     err = limited.err("remote", "exec", ticket)
     assert err["code"] == "timeout" and "cancelled" in err["message"]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120
     running = "?"
     while time.monotonic() < deadline:
         running = pg.psql("select count(*) from pg_stat_activity where query like 'select pg_sleep(45)%' and state = 'active'")

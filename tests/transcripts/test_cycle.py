@@ -215,5 +215,5 @@ def test_watch_runs_the_cycle_after_imports(shop: tuple[Cli, Path], fake: FakeOp
         assert "The shop backend runs on docker compose" in titles
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     assert [p for p, _b, _h in fake.requests].count("/v1/chat/completions") == 1

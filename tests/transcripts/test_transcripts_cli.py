@@ -189,4 +189,4 @@ def test_watch_imports_turns_as_a_file_grows(imported: tuple[Cli, Path, dict[str
         assert now[0]["turns"] == 2
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)

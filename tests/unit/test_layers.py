@@ -11,7 +11,8 @@ Layers, top to bottom (an import may only point down, or stay inside its own pac
 - ``engine.store``, ``engine.crypto``.
 
 Kernel modules (KERNEL: ``engine`` itself for ``__version__``, ``engine.errors``,
-``engine.config``, ``engine.home``, ``engine.launch``, ``engine.terminal_text``, ``engine.ipc``) may be imported from every
+``engine.config``, ``engine.home``, ``engine.launch``, ``engine.terminal_text``, ``engine.ipc``,
+``engine.lazy_import``) may be imported from every
 layer and import only the standard library, third-party packages and each other.
 
 Two narrower rules: the desktop uses only the IPC client and the kernel (it imports nothing
@@ -66,6 +67,7 @@ KERNEL = (
     "engine.launch",
     "engine.terminal_text",
     "engine.ipc",
+    "engine.lazy_import",  # third-party modules imported on first use (ST-12: the re-executed engine's load)
     "engine.mcp_handshake",  # the early `initialize` answer (AG-11): the CLI answers it before loading the MCP surface
 )
 RANK = {"bottom": 0, "domain": 1, "service": 2, "daemon": 3, "surface": 4}

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hmac
 import os
 import secrets
@@ -47,6 +48,7 @@ __all__ = ["CloudManager", "transport_for"]
 
 _ATTR = "cloud_manager"
 T = TypeVar("T")
+LOCKED_DURING_SYNC = "The vault was locked during the cloud sync; nothing was acknowledged, and the next sync resends it."
 
 
 @dataclass(frozen=True)
@@ -181,16 +183,18 @@ def _refreshed(store: ObjectStore) -> dict[str, str] | None:
     return None
 
 
-def _run(coro: Any) -> Any:
-    deadline = float(os.environ.get("MEMORIES_CLOUD_DEADLINE_S", "1800"))
+def _run(service: Service, name: str, coro: Any) -> Any:
+    """One cloud call outside a sync (an account check, a sign-in's exchange), listed as a job
+    and cancelled by a lock like a sync, so a hung endpoint cannot hold up the lock."""
 
-    async def bounded() -> Any:
+    def work(context: JobContext) -> Any:
+        io = _IoLoop(context.cancelled)
         try:
-            return await asyncio.wait_for(coro, deadline)
-        except TimeoutError:
-            raise MemoriesError("cloud_unreachable", "The storage did not finish in time; what was sent stays queued.") from None
+            return io.run(coro)
+        finally:
+            io.close(None)
 
-    return asyncio.run(bounded())
+    return service.background.run_inline(name, work)
 
 
 def _elevated(service: Service, caller: Caller) -> Unlocked:
@@ -208,7 +212,7 @@ def cloud_add(service: Service, request: rq.CloudAdd, caller: Caller) -> dict[st
     prefix = request.prefix.strip("/")
     secret = {"access_key_id": request.access_key_id, "secret_access_key": request.secret_access_key}
     probe = S3Transport(endpoint, request.bucket, request.region, request.access_key_id, request.secret_access_key)
-    _run(probe.check())  # the keys and bucket work before anything is stored
+    _run(service, "cloud-check", probe.check())  # the keys and bucket work before anything is stored
     with service.lock:
         state = service.require_unlocked()
         if not service.session.is_elevated(caller.namespace):
@@ -268,10 +272,7 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
         with service.lock:
             current = service.state
             if current is None or service.session.generation != generation:
-                raise MemoriesError(
-                    "locked",
-                    "The vault was locked during the cloud sync; nothing was acknowledged, and the next sync resends it.",
-                )
+                raise MemoriesError("locked", LOCKED_DURING_SYNC)
             return fn(current)
 
     account = locked(lambda current: cs.find_account(current.extra_records, request.name))
@@ -285,7 +286,7 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
             context.progress(1, 4)
             store = transport_for(account)
             now = now_ms()
-            io = _IoLoop()
+            io = _IoLoop(context.cancelled)
             try:
                 moved = io.run(transfer(store, plan, now))
                 context.progress(2, 4)
@@ -337,31 +338,56 @@ def cloud_sync(service: Service, request: rq.CloudSync, caller: Caller) -> dict[
     return result
 
 
+# How often a waiting sync looks at its cancel signal, and how long an abandoned transfer's
+# clean-up may take before the request answers anyway (its loop thread ends with the process).
+_CANCEL_POLL_S = 0.1
+_ABANDON_S = 2.0
+
+
 class _IoLoop:
     """One event loop on its own thread for one sync's transport (CL-5): the transfer and then
     the marks run on it, with the acknowledgement on the request's thread in between; the
-    provider clients (aiohttp sessions) stay bound to this one loop."""
+    provider clients (aiohttp sessions) stay bound to this one loop.
 
-    def __init__(self) -> None:
+    A lock cancels the sync's job (``cancelled``): the request's thread, which waits here,
+    cancels the transfer's task at once, so a request stuck on a hung bucket endpoint (an
+    accepted connection that never answers) ends within moments instead of holding up the
+    lock's re-execution (ST-12) until its drain gives up. Nothing half-done is kept: what was
+    not acknowledged stays in the outbox, and the next sync sends it again by content address.
+    """
+
+    def __init__(self, cancelled: threading.Event | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="memories-cloud-io", daemon=True)
         self.thread.start()
         self.closed = False
+        self.cancelled = cancelled if cancelled is not None else threading.Event()
 
     def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(_bounded(coro), self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(_bounded(coro), self.loop)
+        while True:
+            try:
+                return future.result(_CANCEL_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if self.cancelled.is_set():
+                    future.cancel()  # cancels the task on the loop: every await in it ends
+                    raise MemoriesError("locked", LOCKED_DURING_SYNC) from None
 
-    def close(self, store: ObjectStore) -> None:
+    def close(self, store: ObjectStore | None) -> None:
         if self.closed:
             return
         self.closed = True
+        # After a cancel, do not wait long for a transport that is stuck on the network.
+        patience = _ABANDON_S if self.cancelled.is_set() else 30.0
         try:
             close = getattr(store, "aclose", None)
             if close is not None:
-                asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)
+                asyncio.run_coroutine_threadsafe(close(), self.loop).result(patience)
+        except concurrent.futures.TimeoutError:
+            pass  # the daemon thread and its sockets go with the loop (or the process's exec)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(30)
+            self.thread.join(patience)
             if not self.thread.is_alive():
                 self.loop.close()
 
@@ -481,7 +507,7 @@ def cloud_login_complete(service: Service, request: rq.CloudComplete, caller: Ca
         await _closing(store, store.check())  # the app folder answers before anything is stored
         return tokens
 
-    tokens = _run(sign_in())
+    tokens = _run(service, "cloud-login", sign_in())
     with service.lock:
         state = service.require_unlocked()
         if service.session.generation != ticket.generation:

@@ -118,7 +118,7 @@ def _build(service: Service, request: CredentialNew) -> tuple[dict[str, Any], di
 
         if not request.private_key:
             raise MemoriesError("invalid_input", "An openpgp credential needs an armored key (--key-file).")
-        return import_openpgp_key(request.private_key)
+        return import_openpgp_key(request.private_key, service.paths.home / "jobs")
     fields = {f: getattr(request, f) for f in request.__struct_fields__ if f not in {"name", "type", "key_passphrase"}}
     if request.type == "ssh" and request.private_key:
         fields["private_key"] = keygen.import_ssh_private_key(request.private_key, request.key_passphrase)

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
@@ -39,6 +37,10 @@ from engine.service.requests import Kind, Request
 from engine.service.search_runtime import SearchRuntime, runtime_of
 from engine.service.service import Service, Unlocked
 from engine.service.vector_runtime import vectors_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Search", "Retrieve", "Ask", "RagStatus", "RagIndex", "HIT_DETAILS", "HIT_ORDER", "Found", "retrieve_hits", "snapshot"]
 

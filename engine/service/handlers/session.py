@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from engine import __version__
-from engine.crypto.kdf import calibrate
+from engine.crypto.kdf import DerivationAhead, calibrate
 from engine.crypto.keys import new_identity
 from engine.errors import MemoriesError
 from engine.service import requests as rq
@@ -117,7 +117,7 @@ def init(service: Service, request: rq.Init, caller: Caller) -> dict[str, Any]:
         return {"initialized": True, "unlocked": True, "kdf": {"opslimit": store.kdf.opslimit, "memlimit": store.kdf.memlimit}}
 
 
-def _check_password(service: Service, password: str, *, prefetch: bool = False) -> bytes:
+def _check_password(service: Service, password: str, *, prefetch: bool = False, ahead: DerivationAhead | None = None) -> bytes:
     """Run the KDF outside the service lock, throttled (bounded tries per minute).
 
     The budget slot is taken before the KDF starts (concurrent attempts cannot overrun it)
@@ -126,20 +126,35 @@ def _check_password(service: Service, password: str, *, prefetch: bool = False) 
     """
     store = service.require_store()
     with service.session.password_attempt():
-        return store.check_password(password, prefetch=prefetch)
+        return store.check_password(password, prefetch=prefetch, ahead=ahead)
 
 
 @op(rq.Unlock, needs_unlock=False, lock_free=True)
 def unlock(service: Service, request: rq.Unlock, caller: Caller) -> dict[str, Any]:
+    # Whatever happens, a derivation started during the engine's load is used once at most and
+    # forgotten when this request ends (refused, rate-limited, already unlocked or done).
+    ahead, service.kdf_ahead = service.kdf_ahead, None
+    try:
+        return _unlock(service, request, ahead)
+    finally:
+        if ahead is not None:
+            ahead.drop()
+
+
+def _unlock(service: Service, request: rq.Unlock, ahead: DerivationAhead | None) -> dict[str, Any]:
     store = service.require_store()
     if service.state is not None:
         service.session.touch()
         return {"unlocked": True, "already": True}
     service.refuse_while_restarting()
     refuse_dumps()  # before the password arrives in a key (ST-12): no core file, no same-user ptrace
-    for warm in service.before_unlock:
-        warm()
-    master = _check_password(service, request.password, prefetch=True)
+    if ahead is None:
+        for warm in service.before_unlock:
+            warm()
+    # else: the KDF ran during the engine's load, so there is no idle core to warm on; warming
+    # now would slow the decoding this unlock waits for (the daemon warms a few seconds later,
+    # and the segmenter loads itself if the index build needs it first).
+    master = _check_password(service, request.password, prefetch=True, ahead=ahead)
     with service.lock:
         if service.state is None:
             store.install_master(master)
