@@ -41,7 +41,6 @@ from engine.errors import MemoriesError
 from engine.service import requests_devices as rq
 from engine.service.caller import Caller
 from engine.service.center_runtime import runtime_of as center_runtime
-from engine.service.handlers import centers
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import StoreFile, create_store
@@ -259,6 +258,9 @@ def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) 
         # CT-1: with a Center, a device joins only with its signed device ticket.
         center_runtime(service).refuse_if_managed("approving a device")
     else:
+        # Imported here: centers reaches vaults, which imports this module (an import cycle).
+        from engine.service.handlers import centers
+
         allowed, record = centers.device_ticket(service, state, request.ticket, req.device_pub)
         shared = [vault for vault in shared if vault.name in allowed]
         if not shared:
