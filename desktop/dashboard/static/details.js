@@ -5,13 +5,17 @@
 // view, ...); every value is inserted with textContent.
 "use strict";
 
-const TABS = ["edit", "history", "links"];
+const TABS = ["read", "edit", "history", "links"];
 const DISTANCE_TEXT = { 1: "One link away", 2: "Two links away" };
 
 // -- tabs --------------------------------------------------------------------------------
 function itemOpened(current) {
   const fresh = !current || current.isNew;
   $("tab-history").hidden = fresh;
+  $("tab-read").hidden = fresh || !!current.locked;
+  $("rendered").replaceChildren();
+  $("raw-text").textContent = "";
+  $("read-note").textContent = "";
   $("tab-links").hidden = fresh || current.kind === "credential"; // credentials are never linked
   $("tab-edit").textContent = current && current.locked ? "Details" : "Edit";
   $("revisions").replaceChildren();
@@ -32,6 +36,7 @@ function selectTab(name, focus) {
     $("panel-" + tab).hidden = !on;
     if (on && focus) button.focus();
   }
+  if (name === "read") loadRendered();
   if (name === "history") loadHistory();
   if (name === "links") loadLinks();
 }
@@ -48,6 +53,58 @@ function onTabKey(event) {
     event.preventDefault();
     selectTab(next, true);
   }
+}
+
+// -- the Read tab (DT-8): Markdown rendered and sanitized by the server ---------------------
+const readView = { seq: 0, raw: false };
+
+async function loadRendered() {
+  const current = view.current;
+  if (!current || current.isNew || current.locked) return;
+  const seq = ++readView.seq;
+  $("read-note").textContent = "Rendering…";
+  try {
+    const data = await api("/api/cards/" + encodeURIComponent(current.id) + "/rendered");
+    const card = await api("/api/cards/" + encodeURIComponent(current.id));
+    if (seq !== readView.seq || view.current !== current) return;
+    // The one place the page inserts HTML: the server's markdown-it output after nh3's
+    // allowlist (desktop/dashboard/markdown.py); the CSP forbids any script in it anyway.
+    $("rendered").innerHTML = data.html;
+    if (!$("rendered").textContent.trim()) $("rendered").replaceChildren(el("p", "This item has no text.", "meta"));
+    $("raw-text").textContent = (card.fields && card.fields.body) || "";
+    // Counted in the rendered text: a [[…]] inside code is not a link.
+    const missing = $("rendered").querySelectorAll(".wikilink.missing").length;
+    $("read-note").textContent = missing === 1 ? "1 linked title matches no item." : missing ? `${missing} linked titles match no item.` : "";
+    showRaw(readView.raw);
+  } catch (err) {
+    if (seq === readView.seq) $("read-note").textContent = err.message;
+  }
+}
+
+function showRaw(raw) {
+  readView.raw = raw;
+  $("rendered").hidden = raw;
+  $("raw-text").hidden = !raw;
+  $("read-raw").textContent = raw ? "Show formatted" : "Show raw text";
+  $("read-raw").setAttribute("aria-pressed", raw ? "true" : "false");
+}
+
+async function onRenderedClick(event) {
+  const link = event.target.closest("a");
+  if (!link) return;
+  const href = link.getAttribute("href") || "";
+  if (href.startsWith("#item=")) {
+    event.preventDefault();
+    const id = href.slice("#item=".length);
+    if (!(await confirmDiscard())) return;
+    markSelected(view.items.findIndex((i) => i.id === id));
+    await openCard(id);
+    selectTab("read", false);
+    return;
+  }
+  // Outside links open in the user's browser tab of their own, never inside the dashboard.
+  event.preventDefault();
+  window.open(link.href, "_blank", "noopener,noreferrer");
 }
 
 // -- protected items: title and kind only ------------------------------------------------
@@ -402,4 +459,6 @@ document.addEventListener("DOMContentLoaded", () => {
     $("tab-" + tab).addEventListener("keydown", onTabKey);
   }
   $("diff-from").addEventListener("change", loadDiff);
+  $("read-raw").addEventListener("click", () => showRaw(!readView.raw));
+  $("rendered").addEventListener("click", onRenderedClick);
 });
