@@ -48,9 +48,13 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     try:
         target = cli.put("Flour types", "T55 for bread, **T65** for baguettes.", "food")
         note = cli.put("Trip plan", HOSTILE, "travel")
+        packing = cli.put("Packing list", "tent\nstove", "travel")
+        cli.ok("edit", packing["id"], "--title", "Packing list (short)", "--body", "tent")
+        binned = cli.put("Old itinerary", "Day 1: Lyon", "travel")
+        cli.ok("delete", binned["id"])
         dash = start_dashboard(cli, tmp / "dashboard.log")
         dash.wait_state("unlocked", "attention")
-        yield {"cli": cli, "dash": dash, "tmp": tmp, "target": target, "note": note}
+        yield {"cli": cli, "dash": dash, "tmp": tmp, "target": target, "note": note, "packing": packing, "binned": binned}
     finally:
         if dash is not None:
             stop_process(dash.proc)
@@ -131,10 +135,75 @@ def test_wikilink_opens_the_named_item_and_unresolved_is_marked(seeded: dict[str
     run_in_browser(dash.url, scenario)
 
 
+def test_history_restore_button_writes_a_new_revision(seeded: dict[str, Any]) -> None:
+    """DT-8, HI-3: in History, an earlier revision has "Restore this version"; it writes that
+    revision's text as a new current revision (the editor shows it), and the history grows."""
+    dash: Dashboard = seeded["dash"]
+    cli: Cli = seeded["cli"]
+    packing = seeded["packing"]
+
+    async def scenario(page: Any) -> None:
+        await page.wait_for_selector("#card-list button.card")
+        await page.click(f"#card-list button[data-id='{packing['id']}']")
+        await page.wait_for_selector("#editor:not([hidden])")
+        await page.click("#tab-history")
+        await page.wait_for_selector("#revisions button.rev.selected")
+        assert await page.locator("#restore-rev").is_hidden()  # the current revision is not restorable
+        await page.click(f"#revisions button.rev[data-revision='{packing['revision']}']")
+        await page.wait_for_selector("#restore-rev:not([hidden])")
+        path = seeded["tmp"] / "dashboard-history-restore.png"
+        await page.screenshot(path=str(path))
+        save_artifact(path)
+        await page.click("#restore-rev")
+        await page.wait_for_selector("#restore-note:has-text('Restored: it is now revision')")
+        await page.wait_for_function("document.querySelectorAll('#revisions button.rev').length === 3")
+        await page.click("#tab-read")
+        await page.wait_for_selector("#rendered p:has-text('stove')")
+
+    run_in_browser(dash.url, scenario)
+    now = cli.ok("get", packing["id"])
+    assert (now["title"], now["body"]) == ("Packing list", "tent\nstove")
+    history = cli.ok("history", packing["id"])["revisions"]
+    assert len(history) == 3 and history[-1]["title"] == "Packing list"
+
+
+def test_trash_lists_deleted_items_and_restores_one(seeded: dict[str, Any]) -> None:
+    """DT-8: the Trash page lists deleted items by title; Restore brings one back (it leaves
+    the trash, reappears in the vault list with its text, and its history keeps the tombstone)."""
+    dash: Dashboard = seeded["dash"]
+    cli: Cli = seeded["cli"]
+    binned = seeded["binned"]
+
+    async def scenario(page: Any) -> None:
+        await page.wait_for_selector("#card-list button.card")
+        assert await page.locator(f"#card-list button[data-id='{binned['id']}']").count() == 0
+        await page.click("#nav-trash")
+        row = page.locator(f"#trash-rows tr[data-id='{binned['id']}']")
+        await row.wait_for()
+        assert "Old itinerary" in await row.inner_text()
+        for dark in (False, True):
+            await page.emulate_media(color_scheme="dark" if dark else "light")
+            path = seeded["tmp"] / f"dashboard-trash-{'dark' if dark else 'light'}.png"
+            await page.screenshot(path=str(path))
+            save_artifact(path)
+        await page.emulate_media(color_scheme="light")
+        await row.get_by_role("button", name="Restore Old itinerary").click()
+        await page.wait_for_selector("#trash-note:has-text('Restored “Old itinerary”')")
+        assert await page.locator(f"#trash-rows tr[data-id='{binned['id']}']").count() == 0
+        await page.click("#trash-note button")
+        await page.wait_for_selector(f"#card-id:has-text('{cli.ok('get', binned['id'])['short_id']}')")
+        await page.wait_for_selector(f"#card-list button[data-id='{binned['id']}']")
+
+    run_in_browser(dash.url, scenario)
+    assert cli.ok("get", binned["id"])["body"] == "Day 1: Lyon"
+    assert binned["id"] not in {i["id"] for i in cli.ok("trash")["items"]}
+    assert any(r["tombstone"] for r in cli.ok("history", binned["id"])["revisions"])
+
+
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 def test_read_tab_passes_axe(seeded: dict[str, Any], dark: bool) -> None:
     """DT-5/DT-8: axe-core finds no serious or critical violation on the Read tab (rendered
-    and raw), light and dark; screenshots kept."""
+    and raw), the History tab and the Trash page, light and dark; screenshots kept."""
     dash: Dashboard = seeded["dash"]
     failures: list[str] = []
 
@@ -156,6 +225,12 @@ def test_read_tab_passes_axe(seeded: dict[str, Any], dark: bool) -> None:
         await page.click("#read-raw")
         await page.wait_for_selector("#raw-text:not([hidden])")
         await check(page, "raw")
+        await page.click("#tab-history")
+        await page.wait_for_selector("#revisions button.rev.selected")
+        await check(page, "history")
+        await page.click("#nav-trash")
+        await page.wait_for_selector("#trash-note:has-text('empty'), #trash-rows tr")
+        await check(page, "trash")
 
     run_in_browser(dash.url, scenario, dark=dark, bypass_csp=True, console="none")
     assert failures == [], failures

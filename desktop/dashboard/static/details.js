@@ -22,6 +22,7 @@ function itemOpened(current) {
   $("diff-rows").replaceChildren();
   $("diff-box").hidden = true;
   $("history-note").textContent = "";
+  $("restore-note").textContent = "";
   for (const id of ["links-out", "links-in", "hood", "hood-graph"]) $(id).replaceChildren();
   $("links-note").textContent = "";
   selectTab("edit", false);
@@ -185,6 +186,8 @@ async function loadHistory() {
       (data.diffable ? " Select one to see what it changed." : " Protected items show their revisions by title only.");
     renderRevisions();
     if (data.diffable && count) pickRevision(data.revisions[0].revision);
+    const restored = revisionView.restored;
+    if (restored && restored.id === current.id) $("restore-note").textContent = restored.text;
   } catch (err) {
     if (seq === revisionView.seq) $("history-note").textContent = err.message;
   }
@@ -207,7 +210,11 @@ function renderRevisions() {
     meta.append(el("span", rev.author), el("code", rev.short_revision || ""));
     button.append(meta);
     button.disabled = !revisionView.diffable;
-    button.addEventListener("click", () => pickRevision(rev.revision));
+    button.addEventListener("click", () => {
+      revisionView.restored = null;
+      $("restore-note").textContent = "";
+      pickRevision(rev.revision);
+    });
     li.append(button);
     return li;
   });
@@ -236,8 +243,32 @@ function pickRevision(revision) {
   select.replaceChildren(...options);
   select.value = rev && rev.parents.length ? rev.parents[0] : ""; // default: what it was based on
   $("diff-to").textContent = rev ? `${rev.short_revision} (${when(rev.created_ms)})` : "";
+  // DT-8: any earlier revision with content can come back as a new revision.
+  $("restore-rev").hidden = !rev || rev.head || rev.tombstone || !!view.current.conflict;
   $("diff-box").hidden = false;
   loadDiff();
+}
+
+async function restoreRevision() {
+  const current = view.current;
+  const revision = revisionView.selected;
+  if (!current || !revision) return;
+  if (!(await confirmDiscard())) return;
+  $("restore-rev").disabled = true;
+  try {
+    const done = await api("/api/cards/" + encodeURIComponent(current.id) + "/restore", {
+      method: "POST",
+      body: JSON.stringify({ revision }),
+    });
+    // Kept until History has reloaded: reopening the item (here, or the change feed's own
+    // reload of a changed item) clears the panel first.
+    revisionView.restored = { id: current.id, text: `Restored: it is now revision ${done.short_revision}. The history keeps every version.` };
+    await openCard(current.id, true); // the editor now holds the restored text; History reloads
+  } catch (err) {
+    $("restore-note").textContent = err.message;
+  } finally {
+    $("restore-rev").disabled = false;
+  }
 }
 
 async function loadDiff() {
@@ -460,5 +491,6 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("diff-from").addEventListener("change", loadDiff);
   $("read-raw").addEventListener("click", () => showRaw(!readView.raw));
+  $("restore-rev").addEventListener("click", restoreRevision);
   $("rendered").addEventListener("click", onRenderedClick);
 });
