@@ -8,7 +8,6 @@ would show; axe-core checks the Read tab light and dark.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
@@ -79,7 +78,11 @@ def test_markdown_renders_sanitized_with_raw_one_click_away(seeded: dict[str, An
     requests: list[str] = []
 
     async def scenario(page: Any) -> None:
-        await page.route("**/*", lambda route: (requests.append(route.request.url), asyncio.ensure_future(route.continue_()))[1])
+        async def log(route: Any) -> None:
+            requests.append(route.request.url)
+            await route.continue_()
+
+        await page.route("**/*", log)
         await _open_read(page, seeded["note"]["id"])
         rendered = page.locator("#rendered")
         assert await rendered.locator("h1").inner_text() == "Trip plan"
