@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from desktop.dashboard.markdown import render, wikilink_titles
 from tests.desktop.browser import run_in_browser
@@ -266,3 +268,25 @@ def test_render_units() -> None:
     assert "<code>[[not a link]]</code>" in html
     assert wikilink_titles("[[A]] [[b|label]] [[A]]") == ["A", "b"]
     assert 'class="wikilink"' not in render("[[flour types]]", {"Flour types": "x" * 32})  # exact title only
+
+
+_PIECES = st.sampled_from(
+    ["<script>", "</script>", "<img src=x onerror=y>", "[[", "]]", "|", "[a](", "javascript:", "data:", ")", "![i](",
+     "http://h/p.png", "`", "\n", "> ", "- ", "# ", "<a href=", "onclick=", "\"", "'", "<style>", "&", "Flour types"]
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=30).map("".join))
+def test_render_never_emits_active_content(text: str) -> None:
+    """DT-8: whatever a note holds, the rendered HTML has no script, image, frame or style
+    element, no event-handler or style attribute, and only safe link targets."""
+    parser = _Tags()
+    parser.feed(render(text, {"Flour types": "ab" * 16}))
+    assert not parser.tags & {"script", "img", "iframe", "style", "object", "embed", "svg", "form"}
+    assert not [a for a in parser.attrs if a[0].startswith("on") or a[0] in ("style", "src")]
+    assert all(
+        v.startswith(("#item=", "http://", "https://", "mailto:")) or ":" not in v.split("/")[0]
+        for k, v in parser.attrs
+        if k == "href"
+    )
