@@ -290,3 +290,42 @@ def test_render_never_emits_active_content(text: str) -> None:
         for k, v in parser.attrs
         if k == "href"
     )
+
+
+def test_notes_routes_have_the_guards_and_refuse_protected_items(seeded: dict[str, Any]) -> None:
+    """DT-5, API-6, DT-8: the rendered, restore and trash routes need the token and this
+    listener's Host, refuse cross-site requests and foreign Origins, and serve no protected
+    item (a login's rendered view and restore are refused, its canary never in an answer)."""
+    dash: Dashboard = seeded["dash"]
+    cli: Cli = seeded["cli"]
+    canary = "NOTES-CANARY-pw-31d8"
+    login = cli.ok("login", "new", "--title", "Notes bank", "--username", "u", "--password-stdin", input=canary)
+    note_id = seeded["note"]["id"]
+    cases: list[tuple[dict[str, Any], int]] = [
+        ({"token": None}, 401),
+        ({"token": "wrong"}, 401),
+        ({"host": f"evil.example:{dash.port}"}, 403),
+        ({"headers": {"Sec-Fetch-Site": "cross-site"}}, 403),
+    ]
+    for path in (f"/api/cards/{note_id}/rendered", "/api/trash"):
+        assert dash.request("GET", path)[0] == 200, path
+        for case, status in cases:
+            code, _, body = dash.request("GET", path, **case)
+            assert (code, set(body)) == (status, {"error"}), (path, case)
+        assert dash.request("POST", path, {})[0] == 405, path
+    restore = f"/api/cards/{note_id}/restore"
+    rev = seeded["note"]["revision"]
+    for case, status in [*cases, ({"origin": "http://evil.example"}, 403)]:
+        assert dash.request("POST", restore, {"revision": rev}, **case)[0] == status, case
+    assert dash.request("POST", restore, {"revision": "nothex"})[0] == 400
+    assert dash.request("POST", restore, {"revision": rev, "extra": 1})[0] == 400
+    assert dash.request("POST", f"/api/trash/{note_id}/restore", {}, origin="http://evil.example")[0] == 403
+    for method, path, body in (
+        ("GET", f"/api/cards/{login['id']}/rendered", None),
+        ("POST", f"/api/cards/{login['id']}/restore", {"revision": login["revision"]}),
+        ("POST", f"/api/trash/{login['id']}/restore", {}),
+    ):
+        code, _, answer = dash.request(method, path, body)
+        assert code == 400 and set(answer) == {"error"}, (path, code, answer)
+        assert canary not in str(answer)
+    assert len(cli.ok("history", note_id)["revisions"]) == 1  # every refusal changed nothing
