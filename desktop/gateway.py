@@ -90,6 +90,17 @@ class EngineGateway:
         """Every revision of one item: time, author device, parents, title (never a body)."""
         return self._call({"op": "history", "id": asset_id})
 
+    def restore_revision(self, asset_id: str, revision: str | None) -> dict[str, Any]:
+        """DT-8: an earlier revision's content as a new revision; with no revision, the undelete."""
+        body: dict[str, Any] = {"op": "restore_revision", "id": asset_id}
+        if revision is not None:
+            body["rev"] = revision
+        return self._call(body)
+
+    def trash(self) -> dict[str, Any]:
+        """DT-8: deleted ordinary items (title, kind, when), newest deletion first."""
+        return self._call({"op": "trash"})
+
     def devices(self) -> dict[str, Any]:
         """The vault's devices (names and fingerprints): who wrote each revision, in words."""
         return self._call({"op": "devices"})

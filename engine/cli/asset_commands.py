@@ -69,7 +69,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("history", parents=[common], help="list the revisions of a memory")
     p.add_argument("id", help="the memory's ID or a unique prefix of it")
+    p.add_argument("--restore", metavar="REV", help="write this earlier revision's content as a new revision (history is kept)")
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("trash", parents=[common], help="deleted items, and restoring one (`trash restore ID`)")
+    tsub = p.add_subparsers(dest="trash_cmd")
+    tp = tsub.add_parser("restore", parents=[common], help="bring a deleted item back as a new revision")
+    tp.add_argument("id", help="the deleted item's ID or a unique prefix of it")
+    p.set_defaults(func=cmd_trash)
 
     p = sub.add_parser("diff", parents=[common], help="unified diff between revisions")
     p.add_argument("id", help="the memory's ID or a unique prefix of it")
@@ -269,6 +276,14 @@ def cmd_delete(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
+    if args.restore:
+        restored = ctx.request({"op": "restore_revision", "id": args.id, "rev": args.restore})
+        ctx.emit(
+            restored,
+            f"restored {restored['short_id']}: revision {restored['restored_from'][:12]} "
+            f"is now revision {restored['short_revision']}",
+        )
+        return 0
     result = ctx.request({"op": "history", "id": args.id})
     lines = ["REVISION      WHEN              AUTHOR            PARENTS       TITLE"]
     for rev in result["revisions"]:
@@ -279,6 +294,23 @@ def cmd_history(ctx: Context, args: argparse.Namespace) -> int:
         lines.append(f"{rev['short_revision']:<12}  {when}  {author:<16}  {parents:<12}  {title}{marks}")
         for note in rev.get("annotations", []):
             lines.append(f"{'':<12}  note by {one_line(str(note.get('by', '')))}: {one_line(str(note.get('note', '')))}")
+    ctx.emit(result, "\n".join(lines))
+    return 0
+
+
+def cmd_trash(ctx: Context, args: argparse.Namespace) -> int:
+    if args.trash_cmd == "restore":
+        result = ctx.request({"op": "restore_revision", "id": args.id})
+        ctx.emit(result, f"restored {result['short_id']} from the trash (revision {result['short_revision']})")
+        return 0
+    result = ctx.request({"op": "trash"})
+    if not result["items"]:
+        ctx.emit(result, "The trash is empty.")
+        return 0
+    lines = ["ID            DELETED           KIND       TITLE"]
+    for item in result["items"]:
+        lines.append(f"{item['short_id']:<12}  {_when(item['deleted_ms'])}  {item['kind']:<9}  {one_line(item['title'])}")
+    lines.append("Restore one with `memories trash restore ID`.")
     ctx.emit(result, "\n".join(lines))
     return 0
 

@@ -38,7 +38,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memories edit 3fa9c2d1 --resolve --body-file merged.txt",
     ),
     "delete": ("memories delete 3fa9c2d1",),
-    "history": ("memories history 3fa9c2d1",),
+    "history": ("memories history 3fa9c2d1", "memories history 3fa9c2d1 --restore 9be04a7c"),
+    "trash": ("memories trash", "memories trash restore 3fa9c2d1"),
+    "trash restore": ("memories trash restore 3fa9c2d1",),
     "diff": ("memories diff 3fa9c2d1", "memories diff 3fa9c2d1 81c0aa12e4f0 d7e01b5a9c33"),
     "import": (
         "memories import ~/notes",
@@ -366,7 +368,7 @@ machine can see a command's arguments in `ps`. Copying needs `memories sudo` fir
 # the full one-line-per-command list; tests/unit/test_cli_help.py checks both cover the table.
 OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Everyday", ("init", "unlock", "lock", "status", "sudo", "put", "list", "get", "edit", "delete", "search")),
-    ("", ("history", "diff", "import", "export", "login", "password", "copy", "otp", "file", "backup", "restore")),
+    ("", ("history", "trash", "diff", "import", "export", "login", "password", "copy", "otp", "file", "backup", "restore")),
     ("Cards", ("card", "protected", "secret", "graph", "retrieve", "ask", "rag")),
     ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine", "center")),
     ("Agents", ("agent", "mcp", "inject", "transcript", "memory")),

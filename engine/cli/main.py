@@ -76,6 +76,7 @@ COMMAND_TABLE = {
     "edit": "asset_commands",
     "delete": "asset_commands",
     "history": "asset_commands",
+    "trash": "asset_commands",
     "diff": "asset_commands",
     "import": "transfer_commands",
     "export": "transfer_commands",

@@ -117,6 +117,20 @@ class History(Request, tag="history"):
     id: AssetRef
 
 
+class RestoreRevision(Request, tag="restore_revision"):
+    """DT-8: an earlier revision's content as a new revision (also undeletes); ``rev`` None
+    means the newest revision that is not a deletion."""
+
+    id: AssetRef
+    rev: AssetRef | None = None
+
+
+class Trash(Request, tag="trash"):
+    """DT-8: deleted items (every head a tombstone), newest deletion first."""
+
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 200
+
+
 class Diff(Request, tag="diff"):
     id: AssetRef
     rev_a: AssetRef | None = None

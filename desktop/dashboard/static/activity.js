@@ -46,6 +46,7 @@
     quarantine_show: "Looked at held-back changes", quarantine_discard: "Discarded held-back changes",
     quarantine_reapply: "Applied held-back changes", card_unlink: "Removed a link", audit: "Read the activity log",
     dashboard_activity: "Read the activity log", card_link: "Linked items", card_write: "Saved a card",
+    restore_revision: "Restored a version",
   };
 
   function opText(op) {

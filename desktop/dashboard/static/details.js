@@ -5,19 +5,24 @@
 // view, ...); every value is inserted with textContent.
 "use strict";
 
-const TABS = ["edit", "history", "links"];
+const TABS = ["read", "edit", "history", "links"];
 const DISTANCE_TEXT = { 1: "One link away", 2: "Two links away" };
 
 // -- tabs --------------------------------------------------------------------------------
 function itemOpened(current) {
   const fresh = !current || current.isNew;
   $("tab-history").hidden = fresh;
+  $("tab-read").hidden = fresh || !!current.locked;
+  $("rendered").replaceChildren();
+  $("raw-text").textContent = "";
+  $("read-note").textContent = "";
   $("tab-links").hidden = fresh || current.kind === "credential"; // credentials are never linked
   $("tab-edit").textContent = current && current.locked ? "Details" : "Edit";
   $("revisions").replaceChildren();
   $("diff-rows").replaceChildren();
   $("diff-box").hidden = true;
   $("history-note").textContent = "";
+  $("restore-note").textContent = "";
   for (const id of ["links-out", "links-in", "hood", "hood-graph"]) $(id).replaceChildren();
   $("links-note").textContent = "";
   selectTab("edit", false);
@@ -32,6 +37,7 @@ function selectTab(name, focus) {
     $("panel-" + tab).hidden = !on;
     if (on && focus) button.focus();
   }
+  if (name === "read") loadRendered();
   if (name === "history") loadHistory();
   if (name === "links") loadLinks();
 }
@@ -48,6 +54,58 @@ function onTabKey(event) {
     event.preventDefault();
     selectTab(next, true);
   }
+}
+
+// -- the Read tab (DT-8): Markdown rendered and sanitized by the server ---------------------
+const readView = { seq: 0, raw: false };
+
+async function loadRendered() {
+  const current = view.current;
+  if (!current || current.isNew || current.locked) return;
+  const seq = ++readView.seq;
+  $("read-note").textContent = "Rendering…";
+  try {
+    const data = await api("/api/cards/" + encodeURIComponent(current.id) + "/rendered");
+    const card = await api("/api/cards/" + encodeURIComponent(current.id));
+    if (seq !== readView.seq || view.current !== current) return;
+    // The one place the page inserts HTML: the server's markdown-it output after nh3's
+    // allowlist (desktop/dashboard/markdown.py); the CSP forbids any script in it anyway.
+    $("rendered").innerHTML = data.html;
+    if (!$("rendered").textContent.trim()) $("rendered").replaceChildren(el("p", "This item has no text.", "meta"));
+    $("raw-text").textContent = (card.fields && card.fields.body) || "";
+    // Counted in the rendered text: a [[…]] inside code is not a link.
+    const missing = $("rendered").querySelectorAll(".wikilink.missing").length;
+    $("read-note").textContent = missing === 1 ? "1 linked title matches no item." : missing ? `${missing} linked titles match no item.` : "";
+    showRaw(readView.raw);
+  } catch (err) {
+    if (seq === readView.seq) $("read-note").textContent = err.message;
+  }
+}
+
+function showRaw(raw) {
+  readView.raw = raw;
+  $("rendered").hidden = raw;
+  $("raw-text").hidden = !raw;
+  $("read-raw").textContent = raw ? "Show formatted" : "Show raw text";
+  $("read-raw").setAttribute("aria-pressed", raw ? "true" : "false");
+}
+
+async function onRenderedClick(event) {
+  const link = event.target.closest("a");
+  if (!link) return;
+  const href = link.getAttribute("href") || "";
+  if (href.startsWith("#item=")) {
+    event.preventDefault();
+    const id = href.slice("#item=".length);
+    if (!(await confirmDiscard())) return;
+    markSelected(view.items.findIndex((i) => i.id === id));
+    await openCard(id);
+    selectTab("read", false);
+    return;
+  }
+  // Outside links open in the user's browser tab of their own, never inside the dashboard.
+  event.preventDefault();
+  window.open(link.href, "_blank", "noopener,noreferrer");
 }
 
 // -- protected items: title and kind only ------------------------------------------------
@@ -128,6 +186,8 @@ async function loadHistory() {
       (data.diffable ? " Select one to see what it changed." : " Protected items show their revisions by title only.");
     renderRevisions();
     if (data.diffable && count) pickRevision(data.revisions[0].revision);
+    const restored = revisionView.restored;
+    if (restored && restored.id === current.id) $("restore-note").textContent = restored.text;
   } catch (err) {
     if (seq === revisionView.seq) $("history-note").textContent = err.message;
   }
@@ -150,7 +210,11 @@ function renderRevisions() {
     meta.append(el("span", rev.author), el("code", rev.short_revision || ""));
     button.append(meta);
     button.disabled = !revisionView.diffable;
-    button.addEventListener("click", () => pickRevision(rev.revision));
+    button.addEventListener("click", () => {
+      revisionView.restored = null;
+      $("restore-note").textContent = "";
+      pickRevision(rev.revision);
+    });
     li.append(button);
     return li;
   });
@@ -179,8 +243,32 @@ function pickRevision(revision) {
   select.replaceChildren(...options);
   select.value = rev && rev.parents.length ? rev.parents[0] : ""; // default: what it was based on
   $("diff-to").textContent = rev ? `${rev.short_revision} (${when(rev.created_ms)})` : "";
+  // DT-8: any earlier revision with content can come back as a new revision.
+  $("restore-rev").hidden = !rev || rev.head || rev.tombstone || !!view.current.conflict;
   $("diff-box").hidden = false;
   loadDiff();
+}
+
+async function restoreRevision() {
+  const current = view.current;
+  const revision = revisionView.selected;
+  if (!current || !revision) return;
+  if (!(await confirmDiscard())) return;
+  $("restore-rev").disabled = true;
+  try {
+    const done = await api("/api/cards/" + encodeURIComponent(current.id) + "/restore", {
+      method: "POST",
+      body: JSON.stringify({ revision }),
+    });
+    // Kept until History has reloaded: reopening the item (here, or the change feed's own
+    // reload of a changed item) clears the panel first.
+    revisionView.restored = { id: current.id, text: `Restored: it is now revision ${done.short_revision}. The history keeps every version.` };
+    await openCard(current.id, true); // the editor now holds the restored text; History reloads
+  } catch (err) {
+    $("restore-note").textContent = err.message;
+  } finally {
+    $("restore-rev").disabled = false;
+  }
 }
 
 async function loadDiff() {
@@ -402,4 +490,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("tab-" + tab).addEventListener("keydown", onTabKey);
   }
   $("diff-from").addEventListener("change", loadDiff);
+  $("read-raw").addEventListener("click", () => showRaw(!readView.raw));
+  $("restore-rev").addEventListener("click", restoreRevision);
+  $("rendered").addEventListener("click", onRenderedClick);
 });

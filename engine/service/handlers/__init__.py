@@ -19,6 +19,7 @@ from engine.service.handlers import (
     mcp_grants,  # MCP grants and mcp_call (issue 6)
     notebook,  # each connected agent's private notebook and scratch pad (issue 28, AG-13)
     remote,  # remote sessions, tickets, proxies (issue 7)
+    restore,  # restore_revision (an earlier revision as a new one; undelete) and trash (issue 31, DT-8)
     run,  # memories run: secrets into a child's environment (issue 16, RN-1, API-7)
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
@@ -48,6 +49,7 @@ __all__ = [
     "mcp_grants",
     "notebook",
     "remote",
+    "restore",
     "run",
     "search",
     "session",
