@@ -110,10 +110,15 @@ def copy_with_clear(value: str, clear_after: int) -> Backend:
     """Write, read back to prove the write, then start the clearing child. Raises on failure."""
     backend = detect()
     write(backend, value)
-    deadline = time.monotonic() + 3
-    while read(backend) != value:
+    # Read back to prove the write. An earlier copy's clearing child can empty the clipboard
+    # right after this write (it read its own value just before): write again when what we
+    # read is not ours. Generous on a loaded machine, where the tools start slowly.
+    deadline = time.monotonic() + 10
+    while (current := read(backend)) != value:
         if time.monotonic() > deadline:
             raise MemoriesError("clipboard_unavailable", "The clipboard did not take the value.")
+        if current is not None:
+            write(backend, value)
         time.sleep(0.05)
     # Isolated from the caller's directory (SPEC ST-11, engine/launch.py).
     child = subprocess.Popen(

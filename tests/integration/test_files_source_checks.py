@@ -43,6 +43,11 @@ def test_fi2_a_file_changed_while_it_is_read_is_refused(vault: Cli, tmp_path: Pa
     source = tmp_path / "big.bin"
     pseudo_random(source, 128 * MIB, b"before")
     rows, files = content_rows(vault), vault.ok("file", "list")["total"]
+    replacement = tmp_path / "big.new"
+    if how == "replaced_by_rename":
+        # Written before the add starts: on a loaded machine, writing 128 MiB while the add ran
+        # let the add finish first, and the rename then came after the read (seen in CI).
+        pseudo_random(replacement, 128 * MIB, b"after")
     adding = subprocess.Popen(
         vault.command("file", "add", str(source), "--json"),
         env=vault.environ(),
@@ -65,8 +70,6 @@ def test_fi2_a_file_changed_while_it_is_read_is_refused(vault: Cli, tmp_path: Pa
                 for _ in range(128):
                     rewrite.write(block)
         else:
-            replacement = tmp_path / "big.new"
-            pseudo_random(replacement, 128 * MIB, b"after")
             os.replace(replacement, source)  # the open descriptor still reads the old file
         out, _ = adding.communicate(timeout=300)
     finally:

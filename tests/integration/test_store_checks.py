@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import resource
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,15 @@ def _snapshot(home: Path) -> Snapshot:
     return Snapshot(loaded.records, loaded.last_seq, loaded.count, loaded.chain, bytes(blob), content)
 
 
+def _wait_for_background_work(vault: Cli) -> None:
+    """Until the engine's follow-up jobs (search tokens, postings, the signature check) are done:
+    they commit rows of their own, seconds after a write on a loaded machine."""
+    deadline = time.monotonic() + 120
+    while [j for j in vault.ok("status")["jobs"] if j["state"] in ("running", "waiting")]:
+        assert time.monotonic() < deadline, vault.ok("status")["jobs"]
+        time.sleep(0.2)
+
+
 def _file_limit(pid: int, limit: int) -> tuple[int, int]:
     old = resource.prlimit(pid, resource.RLIMIT_FSIZE)
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, old[1]))
@@ -135,6 +145,7 @@ def test_a_write_failing_at_the_sqlite_file_layer_rolls_back_and_writes_nothing(
         vault.put(f"kept {i}", "body")
     pid = vault.daemon_pid()
     assert pid is not None
+    _wait_for_background_work(vault)  # a token or postings commit after `before` is not the failed write
     before = _snapshot(vault.home)
     listed = vault.ok("list")["items"]
     files = [vault.home / "store.db", vault.home / "store.db-wal"]
