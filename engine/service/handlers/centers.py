@@ -147,20 +147,25 @@ def center_ticket_apply(service: Service, request: CenterTicketApply, caller: Ca
             center=ticket.center,
             vault_names=tuple(ticket.vaults) if saas else (),
         )
-        record = {
-            "t": applied.APPLIED_KIND,
-            "id": ticket.ticket_id,
-            "kind": ticket.kind,
-            "center": ticket.center,
-            "generation": ticket.generation,
-            "applied_ms": _now_ms(),
-        }
+        record = _applied_record(ticket)
         audit = service.vault.audit_record(
             state, "center_ticket_apply", caller, outcome="ok", grant=grant.grant_id, scope=grant.scope
         )
         service.vault.commit(state, [], [], [grant.to_record(), record, audit])
         view = grant_view(state, grant, None)
     return {**view, "token": token, "center": center.url, "ticket_id": ticket.ticket_id, "expires_ms": ticket.expires_ms}
+
+
+def _applied_record(ticket: Ticket) -> dict[str, Any]:
+    """The sealed record that uses a ticket up on this device (replays are refused by its id)."""
+    return {
+        "t": applied.APPLIED_KIND,
+        "id": ticket.ticket_id,
+        "kind": ticket.kind,
+        "center": ticket.center,
+        "generation": ticket.generation,
+        "applied_ms": _now_ms(),
+    }
 
 
 def device_ticket(service: Service, state: Unlocked, text: str, device_pub: bytes) -> tuple[frozenset[str], dict[str, Any]]:
@@ -178,14 +183,7 @@ def device_ticket(service: Service, state: Unlocked, text: str, device_pub: byte
         raise MemoriesError("ticket_invalid", "The device ticket names another device than this join request's.")
     applied.require_fresh(state.extra_records, ticket.ticket_id)
     applied.require_current_generation(applied.newest_generations(state.extra_records), ticket.center, ticket.generation)
-    record = {
-        "t": applied.APPLIED_KIND,
-        "id": ticket.ticket_id,
-        "kind": ticket.kind,
-        "center": ticket.center,
-        "generation": ticket.generation,
-        "applied_ms": _now_ms(),
-    }
+    record = _applied_record(ticket)
     return frozenset(ticket.vaults), record
 
 
