@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hmac
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -196,15 +197,20 @@ def _distinct(entry: Entry, values: dict[str, str], key: Callable[[str], str], w
     return out
 
 
+def same_secret(one: str, other: str) -> bool:
+    """Two passwords are the same, compared in constant time like every secret here (issue 27)."""
+    return hmac.compare_digest(one.encode("utf-8"), other.encode("utf-8"))
+
+
 def add_password_history(entry: Entry, value: str | None, when: Any) -> None:
     """One earlier password of the entry, oldest last; ``when`` as the source gives it.
 
     The same password twice in a row (KeePass keeps whole entry versions, most of them
     with an unchanged password) is kept once, and the current password is not history.
     """
-    if not value or value == entry.password:
+    if not value or (entry.password is not None and same_secret(value, entry.password)):
         return
-    if entry.password_history and entry.password_history[-1][0] == value:
+    if entry.password_history and same_secret(entry.password_history[-1][0], value):
         return
     entry.password_history.append((value, when_text(when)))
 
@@ -246,7 +252,8 @@ def _tidy(entry: Entry) -> LoginInput:
 
 def _history(entry: Entry) -> list[tuple[str, str | None]]:
     """The earlier passwords we keep: never the current one, none over the limits, each drop said."""
-    kept = [(old, when) for old, when in entry.password_history if old != entry.password]
+    current = entry.password
+    kept = [(old, when) for old, when in entry.password_history if current is None or not same_secret(old, current)]
     long = [old for old, _ in kept if len(old) > MAX_PASSWORD]
     if long:
         entry.warnings.append(

@@ -145,7 +145,9 @@ def test_dashboard_save_with_an_old_base(vault: Cli, tmp_path: Path) -> None:
     dashboard = start_dashboard(vault, tmp_path / "dashboard.log")
     try:
         status, _, saved = dashboard.request("POST", f"/api/cards/{asset_id}", {"base": before, "fields": {"title": "t"}})
-        assert status == 200 and saved["conflict"] is True, saved
+        # DT-7: a save over a change made elsewhere is refused (it used to become a conflict);
+        # either way the old base never brings the protected value back.
+        assert status == 409 and saved["error"]["code"] == "stale_base", saved
         status, _, shown = dashboard.request("GET", f"/api/cards/{asset_id}")
         assert status == 200 and CANARY not in str(shown)
     finally:

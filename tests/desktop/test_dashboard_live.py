@@ -185,8 +185,18 @@ def test_dt7_needs_attention_lists_a_real_conflict_and_search_says_it_was_skippe
         assert "in conflict" in (await page.text_content("#status-line") or "")
         # Resolving it clears the view by itself.
         await page.click("#nav-cards")
-        await page.click("#versions .version:first-child button.keep")
-        await page.wait_for_selector("#save-result.saved:has-text('Resolved')")
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        # The open item may be re-rendered by a live event right as the click lands (the button
+        # then detaches): click again until the save says so, bounded (seen under xdist load).
+        for attempt in range(3):
+            await page.click("#versions .version:first-child button.keep")
+            try:
+                await page.wait_for_selector("#save-result.saved:has-text('Resolved')", timeout=30_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 2:
+                    raise
         await page.click("#nav-attention")
         await page.wait_for_selector(item, state="detached")
 

@@ -474,6 +474,11 @@ EXPECTED_ROUTES = {
     ("GET", "/api/notebooks"),
     ("GET", "/api/notebooks/{name}"),
     ("GET", "/static/live.js"),  # DT-7: the change feed and Needs attention
+    ("GET", "/static/trash.js"),  # DT-8: Read (rendered Markdown), restore a revision, trash
+    ("GET", "/api/cards/{id}/rendered"),
+    ("POST", "/api/cards/{id}/restore"),
+    ("GET", "/api/trash"),
+    ("POST", "/api/trash/{id}/restore"),
     ("GET", "/api/events"),
     ("GET", "/api/attention"),
 }
