@@ -861,6 +861,10 @@ async function removeCard() {
 async function resolve(revision) {
   const current = view.current;
   if (!current) return;
+  // A resolve is our own write: live.js waits for it (as for a save) and then sees the item
+  // reopened, instead of reporting it as "changed elsewhere" over the result.
+  let settle;
+  view.saving = new Promise((done) => { settle = done; });
   try {
     const done = await api("/api/cards/" + encodeURIComponent(current.id) + "/resolve", {
       method: "POST",
@@ -871,6 +875,9 @@ async function resolve(revision) {
     refreshList();
   } catch (err) {
     setResult("save-result", err.message, "error");
+  } finally {
+    view.saving = null;
+    settle();
   }
 }
 
