@@ -382,7 +382,10 @@ def test_locked_page_says_so_and_comes_back_by_itself(seeded: dict[str, Any]) ->
         await asyncio.to_thread(cli.unlock)
         await _vault_ready(page)
 
-    run_in_browser(dash.url, scenario)
+    # A request the page had in flight when the vault locked is answered 423, which the browser
+    # logs as a console error (seen under load once the change feed refreshes the page on lock):
+    # expected here, so only CSP reports count as errors in this test.
+    run_in_browser(dash.url, scenario, console="csp")
 
 
 @pytest.mark.parametrize(
