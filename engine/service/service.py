@@ -255,8 +255,11 @@ class Service:
 
     def _run(self, spec: OpSpec, request: Request, caller: Caller) -> dict[str, Any]:
         router = self.content_router
-        if router is not None and router.claims(type(request).__struct_config__.tag, spec):  # type: ignore[arg-type]
-            return self._run_routed(router, spec, request, caller)
+        if router is not None:
+            name = type(request).__struct_config__.tag
+            assert isinstance(name, str)  # every op's request has a string tag (registry.op checks it)
+            if router.claims(name, spec):
+                return self._run_routed(router, spec, request, caller)
         if spec.lock_free:
             return spec.handler(self, request, caller)
         with self.lock:
