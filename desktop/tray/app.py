@@ -224,7 +224,9 @@ class TrayApp:
             self.badges = badges
         if self.options.verbose:
             self._say(f"memories tray: badges tickets={badges.tickets} sync_problem={str(badges.sync_problem).lower()}")
-        self._show(self.state, self._last_probe, force=True)
+        # Redraw only: this thread must not set a state it read before a probe changed it
+        # (a lock seen meanwhile would be drawn over with the unlocked icon).
+        self._redraw()
 
     def _show(self, new: TrayState, probe: Probe | None, force: bool = False) -> None:
         activity = (activity_text(probe) or delivery_text(probe)) if probe is not None else ""
@@ -236,12 +238,20 @@ class TrayApp:
             self.activity = activity
         if self.options.verbose and changed:
             self._say(f"memories tray: state {new.value}")
+        self._redraw()
+
+    def _redraw(self) -> None:
+        """Draw the icon from the state and badges as they are now, read under the icon lock:
+        the prober's thread and the badge reader both draw, and the last drawing must show the
+        newest state, not the one a slower thread read before it."""
         icon = self.icon
         if icon is None or self._quitting.is_set():
             return
         with self._icon_lock:
-            icon.icon = render(new, badges=self.badges)
-            icon.title = tooltip_text(new, probe, self.badges)
+            with self._state_lock:
+                state, probe, badges = self.state, self._last_probe, self.badges
+            icon.icon = render(state, badges=badges)
+            icon.title = tooltip_text(state, probe, badges)
             if getattr(icon, "HAS_MENU", False):
                 icon.update_menu()
 

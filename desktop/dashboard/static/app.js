@@ -271,6 +271,11 @@ function renderGate(state, probeState) {
     } else if (state === "locked") {
       title = "The vault is locked";
       parts = ["Unlock it with the tray's Unlock…, or run ", ["memories unlock"], " in a terminal. This page never asks for your password; it updates by itself."];
+    } else if (state === "not_responding") {
+      // Seen for a moment while the engine restarts after a lock (it clears its memory that
+      // way), or when it hangs: neither means it stopped.
+      title = "The engine is not answering";
+      parts = ["It may be busy or restarting after a lock. If this stays, run ", ["memories status"], " in a terminal. This page updates by itself."];
     } else {
       title = "The engine is not running";
       parts = ["Start it from the tray, or run ", ["memories daemon start"], " in a terminal. This page updates by itself."];
