@@ -262,6 +262,14 @@ class Service:
                 return self._run_routed(router, spec, request, caller)
         if spec.lock_free:
             return spec.handler(self, request, caller)
+        return self.run_gated(spec, caller, lambda: spec.handler(self, request, caller))
+
+    def run_gated(self, spec: OpSpec, caller: Caller, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``run`` under the service lock behind the op's gates (unlocked, elevated, idle timer).
+
+        Ops register as ``lock_free`` and call this themselves when they must first ask
+        something slow outside the lock (the Center, about a ticket).
+        """
         with self.lock:
             generation = self.session.generation
             if spec.needs_unlock:
@@ -270,7 +278,7 @@ class Service:
                 raise MemoriesError("elevation_required")
             if spec.touches_idle:
                 self.session.touch()
-            result = spec.handler(self, request, caller)
+            result = run()
             if spec.needs_unlock and self.session.generation != generation:
                 # ST-10: the vault was locked while this ran; drop the result.
                 raise MemoriesError("locked")

@@ -45,13 +45,22 @@ def test_ct1_revoked_at_the_center_refused_on_next_call(tmp_path: Path) -> None:
 
 
 def test_ct1_a_center_device_ticket_approves_a_device(tmp_path: Path) -> None:
+    """CT-1: a Center device ticket approves the device it names; one the Center revoked
+    before it was used is refused at approval (the Center is asked then), changing nothing."""
     with running(tmp_path / "center") as center:
         approver = engine_with(tmp_path / "approver", center.config("tickets"))
         new = Cli(home=tmp_path / "new")
         try:
             device_id = approver.ok("whoami")["device_id"]
             request = new.ok("device", "request", "--approver", device_id, "--password-stdin", input="pw 12345\n")
-            ticket = center.grant("laptop", "read", "default", device=fingerprint(bytes.fromhex(request["device_id"])))["ticket"]
+            joining = fingerprint(bytes.fromhex(request["device_id"]))
+            withdrawn = center.grant("stolen", "read", "default", device=joining)["ticket"]
+            center.revoke("stolen")
+            devices_before = approver.ok("devices")
+            error = approver.err("device", "approve", request["request"], "--yes", "--ticket", withdrawn)
+            assert error["code"] == "ticket_revoked", error
+            assert approver.ok("devices") == devices_before
+            ticket = center.grant("laptop", "read", "default", device=joining)["ticket"]
             approval = approver.ok("device", "approve", request["request"], "--yes", "--ticket", ticket)
             new.ok("device", "join", approval["approval"], "--password-stdin", input="pw 12345\n")
             assert new.ok("whoami")["device_id"] == request["device_id"]

@@ -92,7 +92,6 @@ def _require_elevated(service: Service, caller: Caller) -> None:
 # Lock-free (the Center is asked outside the service lock): elevation is checked inside, first.
 @op(CenterTicketApply, lock_free=True)
 def center_ticket_apply(service: Service, request: CenterTicketApply, caller: Caller) -> dict[str, Any]:
-    runtime = runtime_of(service)
     with service.lock:
         _require_elevated(service, caller)
         state = service.require_unlocked()
@@ -108,16 +107,7 @@ def center_ticket_apply(service: Service, request: CenterTicketApply, caller: Ca
         applied.require_fresh(state.extra_records, ticket.ticket_id)
         applied.require_current_generation(applied.newest_generations(state.extra_records), ticket.center, ticket.generation)
         generation = service.session.generation
-    # The Center's word, asked now (never from the cache) and outside the service lock.
-    status, center_generation = runtime.ticket_status(center, ticket.ticket_id, fresh=True)
-    if ticket.generation < center_generation:
-        raise MemoriesError("stale_generation", "This ticket is from an older credential generation of the Center; refused.")
-    if status == "revoked":
-        raise MemoriesError("ticket_revoked")
-    if status == "expired":
-        raise MemoriesError("ticket_expired")
-    if status != "valid":
-        raise MemoriesError("ticket_revoked", "The Center does not know this ticket; nothing was changed.")
+    _require_valid_at_center(service, ticket, center)
     with service.lock:
         state = service.require_unlocked()
         if service.session.generation != generation:
@@ -156,6 +146,30 @@ def center_ticket_apply(service: Service, request: CenterTicketApply, caller: Ca
     return {**view, "token": token, "center": center.url, "ticket_id": ticket.ticket_id, "expires_ms": ticket.expires_ms}
 
 
+def _require_valid_at_center(service: Service, ticket: Ticket, center: CenterConfig) -> None:
+    """The Center's word on ``ticket``, asked now (never from the cache); call it outside the
+    service lock (an HTTP request). Anything but "valid" at the current generation is refused."""
+    status, center_generation = runtime_of(service).ticket_status(center, ticket.ticket_id, fresh=True)
+    if ticket.generation < center_generation:
+        raise MemoriesError("stale_generation", "This ticket is from an older credential generation of the Center; refused.")
+    if status == "revoked":
+        raise MemoriesError("ticket_revoked")
+    if status == "expired":
+        raise MemoriesError("ticket_expired")
+    if status != "valid":
+        raise MemoriesError("ticket_revoked", "The Center does not know this ticket; nothing was changed.")
+
+
+def require_device_ticket_valid(service: Service, text: str) -> None:
+    """Before a device approval: the Center still stands by this device ticket (not revoked,
+    not expired there, current generation). Outside the service lock; the approval itself
+    checks the ticket's signature, device, replay and generation again under it."""
+    ticket, center = verify_pinned(service, text)
+    if ticket.kind != "device":
+        raise MemoriesError("ticket_invalid", "This is a grant ticket; apply it with `memories center ticket apply`.")
+    _require_valid_at_center(service, ticket, center)
+
+
 def _applied_record(ticket: Ticket) -> dict[str, Any]:
     """The sealed record that uses a ticket up on this device (replays are refused by its id)."""
     return {
@@ -171,10 +185,9 @@ def _applied_record(ticket: Ticket) -> dict[str, Any]:
 def device_ticket(service: Service, state: Unlocked, text: str, device_pub: bytes) -> tuple[frozenset[str], dict[str, Any]]:
     """A device ticket for ``device_pub``: the vault names it allows and the record that consumes it.
 
-    Checked here: the pinned key's signature, expiry, the device it names (its key's
-    fingerprint or its device ID), replay and generation. Under the service lock, so the Center
-    is not asked (a device ticket's revocation is the operator's to do before it is used;
-    docs/center.md says so).
+    Checked here, under the service lock: the pinned key's signature, expiry, the device it
+    names (its key's fingerprint or its device ID), replay and generation. The Center's own word
+    (revoked?) was asked just before, outside the lock (:func:`require_device_ticket_valid`).
     """
     ticket, _center = verify_pinned(service, text)
     if ticket.kind != "device":

@@ -41,7 +41,7 @@ from engine.errors import MemoriesError
 from engine.service import requests_devices as rq
 from engine.service.caller import Caller
 from engine.service.center_runtime import runtime_of as center_runtime
-from engine.service.registry import op
+from engine.service.registry import OPS, op
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import StoreFile, create_store
 from engine.vault.core import VaultKeys
@@ -244,8 +244,22 @@ def device_request_show(service: Service, request: rq.DeviceRequestShow, caller:
     return _request_view(_parse(state, request.request, _now_ms()))
 
 
-@op(rq.DeviceApprove, needs_elevation=True)
+# Lock-free: with a device ticket, the Center is asked about it first, outside the service
+# lock (an HTTP request); the approval itself then runs behind the op's usual gates.
+@op(rq.DeviceApprove, needs_elevation=True, lock_free=True)
 def device_approve(service: Service, request: rq.DeviceApprove, caller: Caller) -> dict[str, Any]:
+    spec = OPS["device_approve"]
+    if request.ticket is not None:
+        # Imported here: see _approve (an import cycle otherwise).
+        from engine.service.handlers import centers
+
+        # The gates first: no Center is asked on behalf of a caller who could not approve.
+        service.run_gated(spec, caller, dict)
+        centers.require_device_ticket_valid(service, request.ticket)
+    return service.run_gated(spec, caller, lambda: _approve(service, request, caller))
+
+
+def _approve(service: Service, request: rq.DeviceApprove, caller: Caller) -> dict[str, Any]:
     state = service.require_unlocked()
     now = _now_ms()
     req = _parse(state, request.request, now)
