@@ -377,7 +377,8 @@ OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine", "center")),
     ("Agents", ("agent", "mcp", "inject", "transcript", "memory")),
     ("Remote", ("credential", "remote", "proxy", "run", "job")),
-    ("Admin", ("daemon", "audit", "tray", "dashboard", "config", "autostart", "desktop", "local-config", "completion", "help")),
+    ("Admin", ("config", "daemon", "audit", "tray", "dashboard", "autostart", "desktop")),
+    ("", ("local-config", "completion", "help")),
 )
 
 
