@@ -152,8 +152,9 @@ def test_settings_keyboard_only(setup: tuple[Cli, Dashboard, Path]) -> None:
 
 
 def test_settings_route_refuses_malformed_changes(setup: tuple[Cli, Dashboard, Path]) -> None:
-    """DT-9, API-8: an unknown setting, extra fields, a value of the wrong type and a locked vault
-    are typed errors, and config.toml is left as it was."""
+    """DT-9, API-8, DT-5: an unknown setting, extra fields, a value of the wrong type, a foreign
+    Origin or Host, a missing token and a locked vault are refused, and config.toml is left as
+    it was."""
     cli, dash, _ = setup
     config_file = cli.home / "config.toml"
     config_file.write_text("# mine\n[engine]\nsudo_minutes = 3\n", "utf-8")
@@ -171,8 +172,14 @@ def test_settings_route_refuses_malformed_changes(setup: tuple[Cli, Dashboard, P
     for body, status, code in cases:
         got, _, data = dash.request("POST", "/api/settings", body)
         assert (got, data["error"]["code"]) == (status, code), (body, data)
+    good = {"name": "theme", "value": "dark"}
+    assert dash.request("POST", "/api/settings", good, origin="http://evil.example")[0] == 403
+    assert dash.request("POST", "/api/settings", good, origin=None)[0] == 403
+    assert dash.request("POST", "/api/settings", good, token=None)[0] == 401
+    assert dash.request("POST", "/api/settings", good, host="evil.example")[0] == 403
+    assert dash.request("GET", "/api/settings", token=None)[0] == 401
     cli.ok("lock")
-    got, _, data = dash.request("POST", "/api/settings", {"name": "theme", "value": "dark"})
+    got, _, data = dash.request("POST", "/api/settings", good)
     assert (got, data["error"]["code"]) == (423, "locked")
     assert config_file.read_bytes() == before
     got, _, data = dash.request("GET", "/api/settings")  # reading needs no unlock
