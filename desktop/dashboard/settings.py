@@ -59,7 +59,8 @@ def _project(raw: dict[str, Any]) -> dict[str, Any]:
     for name, entry in (settings if isinstance(settings, dict) else {}).items():
         if name not in _ENGINE_NAMES or not isinstance(entry, dict):
             continue
-        stored = entry.get("stored_in") if isinstance(entry.get("stored_in"), dict) else {}
+        raw_stored = entry.get("stored_in")
+        stored: dict[str, Any] = raw_stored if isinstance(raw_stored, dict) else {}
         out[name] = {
             "value": entry.get("value"),
             "default": entry.get("default"),

@@ -22,8 +22,9 @@ from engine.settings import describe, write_setting
 __all__ = ["settings_get", "settings_set"]
 
 
-@op(srq.SettingsGet, needs_unlock=False, touches_idle=False)
+@op(srq.SettingsGet, needs_unlock=False, lock_free=True, touches_idle=False)
 def settings_get(service: Service, request: srq.SettingsGet, caller: Caller) -> dict[str, Any]:
+    """Reads config.toml only: answers while another op (an import) holds the service lock."""
     return {"config_file": str(service.paths.config_file), "settings": describe(service.paths.config_file)}
 
 
