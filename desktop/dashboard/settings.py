@@ -26,6 +26,8 @@ __all__ = ["register", "screen_lock_support", "START_AT_LOGIN"]
 
 START_AT_LOGIN = "start_at_login"
 # Only the names and values the engine's table accepts travel on; the engine checks them again.
+# The engine is not there (not started, restarting after a lock, busy): the page says so.
+_ENGINE_AWAY = frozenset({"daemon_unavailable", "timeout", "busy", "not_initialized"})
 _ENGINE_NAMES = frozenset({"idle_lock_minutes", "lock_on_screen_lock", "clipboard_clear_seconds", "theme"})
 
 
@@ -103,10 +105,18 @@ def register(app: web.Application, ctx: Any) -> None:
         return web.Response(body=script, content_type="text/javascript", charset="utf-8")
 
     async def show(request: web.Request) -> web.Response:
-        raw = await ctx.engine(ctx.gateway.settings)
+        try:
+            raw = await ctx.engine(ctx.gateway.settings)
+        except MemoriesError as exc:
+            if exc.code not in _ENGINE_AWAY:
+                raise
+            # Every page asks at load (for the theme): an engine that is not there yet is a
+            # state the page shows, not a failed request in the browser's console.
+            return web.json_response({"available": False, "message": exc.message})
         login = await ctx.engine(_start_at_login)
         return web.json_response(
             {
+                "available": True,
                 "settings": {**_project(raw), START_AT_LOGIN: login},
                 "screen_lock": screen_lock_support(),
                 "tray": ctx.mode == "tray",

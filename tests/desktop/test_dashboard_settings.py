@@ -194,3 +194,26 @@ def test_screen_lock_support_names_each_platform() -> None:
     assert screen_lock_support("win32")["implemented"] is False
     assert "screenIsLocked" in screen_lock_support("darwin")["how"]
     assert screen_lock_support("darwin")["implemented"] is False
+
+
+def test_settings_without_an_engine_say_so(tmp_path: Path) -> None:
+    """DT-9: with no engine running, the Settings page says the settings show when the engine
+    answers (no failed request in the browser's console) and offers no control."""
+    cli = Cli(home=tmp_path / "home")
+    cli.init()
+    cli.stop()
+    dash = start_dashboard(cli, tmp_path / "dashboard.log")
+    try:
+        dash.wait_state("not_running")
+        code, _, data = dash.request("GET", "/api/settings")
+        assert code == 200 and data["available"] is False and data["message"]
+
+        async def scenario(page: Any) -> None:
+            await page.click("#nav-settings")
+            await page.wait_for_selector("#settings-note:has-text('when the engine answers')")
+            assert await page.is_hidden("#settings-form")
+
+        run_in_browser(dash.url, scenario)
+    finally:
+        stop_process(dash.proc)
+        cli.stop()

@@ -116,12 +116,13 @@ def test_tray_locks_on_screen_lock_and_suspend(vault: Cli, xsession: XSession, t
         _emit(session_bus, "/org/freedesktop/ScreenSaver", "org.freedesktop.ScreenSaver", "ActiveChanged", "b", (True,))
         tray.wait_output(r"the screen locked; locking the vault")
         _wait_status(vault, "locked")
-        assert "the machine is suspending; locking" not in tray.output(), "a resume must not lock"
 
         vault.unlock()
         _emit(system_bus, LOGIN1, "org.freedesktop.login1.Manager", "PrepareForSleep", "b", (True,))
         tray.wait_output(r"the machine is suspending; locking the vault")
         _wait_status(vault, "locked")
+        # The resume sent earlier on the same bus was handled before this signal: it locked nothing.
+        assert tray.output().count("the machine is suspending; locking the vault") == 1, tray.output()
 
         vault.unlock()
         _emit(system_bus, LOGIN1 + "/session/_32", "org.freedesktop.login1.Session", "Lock")

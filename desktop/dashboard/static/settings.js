@@ -38,6 +38,12 @@
   async function load() {
     try {
       const data = await api("/api/settings");
+      if (!data.available) {
+        $("settings-form").hidden = true;
+        $("settings-note").textContent = "The settings show when the engine answers: " + data.message;
+        return;
+      }
+      $("settings-form").hidden = false;
       fill(data);
       $("settings-note").textContent = data.tray ? "" : "The screen-lock setting acts while the tray runs; this dashboard runs without one.";
     } catch (err) {
@@ -64,6 +70,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     load(); // the theme applies at every load, whichever page is shown
     $("nav-settings").addEventListener("click", load);
+    document.addEventListener("memories:engine-open", load); // an engine that was away at load
     $("settings-form").addEventListener("submit", (event) => event.preventDefault());
     for (const name of NUMBERS) {
       const input = $("set-" + name);
