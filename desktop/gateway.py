@@ -39,6 +39,14 @@ class EngineGateway:
     def lock(self) -> dict[str, Any]:
         return self._call({"op": "lock"})
 
+    def settings(self) -> dict[str, Any]:
+        """DT-9: the settings of engine/settings.py, their values and where each is stored."""
+        return self._call({"op": "settings_get"})
+
+    def set_setting(self, name: str, value: bool | int | float | str) -> dict[str, Any]:
+        """DT-9: one setting (the engine checks the name and value, writes and audits it)."""
+        return self._call({"op": "settings_set", "name": name, "value": value})
+
     def list_assets(self, kind: str, limit: int, offset: int) -> dict[str, Any]:
         return self._call({"op": "list", "kind": kind, "limit": limit, "offset": offset})
 

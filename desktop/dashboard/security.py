@@ -43,6 +43,7 @@ _STATUS = {
     "not_initialized": 423,
     "conflict": 409,
     "stale_base": 409,
+    "invalid_config": 409,  # DT-9: config.toml does not parse; the person fixes it first
     "timeout": 504,
     "daemon_unavailable": 503,
     "busy": 503,

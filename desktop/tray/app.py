@@ -32,8 +32,10 @@ from desktop.tray.icons import render
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
 from desktop.tray.password_dialog import DialogHost, choose_toolkit
+from desktop.tray.screen_lock import ScreenLockWatcher
 from desktop.tray.single_instance import TrayInstance
 from engine.config import Paths
+from engine.settings import read_settings
 
 __all__ = ["TrayOptions", "TrayApp"]
 
@@ -83,6 +85,8 @@ class TrayApp:
         # each clear starts a new epoch and a read from an older epoch is dropped.
         self._badge_lock = threading.Lock()
         self._badge_epoch = 0
+        # DT-9: logind / ScreenSaver signals lock the vault when the setting says so (Linux).
+        self.screen_lock = ScreenLockWatcher(self._on_screen_lock, self._say, verbose=options.verbose)
 
     def run(self) -> int:
         instance = TrayInstance(Paths(self.options.home).socket)
@@ -136,6 +140,8 @@ class TrayApp:
     def _setup(self, icon: Any) -> None:
         icon.visible = True
         self.prober.start()
+        if sys.platform.startswith("linux"):
+            self.screen_lock.start()
         if self.options.start_engine:
             self._background(self._start_if_needed)
 
@@ -185,6 +191,7 @@ class TrayApp:
         os._exit(0)
 
     def _shutdown(self) -> None:
+        self.screen_lock.stop()
         self.prober.stop(join_timeout=0)
         if self.server is not None:
             self.server.stop()
@@ -284,6 +291,21 @@ class TrayApp:
 
     def lock_now(self) -> None:
         self._background(self._lock)
+
+    def _on_screen_lock(self, reason: str) -> None:
+        """A listener thread heard the screen lock or a suspend (DT-9): lock if the setting is on.
+
+        The setting is read now, from config.toml, so a change made a moment ago counts; the
+        lock runs on this (listener) thread at once, before a suspend goes ahead."""
+        if not read_settings(Paths(self.options.home).config_file)["lock_on_screen_lock"]:
+            if self.options.verbose:
+                self._say(f"memories tray: {reason}; lock_on_screen_lock is off, the vault stays as it is")
+            return
+        probe = self._last_probe
+        if probe is not None and probe.state in ("not_running", "uninitialized"):
+            return  # nothing unlocked to lock
+        self._say(f"memories tray: {reason}; locking the vault")
+        self._lock()
 
     def _lock(self) -> None:
         try:

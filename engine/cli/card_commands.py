@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from typing import Any
 
 from engine.cli.content_options import add_content_options, body_from, meta_pairs
@@ -291,19 +290,14 @@ def cmd_secret_protect(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _clear_seconds(ctx: Context, flag: int | None) -> int:
-    """--clear-after, else `[clipboard] clear_seconds` in config.toml, else 30."""
-    from engine.cli.clipboard import DEFAULT_CLEAR_SECONDS
+    """--clear-after, else `[clipboard] clear_seconds` in config.toml (`memories config`), else 30."""
+    from engine.settings import read_settings
 
     if flag is not None:
         if flag < 1:
             raise UsageError("--clear-after must be at least 1 second")
         return flag
-    try:
-        data = tomllib.loads(ctx.paths.config_file.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return DEFAULT_CLEAR_SECONDS
-    value = data.get("clipboard", {}).get("clear_seconds") if isinstance(data.get("clipboard"), dict) else None
-    return value if isinstance(value, int) and value >= 1 else DEFAULT_CLEAR_SECONDS
+    return int(read_settings(ctx.paths.config_file)["clipboard_clear_seconds"])
 
 
 def cmd_copy(ctx: Context, args: argparse.Namespace) -> int:

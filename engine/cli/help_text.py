@@ -84,6 +84,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "copy": ("memories sudo && memories copy 3fa9c2d1:api --clear-after 20",),
     "tray": ("memories tray",),
     "dashboard": ("memories dashboard",),
+    "config": ("memories config", "memories config set idle_lock_minutes 10"),
+    "config show": ("memories config show --json",),
+    "config get": ("memories config get clipboard_clear_seconds",),
+    "config set": ("memories config set lock_on_screen_lock off", "memories config set theme dark"),
     "autostart": ("memories autostart enable", "memories autostart status"),
     "autostart enable": ("memories autostart enable", "memories autostart enable --kind systemd"),
     "autostart disable": ("memories autostart disable", "memories autostart disable --kind systemd"),
@@ -373,7 +377,8 @@ OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine", "center")),
     ("Agents", ("agent", "mcp", "inject", "transcript", "memory")),
     ("Remote", ("credential", "remote", "proxy", "run", "job")),
-    ("Admin", ("daemon", "audit", "tray", "dashboard", "autostart", "desktop", "local-config", "completion", "help")),
+    ("Admin", ("config", "daemon", "audit", "tray", "dashboard", "autostart", "desktop")),
+    ("", ("local-config", "completion", "help")),
 )
 
 

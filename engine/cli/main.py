@@ -59,6 +59,7 @@ COMMAND_MODULES = (
     "job_commands",
     "backup_commands",
     "center_commands",
+    "config_commands",
 )
 # Top-level command → its module, so one call imports only what it runs (a CLI call must
 # stay well under 150 ms). tests/unit/test_cli_table.py keeps this in step with the modules;
@@ -125,6 +126,7 @@ COMMAND_TABLE = {
     "backup": "backup_commands",
     "restore": "backup_commands",
     "center": "center_commands",
+    "config": "config_commands",
 }
 
 

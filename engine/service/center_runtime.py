@@ -78,6 +78,7 @@ LOCAL_OPS_IN_SAAS: Final = frozenset(
         "mcp_call",
         "local_config",
         "local_config_get",
+        "settings_set",  # DT-9: this device's config.toml
         "dashboard_activity",
         "center_ticket_apply",
         "center_tickets",

@@ -4,7 +4,7 @@ axe-core (MPL-2.0, the copy bundled by the `axe-playwright-python` test dependen
 Debian's chromium through Playwright over every page and tab of a real dashboard: the
 vault list, search results, an item's Edit, History (with a diff) and Links tabs, a
 protected item's read-only view, a new item, the "discard unsaved changes?" dialog,
-Tickets, Activity, Status and the locked page. The test fails on any serious or critical
+Tickets, Activity, Status, Settings and the locked page. The test fails on any serious or critical
 violation, listing each rule and element. Each state's screenshot is kept as a CI artifact
 ($MEMORIES_TEST_ARTIFACTS).
 
@@ -120,6 +120,9 @@ async def _walk_every_page(page: Any, audit: Audit, s: dict[str, Any], narrow: b
     await page.click("#nav-status")
     await page.wait_for_selector("#status-fields dt")
     await audit.check("status")
+    await page.click("#nav-settings")
+    await page.wait_for_selector("#where-theme:has-text('[desktop] theme')")
+    await audit.check("settings")  # DT-9
     await asyncio.to_thread(s["cli"].ok, "lock")
     await page.click("#nav-cards")
     await page.wait_for_selector("#gate:not([hidden])")
@@ -146,7 +149,7 @@ def test_every_page_passes_axe(seeded: dict[str, Any], name: str, dark: bool, wi
         assert audit.failures == [], "\n".join(audit.failures)
 
     _browser(dash.url, scenario, bypass_csp=True, dark=dark, width=width)
-    assert len(states) == 13, states  # every page and tab was audited
+    assert len(states) == 14, states  # every page and tab was audited
 
 
 def test_csp_blocks_injected_scripts(seeded: dict[str, Any]) -> None:  # noqa: F811

@@ -489,6 +489,9 @@ EXPECTED_ROUTES = {
     ("POST", "/api/trash/{id}/restore"),
     ("GET", "/api/events"),
     ("GET", "/api/attention"),
+    ("GET", "/static/settings.js"),  # DT-9: the Settings page
+    ("GET", "/api/settings"),
+    ("POST", "/api/settings"),
 }
 
 

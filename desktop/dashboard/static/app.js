@@ -288,6 +288,8 @@ function renderGate(state, probeState) {
   if (open && !view.open) {
     view.open = true;
     if (!$("page-cards").hidden) refreshList();
+    // The engine answers now: settings.js reads the theme (and the page's values) again.
+    document.dispatchEvent(new Event("memories:engine-open"));
   } else if (!open && view.open) {
     view.open = false;
     view.items = [];

@@ -23,6 +23,7 @@ from engine.service.handlers import (
     run,  # memories run: secrets into a child's environment (issue 16, RN-1, API-7)
     search,  # search, retrieve, ask, rag (issue 3)
     session,  # status, init, unlock, lock, sudo, shutdown
+    settings,  # the settings people change: idle lock, screen-lock lock, clipboard, theme (DT-9)
     sync,  # sync listener, tokens, sync runs, status (issue 14)
     sync_local,  # quarantine review, vault fork resolve (issue 14, SY-2, SY-3)
     transcripts,  # agent transcripts: import, list, show, recall_turn, recall_session (issue 18, AG-5)
@@ -53,6 +54,7 @@ __all__ = [
     "run",
     "search",
     "session",
+    "settings",
     "sync",
     "sync_local",
     "transcripts",
