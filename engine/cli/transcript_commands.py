@@ -45,6 +45,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("session", help="a session_uid prefix (≥ 6 hex digits, from `transcript list`) or a handle like [1]")
     p.add_argument("--turn", type=int, metavar="N", help="only turn N (the step number shown by `transcript show`)")
     p.set_defaults(func=cmd_show)
+    p = tsub.add_parser(
+        "assign",
+        parents=[common],
+        help="record the project folder of a session imported before working directories were recorded",
+        description="Project-scoped agent grants (`agent connect --project DIR`) see the sessions whose working "
+        "directory is inside DIR. A session imported before directories were recorded has none; this records DIR "
+        "for it (a new revision of each turn). A directory the client recorded is never replaced.",
+    )
+    p.add_argument("session", help="a session_uid prefix (≥ 6 hex digits, from `transcript list`) or a handle like [1]")
+    p.add_argument("--project", required=True, metavar="DIR", help="the project folder the session was run in")
+    p.set_defaults(func=cmd_assign)
     p = tsub.add_parser("watch", parents=[common], help="keep importing new turns as session files grow (polling)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to watch (default: as for import)")
     p.add_argument(
@@ -277,6 +288,19 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
             f"{s['handle']:<7} {s['session_uid'][:12]}  {one_line(s['started'][:19]):<20} {s['turns']:>5}  {one_line(s['title'])}"
         )
     ctx.emit(result, "\n".join(lines) if result["sessions"] else "No transcripts yet: `memories transcript import`.")
+    return 0
+
+
+def cmd_assign(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-11: the session's working directory, as `agent connect --project` resolves a project."""
+    project = str(Path(args.project).expanduser().resolve())
+    result = ctx.request({"op": "transcript_assign", "session": args.session, "project": project})
+    text = (
+        f"session {result['session_uid'][:12]}: working directory {project} recorded on {result['turns_written']} turn(s)"
+        if result["turns_written"]
+        else f"session {result['session_uid'][:12]} already has working directory {project}"
+    )
+    ctx.emit(result, text)
     return 0
 
 

@@ -807,6 +807,36 @@ def transcript_show(service: Service, request: rq.TranscriptShow, caller: Caller
     }
 
 
+@op(rq.TranscriptAssign)
+def transcript_assign(service: Service, request: rq.TranscriptAssign, caller: Caller) -> dict[str, Any]:
+    """AG-11: give a session without a recorded working directory the project folder it belongs to,
+    so that project-scoped grants see it. Each turn gets a new revision naming it; a directory the
+    client recorded is never replaced."""
+    if caller.surface == "mcp":
+        raise MemoriesError("scope_denied", "Only the user assigns sessions to projects.")
+    project = request.project
+    if not PurePath(project).is_absolute():
+        raise MemoriesError("invalid_input", "The project is an absolute path.")
+    state = service.require_unlocked()
+    service.vault.writable_vault(state, b"", state.vault)
+    session = _find_session(service, state, caller, request.session)
+    if session.cwd and session.cwd != project:
+        raise MemoriesError(
+            "invalid_input", "That session's client recorded its working directory already; it is not replaced."
+        )
+    changed = [] if session.cwd == project else session.ordered()
+    if changed:
+        session.cwd = project
+        try:
+            revisions, rows = _write(service, state, session, changed, _Seqs(service))
+            audit = service.vault.audit_record(state, "transcript_assign", caller, outcome="ok", assets=[r.asset_id for r in revisions])
+            service.vault.commit(state, revisions, rows, [audit])
+        except BaseException:
+            _runtime(service).forget()  # the in-memory table holds a directory that was never committed
+            raise
+    return {"session_uid": session.uid, "project": project, "turns_written": len(changed)}
+
+
 def _window(session: SessionState, turn: TurnState, before: int, after: int) -> list[TurnState]:
     same = session.thread_turns(turn.thread_key)
     pos = next(i for i, t in enumerate(same) if t.turn_uid == turn.turn_uid)
