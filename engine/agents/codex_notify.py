@@ -18,7 +18,7 @@ import os
 import re
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from engine.errors import MemoriesError
@@ -37,7 +37,7 @@ def codex_home() -> Path:
 
 def _day_folders(root: Path) -> list[Path]:
     now = datetime.now()
-    utc = datetime.now(timezone.utc)
+    utc = datetime.now(UTC)
     names = dict.fromkeys(f"{d:%Y}/{d:%m}/{d:%d}" for d in (now, utc, now - timedelta(days=1)))
     return [root / name for name in names]
 

@@ -440,7 +440,9 @@ def _split_notify(text: str) -> tuple[str, Any]:
         return text, None
     end = text.find(_NOTIFY_END, start)
     if end < 0:
-        raise MemoriesError("invalid_input", "The managed Memories notify block in the Codex config has no end marker; fix it first.")
+        raise MemoriesError(
+            "invalid_input", "The managed Memories notify block in the Codex config has no end marker; fix it first."
+        )
     end += len(_NOTIFY_END)
     if text[end : end + 1] == "\n":
         end += 1

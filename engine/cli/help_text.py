@@ -202,7 +202,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "transcript watch": (
         "memories transcript watch",
         "memories transcript watch --interval 5 ~/.claude/projects",
-        "memories transcript watch --cycle",
     ),
     "quarantine": ("memories quarantine", "memories quarantine show 5e0b71c2"),
     "quarantine list": ("memories quarantine list",),

@@ -64,7 +64,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cycle",
         action="store_true",
-        help="after each import with new turns, distil them with the model seat ([rag.extraction]), like `memory cycle once`",
+        help="kept for scripts: the engine itself distils the new turns of every import when a model seat "
+        "([rag.extraction]) is configured",
     )
     p.set_defaults(func=cmd_watch)
 
@@ -253,27 +254,12 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
                 if totals["events_added"]:
                     ctx.emit(totals, f"{time.strftime('%H:%M:%S')} {totals['events_added']} new event(s)")
                     sys.stdout.flush()
-                    if args.cycle:
-                        args.cycle = _cycle(ctx)
             deadline = time.monotonic() + args.interval
             while not stop and time.monotonic() < deadline:
                 time.sleep(min(0.1, args.interval))
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def _cycle(ctx: Context) -> bool:
-    """One extraction cycle after an import (AG-9); False when there is no seat (stop asking)."""
-    try:
-        result = ctx.request({"op": "memory_cycle"}, timeout=3600)
-    except MemoriesError as exc:
-        _warn(f"memory cycle: {exc.message}")
-        return exc.code != "provider_not_configured"
-    if result["written"]:
-        ctx.emit(result, f"{time.strftime('%H:%M:%S')} {result['written']} conclusion(s) distilled")
-        sys.stdout.flush()
-    return True
 
 
 # -- reads ---------------------------------------------------------------------------------

@@ -322,7 +322,9 @@ def _codex_rollout(project: Path, turn_id: str, words: str) -> list[dict[str, ob
             "payload": {
                 "type": "message",
                 "role": "user",
-                "content": [{"type": "input_text", "text": f"<environment_context>\n  <cwd>{project}</cwd>\n</environment_context>"}],
+                "content": [
+                    {"type": "input_text", "text": f"<environment_context>\n  <cwd>{project}</cwd>\n</environment_context>"}
+                ],
             },
         },
         {"timestamp": ts.format(1), "type": "event_msg", "payload": {"type": "task_started", "turn_id": turn_id}},

@@ -180,7 +180,7 @@ def test_ag11_assign_gives_a_session_without_a_directory_to_a_project(vault: Cli
     """AG-11: a session imported without a working directory (stores from before directories were
     recorded) is outside every project; `transcript assign SESSION --project DIR` records DIR on its
     turns and the project's grant then reads it; a directory the client recorded is never replaced."""
-    alpha, beta = _setup(vault, tmp_path)
+    alpha, _beta = _setup(vault, tmp_path)
     old = tmp_path / "sessions" / "claude" / "old.jsonl"
     _claude_session(old, "dddd1111-0000-4000-8000-000000000005", alpha, "oldword")
     lines = [json.loads(line) for line in old.read_text().splitlines()]

@@ -393,6 +393,8 @@ def _migrate(service: Service, state: Unlocked, legacy: list[tuple[bytes, dict[s
 
 
 _SYSTEM = Caller(namespace="engine:transcripts", surface="engine")
+# Told after an import committed turns (the extraction cycle, handlers/cycle.py); must not block.
+AFTER_IMPORT: list[Callable[[Service], None]] = []
 
 
 # -- import -------------------------------------------------------------------------------
@@ -472,6 +474,9 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
     except BaseException:
         runtime.forget()  # the in-memory table may hold turns that were never committed
         raise
+    if revisions:
+        for follow in AFTER_IMPORT:
+            follow(service)
     return {
         "revision_id": source_revision,
         "events_added": added_total,
@@ -821,15 +826,15 @@ def transcript_assign(service: Service, request: rq.TranscriptAssign, caller: Ca
     service.vault.writable_vault(state, b"", state.vault)
     session = _find_session(service, state, caller, request.session)
     if session.cwd and session.cwd != project:
-        raise MemoriesError(
-            "invalid_input", "That session's client recorded its working directory already; it is not replaced."
-        )
+        raise MemoriesError("invalid_input", "That session's client recorded its working directory already; it is not replaced.")
     changed = [] if session.cwd == project else session.ordered()
     if changed:
         session.cwd = project
         try:
             revisions, rows = _write(service, state, session, changed, _Seqs(service))
-            audit = service.vault.audit_record(state, "transcript_assign", caller, outcome="ok", assets=[r.asset_id for r in revisions])
+            audit = service.vault.audit_record(
+                state, "transcript_assign", caller, outcome="ok", assets=[r.asset_id for r in revisions]
+            )
             service.vault.commit(state, revisions, rows, [audit])
         except BaseException:
             _runtime(service).forget()  # the in-memory table holds a directory that was never committed
