@@ -195,6 +195,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "transcript import": ("memories transcript import", "memories transcript import ~/.codex/sessions/2026/11/30"),
     "transcript list": ("memories transcript list --agent claude_code",),
     "transcript assign": ("memories transcript assign 3f9a0c --project ~/src/shop",),
+    "transcript scrub": ("memories transcript scrub --dry-run", "memories transcript scrub"),
     "transcript show": ("memories transcript show 3f9a0c", "memories transcript show 3f9a0c --turn 4"),
     "memory": ("memories memory cycle once", "memories memory cycle once --replies replies.jsonl"),
     "memory cycle": ("memories memory cycle once",),

@@ -56,6 +56,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("session", help="a session_uid prefix (≥ 6 hex digits, from `transcript list`) or a handle like [1]")
     p.add_argument("--project", required=True, metavar="DIR", help="the project folder the session was run in")
     p.set_defaults(func=cmd_assign)
+    p = tsub.add_parser(
+        "scrub",
+        parents=[common],
+        help="redact the stored turns again (turns stored before redaction, or before a secret joined the vault)",
+        description="Runs the import's redaction (values the vault protects, well-known token shapes) over every "
+        "stored turn; a turn that held a secret gets a redacted revision, which search and agents then read. "
+        "Earlier revisions stay sealed in the store and are shown redacted (docs/transcripts.md).",
+    )
+    p.add_argument("--dry-run", action="store_true", help="count what would be redacted; write nothing")
+    p.set_defaults(func=cmd_scrub)
     p = tsub.add_parser("watch", parents=[common], help="keep importing new turns as session files grow (polling)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to watch (default: as for import)")
     p.add_argument(
@@ -274,6 +284,20 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
             f"{s['handle']:<7} {s['session_uid'][:12]}  {one_line(s['started'][:19]):<20} {s['turns']:>5}  {one_line(s['title'])}"
         )
     ctx.emit(result, "\n".join(lines) if result["sessions"] else "No transcripts yet: `memories transcript import`.")
+    return 0
+
+
+def cmd_scrub(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-10 over what is stored already: a redacted revision of every turn that held a secret."""
+    result = ctx.request({"op": "transcript_scrub", "dry_run": bool(args.dry_run)}, timeout=3600)
+    kinds = ", ".join(f"{kind} {n}" for kind, n in result["kinds"].items())
+    verb = "would replace" if result["dry_run"] else "replaced"
+    text = (
+        f"{verb} {result['redacted']} secret(s) in {result['turns_redacted']} turn(s) ({kinds})"
+        if result["redacted"]
+        else "no stored turn holds a secret the redaction knows"
+    )
+    ctx.emit(result, text)
     return 0
 
 
