@@ -891,7 +891,7 @@ def transcript_scrub(service: Service, request: rq.TranscriptScrub, caller: Call
 
 def _mask_history(_vault: Any, state: Unlocked, asset_id: bytes, body: str) -> str:
     """AG-10: a transcript revision is shown through the token-shape redaction, whichever revision
-    it is, so one stored before redaction (history, diff, a restore) shows no token either. Values
+    it is, so one stored before redaction (history, `get --rev`) shows no token either. Values
     the vault protects are masked by the cards' redactor (CD-7)."""
     entry = state.index.assets.get(asset_id)
     if entry is None or entry.kind != KIND:
