@@ -1,6 +1,6 @@
 """Agent memory benchmark (issues 18, 28), transcript half: import, append, recall and turn-level quality.
 
-    .venv/bin/python bench/agent.py [--sessions 100] [--turns 200] [--rounds 200] [--only eval|append|import]
+    .venv/bin/python bench/agent.py [--sessions 100] [--turns 200] [--rounds 200] [--only eval|append|import|capture]
 
 Writes ``--sessions`` sessions of ``--turns`` turns each in the real on-disk formats (four
 in five Claude Code projects files, one in five Codex rollouts; each turn is a user
@@ -17,6 +17,10 @@ English and Chinese), starts a real daemon on a temp vault and measures:
     the import request `transcript watch` sends (the file's new events, each with its
     occurrence number counted by the importer) and the bytes of sealed rows the store gained;
     neither may grow with the session;
+  * Codex's notify capture (AG-11, ``--only capture``): one more turn appended to a rollout, then
+    the notify program connect installs, run as Codex runs it (argv + the notification JSON),
+    side by side with ``memories transcript import FILE`` of a rollout of the same size: the
+    wall time of each whole CLI process (capture also finds the rollout from the thread ID);
   * the eval over the shipped sample sessions (tests/data/agent-eval, AG-8/AG-9): turn-level
     recall@5 and MRR per kind of question (exact, Chinese, paraphrase, corrected, inside tool
     noise, long session) through `search` (the request `memories search --kind transcript`
@@ -384,12 +388,115 @@ def _eval(root: Path, hybrid: bool = True) -> None:
         print(f"{surface}: the answer's rank, BM25 → hybrid, where it moved ('-': not in the top 10): {'; '.join(moved)}")
 
 
+def _codex_turn(thread: str, t: int) -> str:
+    """One Codex turn as the rollout recorder writes it, ending in its task_complete line."""
+    ts = "2026-12-07T04:00:00.000Z"
+    turn_id = f"turn-{t}"
+    lines = [
+        {"timestamp": ts, "type": "turn_context", "payload": {"turn_id": turn_id, "cwd": "/home/bench"}},
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"step {t}: rotate the backup index"}],
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Rotated index {t}."}],
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "event_msg",
+            "payload": {"type": "task_complete", "turn_id": turn_id, "last_agent_message": f"Rotated index {t}."},
+        },
+    ]
+    return "".join(json.dumps(x) + "\n" for x in lines)
+
+
+def _capture_cost(root: Path, rounds: int = 15, turns: int = 200) -> None:
+    """AG-11: Codex's notify capture of one new turn vs `transcript import FILE`, alternating."""
+    home, project, codex_home = root / "capture-home", root / "capture-project", root / "codex-home"
+    project.mkdir()
+    _cli(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+    _cli(home, "sudo", "--password-stdin", stdin=PASSWORD + "\n")
+    user_home = root / "capture-user"
+    user_home.mkdir()
+    env = dict(os.environ, HOME=str(user_home), CODEX_HOME=str(codex_home), MEMORIES_AGENT_KEYRING="0")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "--home",
+            str(home),
+            "agent",
+            "connect",
+            "codex",
+            "--project",
+            str(project),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"connect failed: {proc.stdout} {proc.stderr[-2000:]}")
+    import tomllib
+
+    notify = tomllib.loads((project / ".codex" / "config.toml").read_text())["notify"]
+    folder = codex_home / "sessions" / "2026" / "12" / "07"
+    folder.mkdir(parents=True)
+    files = {}
+    for name, thread in (("capture", "0199cafe-0000-7000-8000-00000000c0de"), ("import", "0199cafe-0000-7000-8000-00000000beef")):
+        path = folder / f"rollout-2026-12-07T04-00-00-{thread}.jsonl"
+        meta = {"timestamp": "2026-12-07T04:00:00.000Z", "type": "session_meta", "payload": {"id": thread, "cwd": str(project)}}
+        path.write_text(json.dumps(meta) + "\n" + "".join(_codex_turn(thread, t) for t in range(turns)))
+        _cli(home, "transcript", "import", str(path))
+        files[name] = (path, thread)
+    times: dict[str, list[float]] = {"capture": [], "import": []}
+    for r in range(rounds):
+        for name in ("capture", "import") if r % 2 == 0 else ("import", "capture"):
+            path, thread = files[name]
+            t_no = turns + r
+            with path.open("a") as handle:
+                handle.write(_codex_turn(thread, t_no))
+            if name == "capture":
+                payload = json.dumps(
+                    {"type": "agent-turn-complete", "thread-id": thread, "turn-id": f"turn-{t_no}", "cwd": str(project)}
+                )
+                argv = [*notify, payload]
+            else:
+                argv = [sys.executable, "-m", "engine.cli", "--home", str(home), "transcript", "import", str(path)]
+            t = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+            times[name].append(time.perf_counter() - t)
+            if done.returncode != 0:
+                raise SystemExit(f"{name} failed: {done.stderr[-2000:]}")
+    cap, imp = _p50(times["capture"]), _p50(times["import"])
+    print(
+        f"codex notify capture of 1 turn ({turns}-turn rollout): p50 {cap:7.1f} ms p95 {_p95(times['capture']):7.1f} | "
+        f"transcript import FILE p50 {imp:7.1f} ms p95 {_p95(times['import']):7.1f} | ratio {cap / imp:4.2f}x"
+    )
+    subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "daemon", "stop"], capture_output=True, cwd=ROOT)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--only", choices=("import", "append", "eval"), help="run one part only")
+    parser.add_argument("--only", choices=("import", "append", "eval", "capture"), help="run one part only")
     parser.add_argument("--no-hybrid", action="store_true", help="the eval with BM25 only (no local embedding model)")
     args = parser.parse_args()
     rng = random.Random(18)
@@ -398,7 +505,9 @@ def main() -> None:
             _eval(Path(tmp), hybrid=not args.no_hybrid)
         if args.only in (None, "append"):
             _append_cost(Path(tmp))
-        if args.only in ("eval", "append"):
+        if args.only in (None, "capture"):
+            _capture_cost(Path(tmp))
+        if args.only in ("eval", "append", "capture"):
             return
         root = Path(tmp)
         data = root / "sessions"

@@ -58,7 +58,9 @@ STATUS_KEYS = frozenset(
 # Background jobs the desktop may mention (engine/jobs/background.py names them; fixed engine
 # names, never user data). Any other name is dropped, so a foreign engine cannot put text of
 # its own into the tray or the page through this list.
-ACTIVITY_JOBS = frozenset({"verify", "search-build", "search-catch-up", "segmenter-warm", "sync", "cloud-sync", "job-run"})
+ACTIVITY_JOBS = frozenset(
+    {"verify", "search-build", "search-catch-up", "segmenter-warm", "sync", "cloud-sync", "job-run", "memory-cycle"}
+)
 MAX_ACTIVITY = 8
 # Why the engine asks for attention (engine/service/handlers/session.py names them).
 ATTENTION_REASONS = frozenset({"conflicts", "quarantine", "forks", "cloud_delivery", "tickets"})

@@ -113,6 +113,7 @@ _JOB_TEXT = {
     "sync": "Syncing",
     "cloud-sync": "Syncing with the cloud",
     "job-run": "Running an approved job",
+    "memory-cycle": "Distilling new conversation turns",  # AG-9: the cycle after a transcript import
 }
 # Jobs whose counts are items a person would count; the others report steps, said as "…".
 _COUNTED_JOBS = frozenset({"search-build", "search-catch-up"})

@@ -62,6 +62,10 @@ __all__ = [
     "prepare_hooks",
     "remove_hooks",
     "CLAUDE_HOOK_EVENTS",
+    "CODEX_NOTIFY_FLAG",
+    "notify_command",
+    "prepare_notify",
+    "remove_notify",
 ]
 
 CLIENTS = ("claude-code", "codex", "opencode")
@@ -320,7 +324,11 @@ CLAUDE_HOOK_EVENTS = ("Stop", "SessionEnd")
 
 
 def hooks_path(client: str, project: Path | None, user_home: Path | None = None) -> Path | None:
-    """Where connect installs the capture hooks (None: this client has no such hooks here)."""
+    """Where connect installs the capture hooks (None: this client has no such hooks here).
+
+    Codex's is its ``notify`` program, a key of the same config.toml as the server table."""
+    if client == "codex":
+        return config_path(client, project, user_home)
     if client != "claude-code":
         return None
     base = project if project is not None else (user_home if user_home is not None else Path.home())
@@ -386,6 +394,129 @@ def remove_hooks(path: Path, command: str, created: bool) -> bool:
             path.parent.rmdir()
     else:
         _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), _mode_of(path, 0o644))
+    return True
+
+
+# -- automatic capture: Codex's notify program ---------------------------------------------
+# Codex runs the argv of the top-level ``notify`` key after every turn, with one more argument:
+# a JSON object {"type": "agent-turn-complete", "thread-id", "turn-id", "cwd", "client",
+# "input-messages", "last-assistant-message"} (openai/codex codex-rs/hooks/src/legacy_notify.rs),
+# stdin/stdout/stderr on the null device, not waited for. There is one notify per config, so a
+# user's own is chained: our argv carries it (``--chain JSON``), capture runs it first with the
+# same argument, and disconnect puts it back. Ours sits at the top of the file (a top-level key
+# must come before every table) between two marker comments.
+CODEX_NOTIFY_FLAG = "--codex-notify"
+_NOTIFY_BEGIN = "# >>> memories agent capture (managed; `memories agent disconnect {name}` removes it)"
+_NOTIFY_END = "# <<< memories agent capture"
+
+
+def notify_command(home: Path, name: str, chain: list[str] | None) -> list[str]:
+    """Codex's ``notify`` argv: ``memories --home HOME agent capture --codex-notify [--chain JSON] NAME``."""
+    words = agent_command(home, name)[:-3]  # drop "mcp --agent NAME"
+    chained = ["--chain", json.dumps(chain, ensure_ascii=False)] if chain else []
+    return [*words, "agent", "capture", CODEX_NOTIFY_FLAG, *chained, name]
+
+
+def _is_our_notify(value: Any) -> bool:
+    return isinstance(value, list) and CODEX_NOTIFY_FLAG in value and "capture" in value
+
+
+def chained_notify(value: Any) -> list[str] | None:
+    """The user's notify that our argv runs first (None: none)."""
+    if not _is_our_notify(value) or "--chain" not in value:
+        return None
+    at = value.index("--chain") + 1
+    try:
+        chain = json.loads(value[at]) if at < len(value) else None
+    except ValueError:
+        return None
+    return [str(w) for w in chain] if isinstance(chain, list) and chain else None
+
+
+def _split_notify(text: str) -> tuple[str, Any]:
+    """The text without our notify block, and the notify that block held (None: no block)."""
+    start = text.find("# >>> memories agent capture")
+    if start < 0:
+        return text, None
+    end = text.find(_NOTIFY_END, start)
+    if end < 0:
+        raise MemoriesError(
+            "invalid_input", "The managed Memories notify block in the Codex config has no end marker; fix it first."
+        )
+    end += len(_NOTIFY_END)
+    if text[end : end + 1] == "\n":
+        end += 1
+    block = text[start:end]
+    try:
+        ours = tomllib.loads(block).get("notify")
+    except tomllib.TOMLDecodeError:
+        ours = None
+    return text[:start] + text[end:], ours
+
+
+def _notify_words(value: Any, path: Path) -> list[str] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and value and all(isinstance(w, str) for w in value)):
+        raise MemoriesError("invalid_input", f"{path}: notify is not a list of strings; fix it first, nothing was changed.")
+    return list(value)
+
+
+def prepare_notify(path: Path, config: bytes, home: Path, name: str, inherited: Any = None) -> bytes:
+    """The Codex config ``config`` with our notify in it; writes nothing.
+
+    The notify it replaces is chained: the file's own, else for a project ``inherited`` (the
+    user config's, which a project's notify overrides in Codex); a notify of ours already there
+    keeps what it chained."""
+    import tomlkit
+
+    text, ours = _split_notify(config.decode("utf-8"))
+    if ours is not None:
+        chain = chained_notify(ours)
+    else:
+        doc = tomlkit.parse(text)
+        chain = _notify_words(doc.get("notify"), path)
+        if chain is not None:
+            del doc["notify"]
+            text = tomlkit.dumps(doc)
+        elif inherited is not None and not _is_our_notify(inherited):
+            chain = _notify_words(inherited, path)
+    if chain is not None and _is_our_notify(chain):
+        chain = chained_notify(chain)
+    line = tomlkit.dumps({"notify": notify_command(home, name, chain)})
+    out = f"{_NOTIFY_BEGIN.format(name=name)}\n{line}{_NOTIFY_END}\n{text}"
+    tomllib.loads(out)  # what we write must parse
+    return out.encode()
+
+
+def user_notify(user_home: Path | None = None) -> Any:
+    """The notify of the user's Codex config (what a project's notify replaces), or None."""
+    try:
+        return tomllib.loads(config_path("codex", None, user_home).read_text(encoding="utf-8")).get("notify")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
+def remove_notify(path: Path, created: bool) -> bool:
+    """Remove our notify (and put back the one it chained); delete the file if connect created it and nothing is left."""
+    import tomlkit
+
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    rest, ours = _split_notify(old)
+    if ours is None:
+        return False
+    chain = chained_notify(ours)
+    if chain is not None:
+        rest = tomlkit.dumps({"notify": chain}) + rest
+    if created and not rest.strip():
+        path.unlink()
+        with contextlib.suppress(OSError):  # the .codex folder connect may have made, if empty
+            path.parent.rmdir()
+    else:
+        _write_atomic(path, rest.encode(), _mode_of(path, 0o644))
     return True
 
 

@@ -44,12 +44,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     a = actions.add_parser(
         "capture",
         parents=[common],
-        help="import the session a client hook names on stdin (installed by connect; quiet)",
-        description="Run by Claude Code's Stop/SessionEnd hooks: reads the hook's JSON on stdin and imports "
-        "its transcript_path. Prints nothing on success; on failure one line on stderr and exit 1 (never 2, "
+        help="import the session a client hook names (installed by connect; quiet)",
+        description="Run by Claude Code's Stop/SessionEnd hooks (their JSON on stdin names the transcript_path) "
+        "and by Codex's notify program (--codex-notify: the JSON Codex appends names the thread, whose rollout "
+        "file is imported). Prints nothing on success; on failure one line on stderr and exit 1 (never 2, "
         "which would block the agent).",
     )
+    a.add_argument("--codex-notify", action="store_true", help="run as Codex's notify program")
+    a.add_argument("--chain", metavar="ARGV_JSON", help="the notify program the user had: run first, with the same argument")
     a.add_argument("name", help="the agent whose hook this is")
+    a.add_argument("payload", nargs="?", help="(Codex) the notification JSON Codex appends")
     a.set_defaults(func=cmd_capture)
 
     a = actions.add_parser("list", parents=[common], help="connected agents, where their token is, what was written")
@@ -117,8 +121,14 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
     path = c.config_path(client, project)
     old_config, new_config = c.prepare_config(client, path, name, command)
     hooks_file = c.hooks_path(client, project)
-    hook_command = c.capture_command(home, name)
-    old_hooks, new_hooks = c.prepare_hooks(hooks_file, hook_command) if hooks_file else (None, None)
+    if client == "codex":
+        # Codex's notify is a key of the same config.toml: merged into the config's new bytes.
+        inherited = c.user_notify() if project is not None else None
+        new_config = c.prepare_notify(path, new_config, home, name, inherited)
+        old_hooks, new_hooks = old_config, None
+    else:
+        hook_command = c.capture_command(home, name)
+        old_hooks, new_hooks = c.prepare_hooks(hooks_file, hook_command) if hooks_file else (None, None)
     c.check_token_store(home, name)
     manifest = c.load_manifest(home, name)
     grant = _active_grant(ctx, name)  # needs `memories sudo`: refused here, before any write
@@ -196,10 +206,14 @@ def cmd_connect(ctx: Context, args: argparse.Namespace) -> int:
         f"config: {path}\n"
         f"command: {' '.join(command)}\n"
         f"token: in {where}, never in the config{skill_note}"
-        + (f"\ncapture: Stop and SessionEnd hooks in {hooks_file} import each session as it happens" if hooks_file else "")
+        + (f"\ncapture: {_capture_text(client)} in {hooks_file} import each session as it happens" if hooks_file else "")
     )
     ctx.emit(result, text)
     return 0
+
+
+def _capture_text(client: str) -> str:
+    return "its notify program" if client == "codex" else "Stop and SessionEnd hooks"
 
 
 def _install_skill(client: str, project: Path | None, skills: list[str], undo: list[tuple[str, Any]]) -> str:
@@ -282,7 +296,11 @@ def cmd_disconnect(ctx: Context, args: argparse.Namespace) -> int:
             if c.remove_config(manifest.client, Path(path), created):
                 removed.append(path)
         for hooks_file, created in manifest.hooks.items():
-            if c.remove_hooks(Path(hooks_file), c.capture_command(home, name), created):
+            if manifest.client == "codex":
+                gone = c.remove_notify(Path(hooks_file), created)
+            else:
+                gone = c.remove_hooks(Path(hooks_file), c.capture_command(home, name), created)
+            if gone and hooks_file not in removed:
                 removed.append(hooks_file)
         for skill in manifest.skills:
             if _still_used(home, name, skill):
@@ -303,6 +321,8 @@ def cmd_capture(ctx: Context, args: argparse.Namespace) -> int:
 
     from engine.cli.transcript_commands import import_files
 
+    if args.codex_notify:
+        return _capture_codex(ctx, args)
     try:
         event = json.loads(sys.stdin.read(1024 * 1024) or "{}")
     except ValueError:
@@ -311,6 +331,32 @@ def cmd_capture(ctx: Context, args: argparse.Namespace) -> int:
     if not isinstance(transcript, str) or not transcript.endswith(".jsonl") or not Path(transcript).is_file():
         raise MemoriesError("invalid_input", "The hook's input names no transcript_path of an existing .jsonl file.")
     totals = import_files(ctx, [Path(transcript)], quiet=True)
+    if ctx.json_output:
+        ctx.emit(totals, "")
+    return 0
+
+
+def _capture_codex(ctx: Context, args: argparse.Namespace) -> int:
+    """Codex's notify: run the user's own notify first, then import the thread's rollout file."""
+    import json
+
+    from engine.agents.codex_notify import find_rollout, run_chained, wait_for_turn
+    from engine.cli.transcript_commands import import_files
+
+    payload = args.payload or ""
+    if args.chain:
+        run_chained(args.chain, payload)
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        raise MemoriesError("invalid_input", "Codex's notification is not JSON.") from None
+    if not isinstance(event, dict):
+        raise MemoriesError("invalid_input", "Codex's notification is not a JSON object.")
+    if event.get("type") != "agent-turn-complete":
+        return 0  # another kind of notification: nothing to import
+    rollout = find_rollout(event.get("thread-id"))
+    wait_for_turn(rollout, event.get("turn-id"))
+    totals = import_files(ctx, [rollout], quiet=True)
     if ctx.json_output:
         ctx.emit(totals, "")
     return 0

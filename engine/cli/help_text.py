@@ -198,6 +198,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "transcript": ("memories transcript import", "memories transcript list", "memories transcript show 3f9a0c --turn 4"),
     "transcript import": ("memories transcript import", "memories transcript import ~/.codex/sessions/2026/11/30"),
     "transcript list": ("memories transcript list --agent claude_code",),
+    "transcript assign": ("memories transcript assign 3f9a0c --project ~/src/shop",),
+    "transcript scrub": ("memories transcript scrub --dry-run", "memories transcript scrub"),
     "transcript show": ("memories transcript show 3f9a0c", "memories transcript show 3f9a0c --turn 4"),
     "memory": ("memories memory cycle once", "memories memory cycle once --replies replies.jsonl"),
     "memory cycle": ("memories memory cycle once",),
@@ -205,7 +207,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "transcript watch": (
         "memories transcript watch",
         "memories transcript watch --interval 5 ~/.claude/projects",
-        "memories transcript watch --cycle",
     ),
     "quarantine": ("memories quarantine", "memories quarantine show 5e0b71c2"),
     "quarantine list": ("memories quarantine list",),

@@ -125,9 +125,13 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
                 f"\ncloud: {delivery.get('not_arriving', 0)} device(s) whose writes are not arriving here, "
                 f"{delivery.get('not_taken', 0)} that have not taken ours (see `memories cloud sync`)"
             )
+        latest = {job["name"]: job for job in result.get("jobs", [])}  # oldest first: the last run wins
         for job in result.get("jobs", []):
             if job["state"] == "running":
                 text += "\n" + _job_line(job)
+        for name, job in latest.items():
+            if job["state"] == "failed":  # e.g. the extraction cycle after an import (AG-9)
+                text += f"\n  {one_line(str(name))}: failed ({one_line(str(job.get('failure', 'error')))})"
     else:
         text = {"not_running": "engine not running (vault locked)", "uninitialized": NO_VAULT_YET}.get(
             result["state"], result["state"]

@@ -45,6 +45,27 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("session", help="a session_uid prefix (≥ 6 hex digits, from `transcript list`) or a handle like [1]")
     p.add_argument("--turn", type=int, metavar="N", help="only turn N (the step number shown by `transcript show`)")
     p.set_defaults(func=cmd_show)
+    p = tsub.add_parser(
+        "assign",
+        parents=[common],
+        help="record the project folder of a session imported before working directories were recorded",
+        description="Project-scoped agent grants (`agent connect --project DIR`) see the sessions whose working "
+        "directory is inside DIR. A session imported before directories were recorded has none; this records DIR "
+        "for it (a new revision of each turn). A directory the client recorded is never replaced.",
+    )
+    p.add_argument("session", help="a session_uid prefix (≥ 6 hex digits, from `transcript list`) or a handle like [1]")
+    p.add_argument("--project", required=True, metavar="DIR", help="the project folder the session was run in")
+    p.set_defaults(func=cmd_assign)
+    p = tsub.add_parser(
+        "scrub",
+        parents=[common],
+        help="redact the stored turns again (turns stored before redaction, or before a secret joined the vault)",
+        description="Runs the import's redaction (values the vault protects, well-known token shapes) over every "
+        "stored turn; a turn that held a secret gets a redacted revision, which search and agents then read. "
+        "Earlier revisions stay sealed in the store and are shown redacted (docs/transcripts.md).",
+    )
+    p.add_argument("--dry-run", action="store_true", help="count what would be redacted; write nothing")
+    p.set_defaults(func=cmd_scrub)
     p = tsub.add_parser("watch", parents=[common], help="keep importing new turns as session files grow (polling)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to watch (default: as for import)")
     p.add_argument(
@@ -53,7 +74,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cycle",
         action="store_true",
-        help="after each import with new turns, distil them with the model seat ([rag.extraction]), like `memory cycle once`",
+        help="kept for scripts: the engine itself distils the new turns of every import when a model seat "
+        "([rag.extraction]) is configured",
     )
     p.set_defaults(func=cmd_watch)
 
@@ -242,27 +264,12 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
                 if totals["events_added"]:
                     ctx.emit(totals, f"{time.strftime('%H:%M:%S')} {totals['events_added']} new event(s)")
                     sys.stdout.flush()
-                    if args.cycle:
-                        args.cycle = _cycle(ctx)
             deadline = time.monotonic() + args.interval
             while not stop and time.monotonic() < deadline:
                 time.sleep(min(0.1, args.interval))
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def _cycle(ctx: Context) -> bool:
-    """One extraction cycle after an import (AG-9); False when there is no seat (stop asking)."""
-    try:
-        result = ctx.request({"op": "memory_cycle"}, timeout=3600)
-    except MemoriesError as exc:
-        _warn(f"memory cycle: {exc.message}")
-        return exc.code != "provider_not_configured"
-    if result["written"]:
-        ctx.emit(result, f"{time.strftime('%H:%M:%S')} {result['written']} conclusion(s) distilled")
-        sys.stdout.flush()
-    return True
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -277,6 +284,33 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
             f"{s['handle']:<7} {s['session_uid'][:12]}  {one_line(s['started'][:19]):<20} {s['turns']:>5}  {one_line(s['title'])}"
         )
     ctx.emit(result, "\n".join(lines) if result["sessions"] else "No transcripts yet: `memories transcript import`.")
+    return 0
+
+
+def cmd_scrub(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-10 over what is stored already: a redacted revision of every turn that held a secret."""
+    result = ctx.request({"op": "transcript_scrub", "dry_run": bool(args.dry_run)}, timeout=3600)
+    kinds = ", ".join(f"{kind} {n}" for kind, n in result["kinds"].items())
+    verb = "would replace" if result["dry_run"] else "replaced"
+    text = (
+        f"{verb} {result['redacted']} secret(s) in {result['turns_redacted']} turn(s) ({kinds})"
+        if result["redacted"]
+        else "no stored turn holds a secret the redaction knows"
+    )
+    ctx.emit(result, text)
+    return 0
+
+
+def cmd_assign(ctx: Context, args: argparse.Namespace) -> int:
+    """AG-11: the session's working directory, as `agent connect --project` resolves a project."""
+    project = str(Path(args.project).expanduser().resolve())
+    result = ctx.request({"op": "transcript_assign", "session": args.session, "project": project})
+    text = (
+        f"session {result['session_uid'][:12]}: working directory {project} recorded on {result['turns_written']} turn(s)"
+        if result["turns_written"]
+        else f"session {result['session_uid'][:12]} already has working directory {project}"
+    )
+    ctx.emit(result, text)
     return 0
 
 

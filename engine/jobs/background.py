@@ -67,6 +67,7 @@ class JobHandle:
             "total": self.total,
             "started": round(self.started, 3),  # also tells two runs of one job apart
             "seconds": round(ended - self._began, 3),
+            **({"failure": self.failure} if self.failure else {}),  # a code or type, never a message
         }
 
     def _finish(self, state: JobState) -> None:

@@ -69,6 +69,9 @@ class RagConfig:
     generation: Endpoint | None = None
     rerank: Endpoint | None = None
     extraction: Endpoint | None = None
+    # AG-9: with an extraction seat, the engine runs the cycle after each import that wrote turns
+    # (`[rag.extraction] after_import = false` leaves it to `memory cycle once`).
+    cycle_after_import: bool = True
     timeout_seconds: float = 30.0
     retries: int = 3
     backoff_seconds: float = 0.5
@@ -155,7 +158,11 @@ def parse_rag_config(data: dict[str, Any]) -> RagConfig:
     index = rag.get("index", {})
     if not isinstance(index, dict):
         raise _bad("[rag.index] must be a table.")
+    after_import = rag["extraction"].get("after_import", True) if isinstance(rag.get("extraction"), dict) else True
+    if not isinstance(after_import, bool):
+        raise _bad("[rag.extraction] after_import must be true or false.")
     return RagConfig(
+        cycle_after_import=after_import,
         embedding=_endpoint("embedding", rag["embedding"]) if "embedding" in rag else None,
         generation=_endpoint("generation", rag["generation"]) if "generation" in rag else None,
         rerank=_endpoint("rerank", rag["rerank"]) if "rerank" in rag else None,

@@ -76,6 +76,19 @@ class TranscriptList(Request, tag="transcript_list"):
     agent: Adapter | None = None
 
 
+class TranscriptAssign(Request, tag="transcript_assign"):
+    """AG-11: record the working directory of a session imported before directories were recorded."""
+
+    session: Locator
+    project: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+
+
+class TranscriptScrub(Request, tag="transcript_scrub"):
+    """AG-10: redact the stored turns again (turns stored before redaction, or before a value joined the vault)."""
+
+    dry_run: bool = False
+
+
 class TranscriptShow(Request, tag="transcript_show"):
     session: Locator
     turn: Annotated[int, msgspec.Meta(ge=1)] | None = None

@@ -37,6 +37,7 @@ __all__ = [
     "starts_turn",
     "identify",
     "merge",
+    "scrub",
     "conversation",
     "note_correction",
     "render",
@@ -237,6 +238,25 @@ def merge(
         session.mark(current)
         added += 1
     return added
+
+
+def scrub(turn: TurnState, redact: Callable[[str], tuple[str, int]]) -> int:
+    """Run ``redact`` again over a stored turn's events and title (AG-10, for turns stored before
+    redaction or before a value joined the vault); how many secrets it replaced. A turn that
+    changed is marked ``changed``; its events keep their IDs (they name what the client wrote)."""
+    assert turn.events is not None
+    found = 0
+    events: list[TurnEvent] = []
+    for event in turn.events:
+        text, n = redact(event.text)
+        found += n
+        events.append(event if not n else TurnEvent(event.uid, event.role, event.type, event.name, event.ts, text))
+    title, n = redact(turn.title)
+    if found or n:
+        turn.events, turn.title = events, title
+        turn.redacted += found
+        turn.changed = True
+    return found
 
 
 def conversation(events: Sequence[TurnEvent]) -> str:

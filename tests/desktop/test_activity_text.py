@@ -27,6 +27,8 @@ def test_activity_text_for_each_job() -> None:
     assert activity_text(unlocked({"name": "sync", "state": "running", "done": 0, "total": 1})) == "Syncing…"
     catch_up = {"name": "search-catch-up", "state": "running", "done": 256, "total": 4000}
     assert activity_text(unlocked(catch_up)) == "Indexing new items 256 of 4,000…"
+    cycle = {"name": "memory-cycle", "state": "running", "done": 0, "total": None}  # AG-9, after an import
+    assert activity_text(unlocked(cycle)) == "Distilling new conversation turns…"
     assert activity_text(unlocked()) == ""
     assert activity_text(unlocked({**build, "state": "done"})) == ""
 

@@ -92,6 +92,7 @@ def test_a_failing_job_is_reported_by_code_or_type_only() -> None:
     assert (first.state, first.failure) == ("failed", "store_corrupt")
     assert (second.state, second.failure) == ("failed", "ValueError")
     assert "secret detail" not in repr(work.snapshot())
+    assert sorted((j["name"], j["failure"]) for j in work.snapshot()) == [("other", "ValueError"), ("verify", "store_corrupt")]
 
 
 def test_history_is_bounded() -> None:

@@ -289,3 +289,190 @@ def test_ag11_claude_code_hooks_capture_sessions_quietly_and_go_on_disconnect(co
 
     connected.ok("agent", "disconnect", "claude-code", "--project", str(project))
     assert json.loads(settings.read_text()) == user_settings
+
+
+CODEX_THREAD = "019b0c1d-2e3f-7a4b-8c5d-6e7f8a9b0c1d"
+
+
+def _codex_rollout(project: Path, turn_id: str, words: str) -> list[dict[str, object]]:
+    """One Codex turn as the rollout recorder writes it today (codex-rs/protocol RolloutLine):
+    session_meta, the injected environment context, turn_context with its turn_id, the user's
+    message, reasoning, a shell call and its output, the reply, and event_msg lines (task_started,
+    user_message, agent_message, task_complete naming the turn)."""
+    ts = "2026-12-07T04:00:0{}.000Z"
+    reply = f"The retry queue of the invoice worker is the Redis list `{words}`."
+    return [
+        {
+            "timestamp": ts.format(0),
+            "type": "session_meta",
+            "payload": {
+                "id": CODEX_THREAD,
+                "timestamp": ts.format(0),
+                "cwd": str(project),
+                "originator": "codex_cli_rs",
+                "cli_version": "0.64.0",
+                "instructions": None,
+                "source": "cli",
+                "model_provider": "openai",
+            },
+        },
+        {
+            "timestamp": ts.format(1),
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": f"<environment_context>\n  <cwd>{project}</cwd>\n</environment_context>"}
+                ],
+            },
+        },
+        {"timestamp": ts.format(1), "type": "event_msg", "payload": {"type": "task_started", "turn_id": turn_id}},
+        {
+            "timestamp": ts.format(1),
+            "type": "turn_context",
+            "payload": {"turn_id": turn_id, "cwd": str(project), "approval_policy": "on-request", "model": "gpt-5-codex"},
+        },
+        {
+            "timestamp": ts.format(2),
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Where does the invoice worker keep its retry queue?"}],
+            },
+        },
+        {"timestamp": ts.format(2), "type": "event_msg", "payload": {"type": "user_message", "message": "Where …", "images": []}},
+        {
+            "timestamp": ts.format(3),
+            "type": "response_item",
+            "payload": {"type": "reasoning", "summary": [], "content": None, "encrypted_content": "gAAAA"},
+        },
+        {
+            "timestamp": ts.format(3),
+            "type": "response_item",
+            "payload": {
+                "type": "function_call",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["rg", "RETRY_QUEUE"], "workdir": str(project)}),
+                "call_id": "call_1",
+            },
+        },
+        {
+            "timestamp": ts.format(4),
+            "type": "response_item",
+            "payload": {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": json.dumps({"output": f"worker.py: RETRY_QUEUE = '{words}'\n", "metadata": {"exit_code": 0}}),
+            },
+        },
+        {
+            "timestamp": ts.format(5),
+            "type": "response_item",
+            "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply}]},
+        },
+        {"timestamp": ts.format(5), "type": "event_msg", "payload": {"type": "agent_message", "message": reply}},
+        {
+            "timestamp": ts.format(6),
+            "type": "event_msg",
+            "payload": {"type": "task_complete", "turn_id": turn_id, "last_agent_message": reply},
+        },
+    ]
+
+
+def _wait_for_file(path: Path, timeout: float = 60) -> str:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and path.stat().st_size:
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_ag11_codex_notify_captures_each_turn_and_chains_the_users_notify(connected: Cli, tmp_path: Path) -> None:
+    """AG-11 automatic capture for Codex: connect puts its notify program at the top of the project's
+    .codex/config.toml, chaining the notify the user had (their comments and keys kept); run as Codex
+    runs it (argv + the agent-turn-complete JSON, stdin/stdout on the null device) it starts the
+    user's program with the same JSON, finds the thread's rollout under CODEX_HOME, and the turn
+    becomes searchable (AG-8), printing nothing; disconnect puts the user's notify back."""
+    project = _project(tmp_path, "proj")
+    config = project / ".codex" / "config.toml"
+    config.parent.mkdir()
+    marker = tmp_path / "user-notify.json"
+    user_notify = ["/bin/sh", "-c", f'printf %s "$0" > {marker}']
+    config.write_text(f'# my settings\nmodel = "gpt-5-codex"\nnotify = {json.dumps(user_notify)}\n\n[tools]\nweb_search = true\n')
+    before = tomllib.loads(config.read_text())
+    out = connected.ok("agent", "connect", "codex", "--project", str(project))
+    assert out["hooks"] == str(config)
+    text = config.read_text()
+    merged = tomllib.loads(text)
+    assert text.startswith("# >>> memories agent capture") and "# my settings" in text
+    assert merged["model"] == "gpt-5-codex" and merged["tools"] == {"web_search": True}
+    assert "memories" in merged["mcp_servers"]
+    notify = [str(w) for w in merged["notify"]]
+    assert notify[-1] == out["name"] and "--codex-notify" in notify
+    assert json.loads(notify[notify.index("--chain") + 1]) == user_notify
+    connected.ok("agent", "connect", "codex", "--project", str(project))  # idempotent
+    assert config.read_text() == text
+
+    codex_home = tmp_path / "codex-home"
+    rollout = codex_home / "sessions" / "2026" / "12" / "07" / f"rollout-2026-12-07T04-00-00-{CODEX_THREAD}.jsonl"
+    rollout.parent.mkdir(parents=True)
+    words = "invoices-retry-zq7"
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in _codex_rollout(project, "turn-1", words)))
+    payload = json.dumps(
+        {
+            "type": "agent-turn-complete",
+            "thread-id": CODEX_THREAD,
+            "turn-id": "turn-1",
+            "cwd": str(project),
+            "client": "codex-tui",
+            "input-messages": ["Where does the invoice worker keep its retry queue?"],
+            "last-assistant-message": f"The retry queue of the invoice worker is the Redis list `{words}`.",
+        }
+    )
+    env = {**connected.environ(), "CODEX_HOME": str(codex_home)}
+    ran = subprocess.run([*notify, payload], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+    assert json.loads(_wait_for_file(marker)) == json.loads(payload)
+    hits = connected.ok("search", words, "--kind", "transcript")["results"]
+    assert hits and hits[0]["turn"]["seq"] == 1
+    assert len(connected.ok("transcript", "list")["sessions"]) == 1
+
+    # An unknown thread fails with exit 1 and one line, never the notification's text.
+    bad = subprocess.run(
+        [*notify, payload.replace(CODEX_THREAD, "0000aaaa-0000-0000-0000-000000000000")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert bad.returncode == 1 and "rollout" in bad.stderr and words not in bad.stderr
+
+    connected.ok("agent", "disconnect", "codex", "--project", str(project))
+    after = config.read_text()
+    assert tomllib.loads(after) == before and "memories" not in after and "# my settings" in after
+
+
+def test_ag11_codex_notify_of_another_shape_is_refused_and_nothing_changes(connected: Cli, tmp_path: Path) -> None:
+    """AG-11: a notify that is not a list of strings cannot be chained: connect refuses, naming the
+    file, and changes nothing; without any notify, disconnect removes the config connect created."""
+    project = _project(tmp_path, "proj")
+    config = project / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('notify = "notify-send"\n')
+    snapshot = _snapshot(tmp_path)
+    error = connected.err("agent", "connect", "codex", "--project", str(project))
+    assert error["code"] == "invalid_input" and str(config) in error["message"] and "notify" in error["message"]
+    assert _snapshot(tmp_path) == snapshot
+    assert not any(g.startswith("codex") for g in _grants(connected))
+
+    other = _project(tmp_path, "other")
+    connected.ok("agent", "connect", "codex", "--project", str(other))
+    assert tomllib.loads((other / ".codex" / "config.toml").read_text())["notify"][-1].startswith("codex-other")
+    connected.ok("agent", "disconnect", "codex", "--project", str(other))
+    assert not (other / ".codex").exists()

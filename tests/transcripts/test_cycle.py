@@ -51,9 +51,10 @@ def shop(tmp_path: Path) -> Iterator[tuple[Cli, Path]]:
     cli.stop()
 
 
-def _seat(cli: Cli, port: int) -> None:
+def _seat(cli: Cli, port: int, *, after_import: bool = True) -> None:
     (cli.home / "config.toml").write_text(
         f'[rag.extraction]\nkind = "openai"\nurl = "http://127.0.0.1:{port}/v1/chat/completions"\nmodel = "local-llama"\n'
+        + ("" if after_import else "after_import = false\n")
     )
 
 
@@ -77,7 +78,7 @@ def test_cycle_distils_points_at_turns_and_supersedes(shop: tuple[Cli, Path], fa
     key marks the old one superseded (valid_till), never deletes it; search ranks the new one first;
     a seat failure writes nothing and leaves the watermark, so the next run reads the same turns."""
     cli, live = shop
-    _seat(cli, fake.port)
+    _seat(cli, fake.port, after_import=False)  # each run here is `memory cycle once`, none after an import
     fake.answers.append(
         _reply(
             {
@@ -191,7 +192,7 @@ def test_agent_records_a_conclusion_citing_handles(shop: tuple[Cli, Path]) -> No
 
 
 def test_watch_runs_the_cycle_after_imports(shop: tuple[Cli, Path], fake: FakeOpenAI) -> None:
-    """AG-9: `transcript watch --cycle` distils the turns it imported, without the user running anything."""
+    """AG-9: the turns `transcript watch` imports are distilled, without the user running anything."""
     import subprocess
     import time
 
@@ -199,7 +200,7 @@ def test_watch_runs_the_cycle_after_imports(shop: tuple[Cli, Path], fake: FakeOp
     _seat(cli, fake.port)
     fake.answers.append(_reply({"kind": "entity", "title": "The shop backend runs on docker compose", "turns": ["t1"]}))
     proc = subprocess.Popen(
-        cli.command("transcript", "watch", str(live.parent), "--interval", "0.2", "--cycle"),
+        cli.command("transcript", "watch", str(live.parent), "--interval", "0.2"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=cli.environ(),
@@ -217,3 +218,69 @@ def test_watch_runs_the_cycle_after_imports(shop: tuple[Cli, Path], fake: FakeOp
         proc.terminate()
         proc.wait(timeout=60)
     assert [p for p, _b, _h in fake.requests].count("/v1/chat/completions") == 1
+
+
+def _wait(probe: Any, what: str, timeout: float = 90) -> Any:
+    """Poll ``probe`` until it returns something truthy (events here are engine jobs and commits)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _cycle_jobs(cli: Cli) -> list[dict[str, Any]]:
+    return [j for j in cli.ok("status")["jobs"] if j["name"] == "memory-cycle"]
+
+
+def test_the_engine_distils_after_imports_only_with_a_seat_and_reports_failures(shop: tuple[Cli, Path], fake: FakeOpenAI) -> None:
+    """AG-9: with no seat an import starts no cycle; with one (a loopback server speaking the
+    OpenAI chat-completions wire format), every import that wrote turns starts `memory-cycle` in the
+    background: the import answers while the seat is still thinking, and the conclusion appears
+    after. A seat failure never blocks an import: it is the job's (status: failed, provider_error)
+    and the activity log's (memory_cycle, failed), and the watermark stays, so the next run reads
+    the same turns."""
+    import threading
+
+    cli, live = shop
+    full = next(agent_eval.DATA.rglob(f"{SHOP}.jsonl")).read_text().splitlines(keepends=True)
+    have = live.read_text().splitlines(keepends=True)
+    # No seat: an import that adds a turn starts nothing.
+    live.write_text("".join(full[: len(have) + 2]))
+    assert cli.ok("transcript", "import", str(live))["events_added"] > 0
+    assert _cycle_jobs(cli) == []
+
+    _seat(cli, fake.port)
+    fake.hold_chat = threading.Event()
+    fake.answers.append(_reply({"kind": "fact", "title": "Checkout runs on the shop backend", "turns": ["t1"]}))
+    live.write_text("".join(full[: len(have) + 6]))
+    imported = cli.ok("transcript", "import", str(live))  # answers while the seat holds its reply
+    assert imported["events_added"] > 0
+    # Still waiting for the seat after the import answered (the seat holds its reply up to 30 s).
+    _wait(lambda: [j for j in _cycle_jobs(cli) if j["state"] == "running"], "the cycle to run")
+    fake.hold_chat.set()
+    _wait(lambda: [j for j in _cycle_jobs(cli) if j["state"] == "done"], "the cycle to finish")
+    titles = [i["title"] for i in cli.ok("list", "--limit", "100")["items"]]
+    assert "Checkout runs on the shop backend" in titles
+    fake.hold_chat = None
+
+    # The seat fails: the import still succeeds; status and the activity log say so; nothing written.
+    fake.fail_statuses.extend([500] * 8)
+    live.write_text("".join(full))
+    assert cli.ok("transcript", "import", str(live))["events_added"] > 0
+    failed = _wait(lambda: [j for j in _cycle_jobs(cli) if j["state"] == "failed"], "the cycle to fail")
+    assert failed[-1]["failure"] == "provider_error"
+    shown = cli.run("status")
+    assert "memory-cycle: failed (provider_error)" in shown.stdout
+    cli.sudo()
+    entries = cli.ok("audit", "--op", "memory_cycle")["entries"]
+    assert [e.get("outcome") for e in entries].count("failed") == 1, entries
+    assert len(cli.ok("list", "--limit", "100")["items"]) == 1
+    fake.fail_statuses.clear()
+    fake.answers.append(_reply({"kind": "decision", "title": "Staging migrations run before deploys", "turns": ["t1"]}))
+    again = cli.ok("memory", "cycle", "once")  # the failed run left the watermark: its turns are read now
+    assert again["turns_read"] > 0 and again["written"] == 1

@@ -174,3 +174,41 @@ def test_ag11_transcripts_all_and_none(vault: Cli, tmp_path: Path) -> None:
     seen = asyncio.run(scenario())
     assert all(h is not None for h in seen["hits"].values())
     assert "recall_turn" not in seen["names"] and seen["refused"] == "scope_denied"
+
+
+def test_ag11_assign_gives_a_session_without_a_directory_to_a_project(vault: Cli, tmp_path: Path) -> None:
+    """AG-11: a session imported without a working directory (stores from before directories were
+    recorded) is outside every project; `transcript assign SESSION --project DIR` records DIR on its
+    turns and the project's grant then reads it; a directory the client recorded is never replaced."""
+    alpha, _beta = _setup(vault, tmp_path)
+    old = tmp_path / "sessions" / "claude" / "old.jsonl"
+    _claude_session(old, "dddd1111-0000-4000-8000-000000000005", alpha, "oldword")
+    lines = [json.loads(line) for line in old.read_text().splitlines()]
+    old.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "cwd"}) + "\n" for line in lines))
+    vault.ok("transcript", "import", str(old))
+    vault.sudo()
+    connected = vault.ok("agent", "connect", "claude-code", "--project", str(alpha))
+    token = _token(vault, connected["name"])
+    listed = {s["session_uid"]: s for s in vault.ok("transcript", "list")["sessions"]}
+    old_uid = next(uid for uid, s in listed.items() if "oldword" in json.dumps(s))
+    beta_uid = next(uid for uid, s in listed.items() if "betaword" in json.dumps(s))
+
+    async def seen(word: str) -> bool:
+        """Whether the agent reads the session's reply (recall_turn by query)."""
+        async with stdio_client(vault, token) as client:
+            found = result_of(await client.call_tool("recall_turn", {"query": f"{word} config"}))
+        return f"{word}-reply" in json.dumps(found)
+
+    assert not asyncio.run(seen("oldword"))  # no directory: outside the project
+
+    refused = vault.err("transcript", "assign", beta_uid[:12], "--project", str(alpha))
+    assert refused["code"] == "invalid_input" and "recorded" in refused["message"]
+    assert not asyncio.run(seen("betaword"))  # still beta's
+
+    done = vault.ok("transcript", "assign", old_uid[:12], "--project", str(alpha / ".." / alpha.name))
+    assert done == {"session_uid": old_uid, "project": str(alpha.resolve()), "turns_written": 1}
+    assert asyncio.run(seen("oldword"))
+    again = vault.ok("transcript", "assign", old_uid[:12], "--project", str(alpha))
+    assert again["turns_written"] == 0
+    turn = vault.ok("transcript", "show", old_uid)["turns"][0]
+    assert len(vault.ok("history", turn["id"])["revisions"]) == 2  # a new revision, the first one kept

@@ -36,6 +36,7 @@ const JOB_TEXT = {
   sync: "Syncing",
   "cloud-sync": "Syncing with the cloud",
   "job-run": "Running an approved job",
+  "memory-cycle": "Distilling new conversation turns",
 };
 // Jobs whose counts are items; the others report steps, said as "…" (the bar still fills).
 const COUNTED_JOBS = new Set(["search-build", "search-catch-up"]);

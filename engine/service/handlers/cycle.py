@@ -17,18 +17,22 @@ that distilled a conclusion itself, citing turn handles from its own earlier res
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
+import weakref
 from typing import Any, Final
 
 from engine.errors import MemoriesError
+from engine.jobs.background import JobContext
 from engine.rag.config import load_rag_config
 from engine.rag.providers import complete, run_sync
 from engine.service import requests_transcripts as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import make_summary, new_revision
 from engine.service.handlers.search import HIT_DETAILS, HIT_ORDER, Found, snapshot
-from engine.service.handlers.transcripts import KIND, conversation_of, resolve_turns, turn_handle, turn_labels
+from engine.service.handlers.transcripts import AFTER_IMPORT, KIND, conversation_of, resolve_turns, turn_handle, turn_labels
 from engine.service.projections import revision_ref
 from engine.service.registry import op
 from engine.service.service import Service
@@ -41,6 +45,7 @@ __all__ = ["WATERMARK_KIND", "CONCLUSION_TAG"]
 WATERMARK_KIND: Final = "memory_cycle"  # device-local record: {"t", "seq": the last turn revision read}
 CONCLUSION_TAG: Final = "conclusion"
 _SYSTEM = Caller(namespace="engine:memory-cycle", surface="engine")
+log = logging.getLogger(__name__)
 
 
 def _watermark(state: Unlocked) -> int:
@@ -212,6 +217,76 @@ def memory_cycle(service: Service, request: rq.MemoryCycle, caller: Caller) -> d
         "pending_turns": pending,
         **({"stopped": stopped} if stopped else {}),
     }
+
+
+# -- after an import: the cycle as a background job (AG-9) --------------------------------------
+# Every import that wrote turns (`transcript import`, `watch`, a client's capture hook) starts
+# the cycle when a seat is configured, off the request path: the import answers at once. A
+# failure is the job's (`memories status`: `memory-cycle` failed, with its code) and an audit
+# entry (`memory_cycle`, outcome failed: the dashboard's activity); the watermark is the cycle's
+# own, so the turns wait for the next run. An import while it runs makes it look again after.
+AFTER_IMPORT_JOB: Final = "memory-cycle"
+
+
+class _Follow:
+    def __init__(self) -> None:
+        self.running = False
+        self.again = False
+
+
+_FOLLOW: weakref.WeakKeyDictionary[Service, _Follow] = weakref.WeakKeyDictionary()
+_FOLLOW_GUARD = threading.Lock()
+
+
+def _cycle_after_import(service: Service) -> None:
+    try:
+        config = load_rag_config(service.paths.config_file)
+    except MemoriesError:
+        return  # a broken config.toml is reported by the commands that read it
+    if config.extraction is None or not config.cycle_after_import:
+        return
+    with _FOLLOW_GUARD:
+        follow = _FOLLOW.setdefault(service, _Follow())
+        if follow.running:
+            follow.again = True
+            return
+        follow.running, follow.again = True, False
+    try:
+        service.background.start(AFTER_IMPORT_JOB, lambda context: _follow_imports(service, follow, context))
+    except BaseException:
+        with _FOLLOW_GUARD:
+            follow.running = False
+        raise
+
+
+def _follow_imports(service: Service, follow: _Follow, context: JobContext) -> None:
+    try:
+        while True:
+            memory_cycle(service, rq.MemoryCycle(), _SYSTEM)
+            with _FOLLOW_GUARD:
+                if not follow.again or context.cancelled.is_set():
+                    follow.running = False
+                    return
+                follow.again = False
+    except BaseException as exc:
+        with _FOLLOW_GUARD:
+            follow.running = False
+        if isinstance(exc, MemoriesError) and exc.code != "locked":
+            _audit_failure(service, exc)
+        raise
+
+
+def _audit_failure(service: Service, exc: MemoriesError) -> None:
+    try:
+        with service.lock:
+            state = service.require_unlocked()
+            failed = service.vault.audit_record(state, "memory_cycle", _SYSTEM, outcome="failed", code=exc.code, assets=[])
+            service.vault.commit(state, [], [], [failed])
+    except MemoriesError as audit_error:  # the cycle's own failure stays in the job's state
+        log.warning("memory cycle failure not audited error=%s", audit_error.code)
+
+
+AFTER_IMPORT.append(_cycle_after_import)
 
 
 @op(rq.ConclusionWrite, mcp_allowed=True)

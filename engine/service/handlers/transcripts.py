@@ -33,7 +33,7 @@ from engine.service import requests_transcripts as rq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import UNLISTED_KINDS
 from engine.service.handlers.search import ASSET_GATES, HIT_DETAILS, HIT_ORDER, Found, retrieve_hits, snapshot
-from engine.service.projections import BODY_REDACTORS
+from engine.service.projections import BODY_REDACTORS, SUMMARY_REDACTORS
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.transcripts.model import Event, revision_id, session_uid
@@ -51,6 +51,7 @@ from engine.transcripts.turns import (
     note_correction,
     parse_turn_summary,
     render,
+    scrub,
     turn_summary,
 )
 from engine.vault.core import Unlocked
@@ -393,6 +394,8 @@ def _migrate(service: Service, state: Unlocked, legacy: list[tuple[bytes, dict[s
 
 
 _SYSTEM = Caller(namespace="engine:transcripts", surface="engine")
+# Told after an import committed turns (the extraction cycle, handlers/cycle.py); must not block.
+AFTER_IMPORT: list[Callable[[Service], None]] = []
 
 
 # -- import -------------------------------------------------------------------------------
@@ -472,6 +475,9 @@ def transcript_import(service: Service, request: rq.TranscriptImport, caller: Ca
     except BaseException:
         runtime.forget()  # the in-memory table may hold turns that were never committed
         raise
+    if revisions:
+        for follow in AFTER_IMPORT:
+            follow(service)
     return {
         "revision_id": source_revision,
         "events_added": added_total,
@@ -805,6 +811,108 @@ def transcript_show(service: Service, request: rq.TranscriptShow, caller: Caller
         "session": _session_out(service, caller, session),
         "turns": [_turn_out(service, state, caller, session, t) for t in shown],
     }
+
+
+@op(rq.TranscriptAssign)
+def transcript_assign(service: Service, request: rq.TranscriptAssign, caller: Caller) -> dict[str, Any]:
+    """AG-11: give a session without a recorded working directory the project folder it belongs to,
+    so that project-scoped grants see it. Each turn gets a new revision naming it; a directory the
+    client recorded is never replaced."""
+    if caller.surface == "mcp":
+        raise MemoriesError("scope_denied", "Only the user assigns sessions to projects.")
+    project = request.project
+    if not PurePath(project).is_absolute():
+        raise MemoriesError("invalid_input", "The project is an absolute path.")
+    state = service.require_unlocked()
+    service.vault.writable_vault(state, b"", state.vault)
+    session = _find_session(service, state, caller, request.session)
+    if session.cwd and session.cwd != project:
+        raise MemoriesError("invalid_input", "That session's client recorded its working directory already; it is not replaced.")
+    changed = [] if session.cwd == project else session.ordered()
+    if changed:
+        session.cwd = project
+        try:
+            revisions, rows = _write(service, state, session, changed, _Seqs(service))
+            audit = service.vault.audit_record(
+                state, "transcript_assign", caller, outcome="ok", assets=[r.asset_id for r in revisions]
+            )
+            service.vault.commit(state, revisions, rows, [audit])
+        except BaseException:
+            _runtime(service).forget()  # the in-memory table holds a directory that was never committed
+            raise
+    return {"session_uid": session.uid, "project": project, "turns_written": len(changed)}
+
+
+@op(rq.TranscriptScrub)
+def transcript_scrub(service: Service, request: rq.TranscriptScrub, caller: Caller) -> dict[str, Any]:
+    """AG-10 for what is already stored: every turn's events pass the import's redactor again;
+    a turn that held a secret gets a redacted revision, which search and recall then read. Earlier
+    revisions stay sealed in the store (signed history, replicated by sync, kept by backups: there
+    is no purge), and every surface shows them through the same redaction (``_mask_history``)."""
+    if caller.surface == "mcp":
+        raise MemoriesError("scope_denied", "Only the user scrubs transcripts.")
+    state = service.require_unlocked()
+    service.vault.writable_vault(state, b"", state.vault)
+    redact = _redactor(service, state)
+    load = _load(service, state)
+    revisions: list[Revision] = []
+    rows: list[tuple[int, bytes]] = []
+    seqs = _Seqs(service)
+    turns = secrets = 0
+    try:
+        for session in list(_sessions(service, state).values()):
+            changed = []
+            for turn in session.ordered():
+                if turn.events is None:
+                    turn.events = load(turn)
+                found = scrub(turn, redact.apply)
+                if turn.changed:
+                    changed.append(turn)
+                    secrets += found
+                elif not request.dry_run:
+                    turn.events = None  # not kept in memory
+            turns += len(changed)
+            if changed and not request.dry_run:
+                new_revs, new_rows = _write(service, state, session, changed, seqs)
+                revisions.extend(new_revs)
+                rows.extend(new_rows)
+        if request.dry_run:
+            _runtime(service).forget()  # the table holds redacted turns that were not written
+        elif revisions:
+            audit = service.vault.audit_record(
+                state, "transcript_scrub", caller, outcome="ok", assets=[r.asset_id for r in revisions]
+            )
+            service.vault.commit(state, revisions, rows, [audit])
+    except BaseException:
+        _runtime(service).forget()
+        raise
+    return {"turns_redacted": turns, "redacted": secrets, "kinds": dict(sorted(redact.kinds.items())), "dry_run": request.dry_run}
+
+
+def _mask_history(_vault: Any, state: Unlocked, asset_id: bytes, body: str) -> str:
+    """AG-10: a transcript revision is shown through the token-shape redaction, whichever revision
+    it is, so one stored before redaction (history, `get --rev`) shows no token either. Values
+    the vault protects are masked by the cards' redactor (CD-7)."""
+    entry = state.index.assets.get(asset_id)
+    if entry is None or entry.kind != KIND:
+        return body
+    return Redactor()(body)
+
+
+def _mask_history_title(_vault: Any, state: Unlocked, asset_id: bytes) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    entry = state.index.assets.get(asset_id)
+    if entry is None or entry.kind != KIND:
+        return None
+
+    def mask(summary: dict[str, Any]) -> dict[str, Any]:
+        title = summary.get("title")
+        return {**summary, "title": Redactor()(title)} if isinstance(title, str) and title else summary
+
+    return mask
+
+
+BODY_REDACTORS.append(_mask_history)
+SUMMARY_REDACTORS.append(_mask_history_title)
 
 
 def _window(session: SessionState, turn: TurnState, before: int, after: int) -> list[TurnState]:
