@@ -29,6 +29,7 @@ from engine.search.segment import (
     Segmenter,
     _bigram_text,
     _fast_patterns,
+    _pair_text,
 )
 from tests.search.test_search_segmenter import DATA, MIXED, _eval_texts
 
@@ -110,3 +111,15 @@ def test_fast_patterns_have_regex_classes_exactly() -> None:
         assert (rare.search(char) is None) == (expected is None), hex(code)
     for text in ("wi-fi", "a+1", "3.14", "x_y", "a&b", "50%x", "the end.", "x-", "-x", "--", "中-文", "a-中", "a.-b"):
         assert (rare.search(text) is None) == (_JOINED.search(text) is None), text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet="记忆库加密咖啡𠀀ひカ", min_size=2, max_size=6), min_size=1, max_size=12))
+def test_pair_text_is_the_bigram_text_of_runs_of_two_or_more(runs: list[str]) -> None:
+    """SR-1: the strided-copy bigram column equals the one built bigram by bigram (astral characters too)."""
+    assert _pair_text(runs) == _bigram_text("", runs)
+
+
+def test_pair_text_of_a_run_longer_than_its_space_buffer() -> None:
+    run = "记忆库" * 2000
+    assert _pair_text([run, "加密"]) == _bigram_text("", [run, "加密"])
