@@ -19,6 +19,11 @@ the first two so that tokens stay Jieba's:
   thousands of random Han strings, none on the evaluation sets). Both are then equally
   likely segmentations; the bigram columns below find the text either way.
 
+Mixed Chinese/English text without any of those cases takes a fast path in ``segment``
+(issue 32): one scan for the rare characters, one cut, one filter, and the CJK runs found by
+an ``re`` pattern with the same characters as CJK_RUN; the strings are the general path's
+(tests/search/test_search_segment_fast.py checks both on the same texts).
+
 Segmentation depends on context: "记忆库来" may become 记忆/库来 and then miss a
 query for 记忆库. Every CJK run is therefore also indexed as overlapping
 character bigrams in separate columns; a CJK query word matches either its
@@ -74,10 +79,21 @@ _JOINERS = frozenset("-_.+#&%")
 # text without one has nothing for _rejoin to cut (one C scan per text, not a Python step
 # per token; "the end." has no such joiner).
 # Looked for from the joiner (rare) rather than from every letter (issue 32: 7x faster).
-_JOINED = re.compile(r"[-_.+#&%](?<=[a-zA-Z0-9].)(?=[a-zA-Z0-9])")
+_JOINER_CLASS = re.escape("-_.+#&%")
+_JOINED = re.compile(f"[{_JOINER_CLASS}](?<=[a-zA-Z0-9].)(?=[a-zA-Z0-9])")
 # A letter or digit: \w without the underscore, exactly the characters str.isalnum accepts.
 _ALNUM = re.compile(r"[^\W_]")
+# What sends a text down the general path of ``Segmenter.segment`` (issue 32): Hangul,
+# ideographs outside Jieba's class, ASCII joined by a joiner (the three cases ``words``
+# handles apart) or any character outside the Basic Multilingual Plane (the fast CJK-run
+# pattern knows the BMP only). Without any of them, ``words`` comes down to
+# ``_words_only(cut(text))`` and CJK_RUN finds the runs ``_fast_patterns()`` does. Both are
+# ``re`` patterns built on first use from ``regex``'s own classes: its script classes scan
+# about twice as slowly as ``re``'s ranges, and three separate searches cost a sixth of the cut.
+_ASTRAL_OR_OUTSIDE_JIEBA_HAN = "\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00010000-\U0010ffff"
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _init_lock = threading.Lock()
+_fast: tuple[re.Pattern[str], re.Pattern[str]] | None = None
 
 STOPWORDS = frozenset(
     (
@@ -195,6 +211,33 @@ STOPWORDS = frozenset(
 )
 
 
+def _bmp_class(pattern: regex.Pattern[str]) -> str:
+    """The characters of the BMP that ``pattern`` (one character class and ``+``) matches, as
+    ``re`` class ranges: derived from ``regex``'s own Unicode data, so the two agree exactly."""
+    every = "".join(map(chr, range(0x10000)))
+    return "".join(
+        re.escape(every[m.start()]) + ("-" + re.escape(every[m.end() - 1]) if m.end() - m.start() > 1 else "")
+        for m in pattern.finditer(every)
+    )
+
+
+def _fast_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(the CJK runs of the BMP, the rare characters above), built once (about 30 ms)."""
+    global _fast
+    if _fast is None:
+        with _init_lock:
+            if _fast is None:
+                cjk_run = re.compile(f"[{_bmp_class(CJK_RUN)}]+")
+                # One class scanned once; a joiner in it counts only between two ASCII letters or
+                # digits (_JOINED), any other character of it at once (twice as fast as an alternation).
+                rare = re.compile(
+                    f"[{_bmp_class(HANGUL_RUN)}{_ASTRAL_OR_OUTSIDE_JIEBA_HAN}{_JOINER_CLASS}]"
+                    f"(?:(?<=[{_JOINER_CLASS}])(?<=[a-zA-Z0-9].)(?=[a-zA-Z0-9])|(?<![{_JOINER_CLASS}]))"
+                )
+                _fast = (cjk_run, rare)
+    return _fast
+
+
 def cjk_bigrams(folded: str) -> list[str]:
     """Overlapping bigrams of each CJK run; a lone CJK character stands for itself."""
     out: list[str] = []
@@ -206,14 +249,62 @@ def cjk_bigrams(folded: str) -> list[str]:
     return out
 
 
-def _bigram_text(folded: str) -> str:
-    """``" ".join(cjk_bigrams(folded))`` built run by run in C (issue 32: twice as fast)."""
-    return " ".join([" ".join(map(add, run, run[1:])) if len(run) > 1 else run for run in CJK_RUN.findall(folded)])
+def _bigram_text(folded: str, runs: list[str] | None = None) -> str:
+    """``" ".join(cjk_bigrams(folded))`` built run by run in C (issue 32: twice as fast).
+
+    ``runs``: the CJK runs of ``folded`` when the caller already has them (the fast path)."""
+    if runs is None:
+        runs = CJK_RUN.findall(folded)
+    return " ".join([" ".join(map(add, run, run[1:])) if len(run) > 1 else run for run in runs])
+
+
+# UTF-32 spaces to copy from, and what pairs across two runs leave in ``_pair_text``'s output.
+_SPACES = memoryview((" " * 4096).encode("utf-32-le")).cast("I")
+_ACROSS_RUNS = re.compile("[^ ]   [^ ] ")
+
+
+def _pair_text(runs: list[str]) -> str:
+    """``_bigram_text`` of runs that are all two characters or longer, in a few C calls whatever
+    their number (issue 32: a third faster than a string per bigram built by Python).
+
+    Every adjacent pair of ``" ".join(runs)`` is written with a space after it by three strided
+    copies of UTF-32 code units (the first characters, the second ones, the spaces); the pairs
+    holding the space between two runs come out as "c   d " and are cut out. The copies move
+    whole code units, so the platform's byte order does not matter.
+    """
+    joined = " ".join(runs)
+    count = len(joined) - 1
+    if count < 1:
+        return joined
+    units = memoryview(joined.encode("utf-32-le")).cast("I")
+    out = bytearray(12 * count)
+    view = memoryview(out).cast("I")
+    view[0::3] = units[:-1]
+    view[1::3] = units[1:]
+    view[2::3] = _SPACES[:count] if count <= len(_SPACES) else memoryview((" " * count).encode("utf-32-le")).cast("I")
+    return _ACROSS_RUNS.sub("", out.decode("utf-32-le"))[:-1]
+
+
+def _fast_bigrams(runs: list[str]) -> str:
+    """The bigram column of the fast path from its CJK runs (a lone character among them: run by run)."""
+    return _pair_text(runs) if runs and min(map(len, runs)) > 1 else _bigram_text("", runs)
 
 
 def _words_only(tokens: list[str]) -> list[str]:
     """The tokens holding a letter or digit (spaces and punctuation dropped)."""
     return [t for t in tokens if t.isalnum() or (t != " " and _ALNUM.search(t) is not None)]
+
+
+def _fast_words(folded: str, tokens: list[str]) -> str:
+    """``" ".join(_words_only(tokens))`` for the tokens of a text on the fast path of ``segment``.
+
+    There a token holding a letter or digit and something else can only be a word ending in
+    "%" (50%) or a dictionary word with "+" or "#" (c++, c#): without those characters a token
+    is a word exactly when it is all letters and digits, a test in C per token.
+    """
+    if "%" in folded or "+" in folded or "#" in folded:
+        return " ".join(_words_only(tokens))
+    return " ".join(filter(str.isalnum, tokens))
 
 
 @dataclass(frozen=True)
@@ -246,6 +337,7 @@ class Segmenter:
 
                 self._has_word = rjieba.has_word
                 self._cut = rjieba.cut
+        _fast_patterns()
 
     def _rejoin(self, tokens: list[str], out: list[str]) -> None:
         """Cut joined ASCII the way Jieba does ("wi-fi" → wi, -, fi); dictionary words (c++) stay."""
@@ -290,7 +382,16 @@ class Segmenter:
 
     def segment(self, text: str) -> Segmented:
         folded = to_simplified(fold(text))  # SR-8: one script for index and query
-        return Segmented(" ".join(self.words(folded)), _bigram_text(folded))
+        cjk_run, rare = _fast_patterns()
+        if rare.search(folded) is None:
+            # Mixed Chinese/English text (issue 32): one cut, one filter, the runs found by ``re``;
+            # the same strings as the general path below (tests/search/test_search_segment_fast.py).
+            self.warm()
+            assert self._cut is not None
+            return Segmented(_fast_words(folded, self._cut(folded, True)), _fast_bigrams(cjk_run.findall(folded)))
+        # The general path still finds the runs with ``re`` when no astral character needs ``regex``.
+        runs = cjk_run.findall(folded) if folded.isascii() or _ASTRAL.search(folded) is None else None
+        return Segmented(" ".join(self.words(folded)), _bigram_text(folded, runs))
 
 
 def has_cjk(text: str) -> bool:

@@ -12,7 +12,7 @@ from engine.search.normalize import fold
 # Full-width forms, the ideographic space, combining marks that compose with what a full-width
 # letter decomposes to, other compatibility forms (ligatures, circled digits, half-width
 # katakana, dakuten), Han and plain ASCII: every branch of fold's quick path and its fallback.
-_ALPHABET = st.sampled_from([*"Ａｚ０，：！（）\u3000", *"\u0301\u0308\u0327", *"ﬁ①ｶﾞ\u3099\u309aカ", *"记憶庫", *"aZ9 ,.-"])
+_ALPHABET = st.sampled_from([*"Ａｚ０，：；！？（）\u3000", *"\u0301\u0308\u0327", *"ﬁ①ｶﾞ\u3099\u309aカ", *"记憶庫", *"aZ9 ,.-"])
 
 
 @given(st.text(_ALPHABET, max_size=40))
