@@ -103,7 +103,8 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     _print_warnings(ctx, warnings)
     total = len(loaded.notes)
     created = skipped = 0
-    created_ids: list[str] = []
+    relink_ids: list[str] = []
+    attachments: set[str] = set()
     linked_in_batches = 0
     show_progress = sys.stderr.isatty() and not ctx.json_output
     if total:
@@ -118,9 +119,12 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
             raise _stopped(exc, batch, created, skipped, total) from None
         created += result["created"]
         skipped += result["skipped"]
-        created_ids.extend(str(i) for i in result.get("ids", []))
         batch_links = result.get("wikilinks")
-        linked_in_batches += int(batch_links.get("linked", 0)) if isinstance(batch_links, dict) else 0
+        if isinstance(batch_links, dict):
+            linked_in_batches += int(batch_links.get("linked", 0))
+            # Notes naming what was not there yet: linked again once every batch is in.
+            relink_ids.extend(str(i) for i in batch_links.get("unresolved_ids", []))
+            attachments.update(str(n) for n in batch_links.get("attachments", []))
         # Warnings from the engine (the batch was saved, a follow-up step failed): once each.
         fresh = [w for w in result.get("warnings", []) if isinstance(w, dict) and w not in warnings]
         warnings.extend(fresh)
@@ -129,8 +133,7 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
         _print_warnings(ctx, fresh)
     if show_progress:
         print(file=sys.stderr)
-    named = any("[[" in note.item["body"] for note in loaded.notes)
-    links = _link_imported(ctx, created_ids, args.vault) if named else None
+    links = _link_imported(ctx, relink_ids, args.vault, attachments) if linked_in_batches or relink_ids or attachments else None
     if links:
         warnings.extend(links.pop("warnings"))
         links["linked"] += linked_in_batches
@@ -144,15 +147,12 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
 SYNC_BATCH = 5000
 
 
-def _link_imported(ctx: Context, ids: list[str], vault: str | None) -> dict[str, Any] | None:
-    """DT-8: once every note is in, read the new ones' [[wikilinks]] again, so a link to a
-    note of a later batch resolves too; say which names no item has, and which attachments
-    the notes name (only Markdown notes are imported)."""
-    if not ids:
-        return None
+def _link_imported(ctx: Context, ids: list[str], vault: str | None, attachments: set[str]) -> dict[str, Any]:
+    """DT-8: once every note is in, read again the new notes that named something not there
+    yet, so a link to a note of a later batch resolves too; say which names no item has, and
+    which attachments the notes name (only Markdown notes are imported)."""
     linked = 0
     unresolved: list[dict[str, Any]] = []
-    attachments: set[str] = set()
     for start in range(0, len(ids), SYNC_BATCH):
         request: dict[str, Any] = {"op": "wikilinks_sync", "ids": ids[start : start + SYNC_BATCH]}
         if vault is not None:

@@ -22,7 +22,7 @@ def test_wikilinks_follow_the_text_through_edits(vault: Cli) -> None:
     alpha = vault.put("Alpha", "the first")
     vault.put("Beta", "the second")
     hub = vault.put("Hub", "see [[alpha#Intro|the first]], [[Beta]], ![[chart.png]] and [[Gamma]]")
-    assert hub["wikilinks"] == {"linked": 2, "removed": 0, "unresolved": ["Gamma"]}
+    assert hub["wikilinks"] == {"linked": 2, "removed": 0, "unresolved": ["Gamma"], "attachments": ["chart.png"]}
     assert _targets(vault, hub["id"]) == {"Alpha", "Beta"}  # case-insensitive, heading and label dropped
 
     vault.ok("card", "link", hub["id"], alpha["id"], "--rel", "mentions")

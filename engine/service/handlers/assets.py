@@ -125,7 +125,8 @@ def write_one(
         **revision_ref(rev),
         "conflict": state.index.assets[rev.asset_id].in_conflict,
     }
-    if report:
+    report.pop("unresolved_ids", None)  # one note: it is this one
+    if report.get("linked") or report.get("removed") or report.get("unresolved"):
         result["wikilinks"] = report
     return result
 

@@ -163,11 +163,14 @@ def link_records(
     """The hook ``assets.BODY_LINKERS`` calls: records to commit, and what to tell the caller."""
     out = _link_writes(service, state, writes)
     report: dict[str, Any] = {}
-    if out.linked or out.removed or out.unresolved:
+    if out.linked or out.removed or out.unresolved or out.attachments:
         report = {
             "linked": out.linked,
             "removed": out.removed,
             "unresolved": sorted({n for names in out.unresolved.values() for n in names})[:MAX_UNRESOLVED_SHOWN],
+            # Which notes named something not there (yet): an import links just these again at its end.
+            "unresolved_ids": [source.hex() for source in out.unresolved],
+            "attachments": sorted({n for names in out.attachments.values() for n in names})[:MAX_UNRESOLVED_SHOWN],
         }
     return out.records, report
 
