@@ -189,7 +189,7 @@ def wikilinks_sync(service: Service, request: rq.WikilinksSync, caller: Caller) 
         entries = [e for e in state.index.visible() if e.vault_id == vault_id and e.kind in ORDINARY_KINDS]
     else:
         entries = [assets.visible_entry(state, ref) for ref in request.ids]
-        entries = [e for e in entries if e.kind in ORDINARY_KINDS]
+        entries = [e for e in entries if e.kind in ORDINARY_KINDS and e.vault_id == vault_id]  # titles are per vault
     out = _Outcome()
     titles = _Titles(service, state, vault_id, [])
     for entry in entries:
