@@ -79,6 +79,10 @@ class EngineGateway:
         """End a conflict by keeping one head's content as it is (an `edit --resolve`)."""
         return self._call({"op": "edit", "id": asset_id, "base": keep, "resolve": True})
 
+    def resolve_merged(self, asset_id: str, base: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """DT-8: end a conflict with the user's merged fields as a new revision on every head."""
+        return self._call({**fields, "op": "edit", "id": asset_id, "base": base, "resolve": True})
+
     def pending_tickets(self) -> dict[str, Any]:
         """Remote-exec tickets waiting for approval (the tray's notifications; no idle touch)."""
         return self._call({"op": "remote_pending"})

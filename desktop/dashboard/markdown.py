@@ -45,8 +45,13 @@ def wikilink_titles(text: str) -> list[str]:
     """The distinct titles ``[[...]]`` names in ``text``, in order of first use."""
     seen: dict[str, None] = {}
     for match in WIKILINK.finditer(text):
-        seen.setdefault(match.group(1).strip(), None)
+        seen.setdefault(_name(match.group(1)), None)
     return [t for t in seen if t]
+
+
+def _name(target: str) -> str:
+    """``Title#Heading`` names the item ``Title`` (the heading is a place in it)."""
+    return target.split("#", 1)[0].strip()
 
 
 def _image(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -72,7 +77,7 @@ def _wikilink_rule(resolve: Mapping[str, str]) -> Callable[[StateCore], None]:
                 for match in WIKILINK.finditer(tok.content):
                     if match.start() > at:
                         out.append(_text(tok.content[at : match.start()]))
-                    title = match.group(1).strip()
+                    title = _name(match.group(1))
                     label = (match.group(2) or match.group(1)).strip()
                     target = resolve.get(title)
                     if target is not None:

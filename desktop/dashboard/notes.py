@@ -2,8 +2,9 @@
 
 ``GET /api/cards/ID/rendered`` answers ``{"html", "wikilinks"}`` for editable kinds only (the
 same allowlist as the editor; protected items never reach this page's body views). A
-``[[Title]]`` resolves by exact title against the dashboard's own item list (ordinary kinds),
-newest item first when two share a title; ``wikilinks`` says which titles resolved to what.
+``[[Title]]`` resolves as the engine links it (case-insensitively; ``Folder/Title`` and
+``Title.md`` name ``Title``) against the dashboard's own item list (ordinary kinds), newest
+item first when two share a title; ``wikilinks`` says which names resolved to what.
 
 ``POST /api/cards/ID/restore`` ``{"revision"}`` writes that revision's content as a new
 revision (the engine's ``restore_revision``), for editable kinds only. ``GET /api/trash``
@@ -29,18 +30,39 @@ TITLE_PAGE = 500
 MAX_TITLE_PAGES = 40  # 20,000 items: past that a wikilink to an older item shows as unresolved
 
 
+def name_keys(name: str) -> list[str]:
+    """The titles a wikilink name matches, case-folded, as the engine links it (engine/cards/
+    wikilinks.py ``name_variants``): as written, without ``.md``, and its last path part."""
+    variants = [name]
+    if name.lower().endswith((".md", ".markdown")):
+        variants.append(name.rsplit(".", 1)[0])
+    last = variants[-1].rsplit("/", 1)[-1]
+    if last and last != variants[-1]:
+        variants.append(last)
+    return list(dict.fromkeys(v.strip().casefold() for v in variants if v.strip()))
+
+
 def _titles(gateway: Any, wanted: set[str]) -> dict[str, str]:
+    """Each wanted name → the item it names: newest first (the list's order), most specific key first."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for name in wanted:
+        for rank, key in enumerate(name_keys(name)):
+            by_key.setdefault(key, []).append((rank, name))
     found: dict[str, str] = {}
+    found_rank: dict[str, int] = {}
     offset = 0
     for _ in range(MAX_TITLE_PAGES):
         page = gateway.list_ordinary([], None, TITLE_PAGE, offset, "updated")
         items = [i for i in page.get("items", []) if isinstance(i, dict)]
         for item in items:
             title = item.get("title")
-            if isinstance(title, str) and title in wanted and title not in found and item.get("kind") in cards.EDITABLE_KINDS:
-                found[title] = str(item.get("id"))
+            if not isinstance(title, str) or item.get("kind") not in cards.EDITABLE_KINDS:
+                continue
+            for rank, name in by_key.get(title.casefold(), ()):
+                if rank < found_rank.get(name, len(name_keys(name)) + 1):
+                    found[name], found_rank[name] = str(item.get("id")), rank
         offset += len(items)
-        if len(found) == len(wanted) or not items or offset >= int(page.get("total", 0)):
+        if (found and all(found_rank.get(n) == 0 for n in wanted)) or not items or offset >= int(page.get("total", 0)):
             break
     return found
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import activity, cards, history, links, live, notebooks, notes, protected, settings, tickets
+from desktop.dashboard import activity, cards, history, links, live, merge, notebooks, notes, protected, settings, tickets
 from desktop.dashboard.security import json_body
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
@@ -244,6 +244,7 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     protected.register(app, ctx)  # issue 17: protected cards, logins, credentials by title and kind
     notebooks.register(app, ctx)  # AG-13: the agents' private notebooks, read-only
     notes.register(app, ctx)  # DT-8: the Read tab (Markdown, sanitized; wikilinks resolved)
+    merge.register(app, ctx)  # DT-8: a line-level merge of an item in conflict, saved as its resolution
     live.register(app, ctx)  # DT-7: the engine's change feed as server-sent events, and Needs attention
     settings.register(app, ctx)  # DT-9: the Settings page (engine settings, start at login)
     return app

@@ -44,12 +44,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "diff": ("memories diff 3fa9c2d1", "memories diff 3fa9c2d1 81c0aa12e4f0 d7e01b5a9c33"),
     "import": (
         "memories import ~/notes",
+        "memories import ~/Obsidian/MyVault   # folders kept as paths, [[wikilinks]] as links",
         "memories import export.jsonl",
         "memories import bitwarden bitwarden_export.json --dry-run",
         "memories import keepassxc Passwords.kdbx",
         "memories import 1password export.1pux",
     ),
     "export": ("memories sudo && memories export --format markdown ~/backup",),
+    "wikilinks": ("memories wikilinks   # link every note's [[wikilinks]] again; list names no item has",),
     "search": (
         "memories search dentist",
         "memories search '\"exact phrase\"' --limit 5",
@@ -374,7 +376,7 @@ machine can see a command's arguments in `ps`. Copying needs `memories sudo` fir
 OVERVIEW_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Everyday", ("init", "unlock", "lock", "status", "sudo", "put", "list", "get", "edit", "delete", "search")),
     ("", ("history", "trash", "diff", "import", "export", "login", "password", "copy", "otp", "file", "backup", "restore")),
-    ("Cards", ("card", "protected", "secret", "graph", "retrieve", "ask", "rag")),
+    ("Cards", ("card", "protected", "secret", "graph", "wikilinks", "retrieve", "ask", "rag")),
     ("Sharing", ("vaults", "vault", "whoami", "devices", "device", "sync", "serve", "relay", "cloud", "quarantine", "center")),
     ("Agents", ("agent", "mcp", "inject", "transcript", "memory")),
     ("Remote", ("credential", "remote", "proxy", "run", "job")),

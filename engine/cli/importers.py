@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,7 +43,9 @@ __all__ = [
     "MARKDOWN_SUFFIXES",
     "MAX_NOTE_BYTES",
     "Note",
+    "PATH_META",
     "check_item",
+    "file_name_for",
     "load_source",
     "parse_jsonl_line",
     "parse_markdown",
@@ -102,20 +105,75 @@ def shown(text: str) -> str:
 
 
 # -- parsing ---------------------------------------------------------------------------
-def _scalar(text: str) -> str:
+# Front matter is the YAML subset Obsidian, basic-memory and our own export write: `key: value`,
+# `key: [a, "b, c"]` and `key:` followed by `- item` lines; quoted values as YAML quotes them
+# ("…" with JSON escapes, '…' with '' for a quote). Anything else (nested maps, block scalars,
+# anchors) is refused with the line named: a well-kept YAML library is not a dependency of
+# this app, and a subset parser that refuses what it does not know loses nothing silently.
+_BLOCK_SCALAR = ("|", ">", "&", "*", "!", "{")
+
+
+def _scalar(text: str, where: str, number: int) -> str:
     text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
+    if text[:1] == '"':
+        if len(text) < 2 or text[-1] != '"':
+            raise ImportFormatError(f"{where}: line {number}: a quoted value is not closed.")
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise ImportFormatError(
+                f"{where}: line {number}: a double-quoted value has an escape YAML and JSON disagree on."
+            ) from None
+        if not isinstance(value, str):
+            raise ImportFormatError(f"{where}: line {number}: a quoted value is not closed.")
+        return value
+    if text[:1] == "'":
+        inner = text[1:-1] if len(text) >= 2 and text[-1] == "'" else None
+        if inner is None or "'" in inner.replace("''", ""):
+            raise ImportFormatError(f"{where}: line {number}: a quoted value is not closed.")
+        return inner.replace("''", "'")
+    if text.startswith(_BLOCK_SCALAR):
+        raise ImportFormatError(
+            f"{where}: line {number}: front matter here takes plain values, quoted values and lists, "
+            "not YAML blocks, anchors or maps."
+        )
     return text
 
 
-def _inline_list(text: str) -> list[str]:
+def _inline_list(text: str, where: str, number: int) -> list[str]:
+    """``[a, "b, c", 'd']``: commas inside quotes belong to the value."""
     inner = text.strip()[1:-1]
-    return [_scalar(part) for part in inner.split(",") if _scalar(part)]
+    parts: list[str] = []
+    start = 0
+    quote = ""
+    at = 0
+    while at < len(inner):
+        char = inner[at]
+        if quote:
+            if char == "\\" and quote == '"':
+                at += 1
+            elif char == quote:
+                if quote == "'" and inner[at + 1 : at + 2] == "'":
+                    at += 1
+                else:
+                    quote = ""
+        elif char in "\"'" and not inner[start:at].strip():
+            quote = char
+        elif char == ",":
+            parts.append(inner[start:at])
+            start = at + 1
+        elif char in "[]{}":
+            raise ImportFormatError(f"{where}: line {number}: a list inside a list is not supported in front matter.")
+        at += 1
+    if quote:
+        raise ImportFormatError(f"{where}: line {number}: a quoted value is not closed.")
+    parts.append(inner[start:])
+    values = [_scalar(part, where, number) for part in parts if part.strip()]
+    return [v for v in values if v]
 
 
 def _front_matter(lines: list[str], where: str) -> tuple[dict[str, Any], int]:
-    """Parse a small YAML subset: `key: value`, `key: [a, b]`, and `key:` + `- item` lists."""
+    """Parse the subset: `key: value`, `key: [a, b]`, and `key:` + `- item` lists; returns the closing line."""
     data: dict[str, Any] = {}
     current_list: list[str] | None = None
     for number, raw in enumerate(lines[1:], start=2):
@@ -125,28 +183,73 @@ def _front_matter(lines: list[str], where: str) -> tuple[dict[str, Any], int]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         stripped = line.strip()
-        if stripped.startswith("- ") and current_list is not None:
-            current_list.append(_scalar(stripped[2:]))
+        if (stripped.startswith("- ") or stripped == "-") and current_list is not None:
+            item = stripped[2:].strip()
+            if item.startswith("["):
+                raise ImportFormatError(f"{where}: line {number}: a list inside a list is not supported in front matter.")
+            if item:
+                current_list.append(_scalar(item, where, number))
             continue
         key, sep, value = line.partition(":")
-        key = key.strip()
+        key = _scalar(key, where, number) if key.strip()[:1] in "\"'" else key.strip()
         if not sep or not key or line[0].isspace():
             raise ImportFormatError(f"{where}: line {number}: front matter expects `key: value`.")
+        if key in data:
+            raise ImportFormatError(f"{where}: line {number}: the key appears twice in the front matter.")
         value = value.strip()
         if not value:
             current_list = []
             data[key] = current_list
         elif value.startswith("[") and value.endswith("]"):
-            data[key] = _inline_list(value)
+            data[key] = _inline_list(value, where, number)
             current_list = None
         else:
-            data[key] = _scalar(value)
+            data[key] = _scalar(value, where, number)
             current_list = None
     raise ImportFormatError(f"{where}: the front matter is not closed with `---`.")
 
 
-def parse_markdown(text: str, where: str, fallback_title: str) -> dict[str, Any]:
-    """Front matter (title, tags; other keys → meta) and body; a leading BOM is ignored. No limits here."""
+def list_text(values: list[str]) -> str:
+    """A front-matter list as one meta value: "a, b", or a JSON array when an item holds a comma
+    (so `export --format markdown` writes the same list back)."""
+    if any("," in v for v in values):
+        return json.dumps(values, ensure_ascii=False)
+    return ", ".join(values)
+
+
+# Characters a file name may not hold on Windows, macOS or Linux, and those Obsidian refuses in a
+# note's name (#, ^, [, ], |): `export --format markdown` replaces them in a title.
+_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|#^\[\]]')
+MAX_NAME_CHARS = 120
+MAX_PATH_CHARS = 1000
+
+
+def file_name_for(title: str) -> str:
+    """The file a note without a recorded path is exported to: its title, made safe, + ".md"."""
+    name = _UNSAFE_NAME.sub("-", title).strip().strip(".")
+    return (name[:MAX_NAME_CHARS].strip() or "untitled") + ".md"
+
+
+def _path_says_more(path: str, title: str) -> bool:
+    """Keep a file's path unless it is just what export would write for the title (a top-level
+    `Title.md`): so a note made here, exported and imported again, is the same note."""
+    if len(path) > MAX_PATH_CHARS:
+        return False  # too long to write back anywhere; the note imports without it
+    return "/" in path or path != file_name_for(title)
+
+
+# The meta key that keeps where a note came from inside an imported folder (DT-8): its path
+# relative to the folder, with "/" between parts. `export --format markdown` writes it back there.
+PATH_META = "path"
+
+
+def parse_markdown(text: str, where: str, fallback_title: str, *, path: str | None = None) -> dict[str, Any]:
+    """Front matter (title, tags; other keys → meta) and body; a leading BOM is ignored. No limits here.
+
+    ``path`` (a file inside an imported folder) is kept in meta under ``path``, and a note
+    without a front-matter title is called by its file name, as Obsidian and basic-memory
+    name notes (what their ``[[wikilinks]]`` say). A single file falls back to its first
+    ``# heading`` instead."""
     text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
     meta: dict[str, str] = {}
@@ -162,11 +265,15 @@ def parse_markdown(text: str, where: str, fallback_title: str) -> dict[str, Any]
             elif key in ("tags", "tag"):
                 tags = [value] if isinstance(value, str) else list(value)
                 tags = [t for tag in tags for t in (tag.split(",") if "," in tag else [tag])]
-                tags = [t.strip() for t in tags if t.strip()]
+                tags = [t.strip().removeprefix("#") for t in tags if t.strip().removeprefix("#").strip()]
             else:
-                meta[key] = value if isinstance(value, str) else ", ".join(value)
+                meta[key] = value if isinstance(value, str) else list_text(value)
     body = "".join(lines[body_start:]).strip("\n")
-    if not title:
+    if path is not None:
+        title = title or fallback_title
+        if _path_says_more(path, title):
+            meta.setdefault(PATH_META, path)
+    elif not title:
         for line in body.splitlines():
             if line.startswith("# "):
                 title = line[2:].strip()
@@ -218,7 +325,7 @@ def check_item(item: dict[str, Any], where: str) -> Note:
     return Note(where, item, len(wire))
 
 
-def read_markdown_note(data: bytes, where: str, fallback_title: str) -> Note:
+def read_markdown_note(data: bytes, where: str, fallback_title: str, *, path: str | None = None) -> Note:
     """Bytes of one Markdown file → a checked note; any malformation is an ImportFormatError naming ``where``."""
     if len(data) > MAX_NOTE_BYTES:
         raise ImportFormatError(_too_large(where))
@@ -226,7 +333,7 @@ def read_markdown_note(data: bytes, where: str, fallback_title: str) -> Note:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ImportFormatError(f"{where}: not UTF-8 text.") from None
-    return check_item(parse_markdown(text, where, fallback_title), where)
+    return check_item(parse_markdown(text, where, fallback_title, path=path), where)
 
 
 def _too_large(where: str) -> str:
@@ -358,8 +465,8 @@ def _open_dir(name: str, dir_fd: int | None, expect: Ident, display: str, rel: s
     return fd
 
 
-def _walk(root: Path, display: str, warnings: list[str]) -> Iterator[tuple[str, str, bytes]]:
-    """Depth-first, in name order (a folder's files, then its sub-folders): (where, file name, bytes)."""
+def _walk(root: Path, display: str, warnings: list[str]) -> Iterator[tuple[str, str, str, bytes]]:
+    """Depth-first, in name order (a folder's files, then its sub-folders): (where, relative path, file name, bytes)."""
     try:
         info = os.stat(root)
         current: int | None = os.open(root, _DIR_FLAGS) if _FD_WALK else None
@@ -383,7 +490,7 @@ def _walk(root: Path, display: str, warnings: list[str]) -> Iterator[tuple[str, 
                 except _Skipped as skipped:
                     warnings.append(str(skipped))
                     continue
-                yield where, name, data
+                yield where, _join(frame.rel, name), name, data
             frame.subdirs = subdirs[::-1]
             stack.append(frame)
             while stack and not stack[-1].subdirs:
@@ -422,8 +529,8 @@ def load_source(path: Path) -> Loaded:
     except OSError as exc:
         raise ImportFormatError(f"{shown(display)}: cannot be read ({exc.__class__.__name__}).") from None
     if stat.S_ISDIR(info.st_mode):
-        for where, name, data in _walk(path, display, loaded.warnings):
-            loaded.notes.append(read_markdown_note(data, where, _stem(name)))
+        for where, rel, name, data in _walk(path, display, loaded.warnings):
+            loaded.notes.append(read_markdown_note(data, where, _stem(name), path=shown(rel)))
         return loaded
     where = shown(path.name)
     lower = path.name.lower()

@@ -81,6 +81,7 @@ COMMAND_TABLE = {
     "diff": "asset_commands",
     "import": "transfer_commands",
     "export": "transfer_commands",
+    "wikilinks": "transfer_commands",
     "search": "search_commands",
     "retrieve": "search_commands",
     "ask": "search_commands",

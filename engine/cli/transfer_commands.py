@@ -50,6 +50,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--vault", metavar="NAME", help="export this vault (default: the default vault)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser(
+        "wikilinks",
+        parents=[common],
+        help="read every note again: [[wikilinks]] become graph links; list the names no item has",
+    )
+    p.add_argument("--vault", metavar="NAME", help="this vault (default: the default vault)")
+    p.set_defaults(func=cmd_wikilinks)
+
 
 def _batches(notes: list[Note]) -> Iterator[list[Note]]:
     """At most BATCH_ITEMS notes and BATCH_BYTES encoded per batch; a larger single note goes alone (it fits a frame)."""
@@ -95,6 +103,9 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     _print_warnings(ctx, warnings)
     total = len(loaded.notes)
     created = skipped = 0
+    relink_ids: list[str] = []
+    attachments: set[str] = set()
+    linked_in_batches = 0
     show_progress = sys.stderr.isatty() and not ctx.json_output
     if total:
         ctx.client()
@@ -108,6 +119,12 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
             raise _stopped(exc, batch, created, skipped, total) from None
         created += result["created"]
         skipped += result["skipped"]
+        batch_links = result.get("wikilinks")
+        if isinstance(batch_links, dict):
+            linked_in_batches += int(batch_links.get("linked", 0))
+            # Notes naming what was not there yet: linked again once every batch is in.
+            relink_ids.extend(str(i) for i in batch_links.get("unresolved_ids", []))
+            attachments.update(str(n) for n in batch_links.get("attachments", []))
         # Warnings from the engine (the batch was saved, a follow-up step failed): once each.
         fresh = [w for w in result.get("warnings", []) if isinstance(w, dict) and w not in warnings]
         warnings.extend(fresh)
@@ -116,10 +133,70 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
         _print_warnings(ctx, fresh)
     if show_progress:
         print(file=sys.stderr)
-    summary = {"created": created, "skipped": skipped, "total": total}
+    links = _link_imported(ctx, relink_ids, args.vault, attachments) if linked_in_batches or relink_ids or attachments else None
+    if links:
+        warnings.extend(links.pop("warnings"))
+        links["linked"] += linked_in_batches
+    summary = {"created": created, "skipped": skipped, "total": total, **({"wikilinks": links} if links else {})}
     text = f"imported {created}, already present {skipped}" + (f", {len(loaded.warnings)} skipped" if loaded.warnings else "")
     # Text mode printed the warnings as they came (also when a later batch fails).
     ctx.emit({**summary, "warnings": warnings} if ctx.json_output else summary, text)
+    return 0
+
+
+SYNC_BATCH = 5000
+
+
+def _link_imported(ctx: Context, ids: list[str], vault: str | None, attachments: set[str]) -> dict[str, Any]:
+    """DT-8: once every note is in, read again the new notes that named something not there
+    yet, so a link to a note of a later batch resolves too; say which names no item has, and
+    which attachments the notes name (only Markdown notes are imported)."""
+    linked = 0
+    unresolved: list[dict[str, Any]] = []
+    for start in range(0, len(ids), SYNC_BATCH):
+        request: dict[str, Any] = {"op": "wikilinks_sync", "ids": ids[start : start + SYNC_BATCH]}
+        if vault is not None:
+            request["vault"] = vault
+        result = ctx.request(request, timeout=300)
+        linked += int(result["linked"])
+        unresolved.extend(result["unresolved"])
+        attachments.update(result["attachments"])
+    warnings: list[dict[str, str]] = []
+    if unresolved:
+        names = sorted({n for row in unresolved for n in row["names"]})
+        shown = ", ".join(f"[[{n}]]" for n in names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        warnings.append(
+            {
+                "code": "unresolved_wikilinks",
+                "message": f"{len(names)} wikilink name(s) match no item: {shown} (`memories wikilinks` lists them).",
+            }
+        )
+    if attachments:
+        names = sorted(attachments)
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        warnings.append(
+            {
+                "code": "attachments_not_imported",
+                "message": f"{len(names)} attachment(s) the notes link to stay outside the vault "
+                f"(only Markdown notes are imported): {shown}.",
+            }
+        )
+    _print_warnings(ctx, warnings)
+    return {"linked": linked, "unresolved": len({n for row in unresolved for n in row["names"]}), "warnings": warnings}
+
+
+def cmd_wikilinks(ctx: Context, args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"op": "wikilinks_sync"}
+    if args.vault is not None:
+        request["vault"] = args.vault
+    result = ctx.request(request, timeout=300)
+    lines = [f"checked {result['checked']} note(s): {result['linked']} link(s) added, {result['removed']} removed"]
+    for row in result["unresolved"]:
+        names = ", ".join(f"[[{n}]]" for n in row["names"])
+        lines.append(f"  {row['short_id']}  {one_line(str(row['title']))}: no item is called {one_line(names)}")
+    if result["attachments"]:
+        lines.append("attachments named (not notes): " + one_line(", ".join(result["attachments"])))
+    ctx.emit(result, "\n".join(lines))
     return 0
 
 
@@ -148,9 +225,37 @@ def _stopped(exc: MemoriesError, batch: list[Note], created: int, skipped: int, 
     return MemoriesError(exc.code, message, created=created, skipped=skipped, total=total)
 
 
-def _slug(title: str) -> str:
-    slug = re.sub(r"[^\w\-]+", "-", title.lower(), flags=re.UNICODE).strip("-")
-    return slug[:60] or "untitled"
+# A recorded path is used only when no part could mean something else on any system.
+_UNSAFE_IN_PATH = re.compile(r'[\x00-\x1f\x7f\\:*?"<>|]')
+
+
+def _recorded_path(meta: dict[str, Any]) -> list[str] | None:
+    """The folder path an import recorded (``meta["path"]``), if it is a safe relative Markdown path."""
+    from engine.cli.importers import MARKDOWN_SUFFIXES, MAX_PATH_CHARS, PATH_META
+
+    path = meta.get(PATH_META)
+    if not isinstance(path, str) or not path.lower().endswith(MARKDOWN_SUFFIXES) or len(path) > MAX_PATH_CHARS:
+        return None
+    parts = path.split("/")
+    for part in parts:
+        if not part or part in (".", "..") or part.startswith(".") or _UNSAFE_IN_PATH.search(part):
+            return None
+    return parts
+
+
+def export_path(item: dict[str, Any], used: set[str]) -> list[str]:
+    """Where a note goes in a Markdown export: the path its import recorded, else its title as
+    the file name (what a ``[[Title]]`` names); a second note at the same place gets its short ID."""
+    from engine.cli.importers import file_name_for
+
+    parts = _recorded_path(item["meta"]) or [file_name_for(str(item["title"]))]
+    key = "/".join(parts).casefold()
+    if key in used:
+        stem, dot, suffix = parts[-1].rpartition(".")
+        parts = [*parts[:-1], f"{stem} ({item['short_id']}){dot}{suffix}"]
+        key = "/".join(parts).casefold()
+    used.add(key)
+    return parts
 
 
 def _create_exclusive(path: Path, text: str) -> None:
@@ -160,14 +265,69 @@ def _create_exclusive(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _markdown(item: dict[str, Any]) -> str:
-    lines = ["---", f"title: {json.dumps(item['title'], ensure_ascii=False)}"]
+def _yaml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+
+
+# Keys Obsidian reads as lists; meta keeps them as "a, b" text and they go back as lists.
+_LIST_KEYS = ("aliases", "cssclasses")
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
+
+
+def _yaml_key(key: str) -> str:
+    return key if _PLAIN_KEY.match(key) else _yaml_string(key)
+
+
+def _as_list(key: str, value: str) -> list[str] | None:
+    """A meta value that was a front-matter list: a JSON array of strings (an item held a
+    comma), or "a, b" under a key Obsidian reads as a list."""
+    if value.startswith("[") and value.endswith("]"):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            return None
+        if isinstance(items, list) and items and all(isinstance(i, str) for i in items):
+            return items
+        return None
+    if key in _LIST_KEYS:
+        return [v for v in value.split(", ") if v]
+    return None
+
+
+def markdown_file(item: dict[str, Any]) -> str:
+    """Front matter (title, tags, meta except the recorded path), then the body as stored."""
+    from engine.cli.importers import PATH_META
+
+    lines = ["---", f"title: {_yaml_string(item['title'])}"]
     if item["tags"]:
-        lines.append("tags: [" + ", ".join(json.dumps(t, ensure_ascii=False) for t in item["tags"]) + "]")
-    lines.extend(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(item["meta"].items()))
+        lines.append("tags: [" + ", ".join(_yaml_string(t) for t in item["tags"]) + "]")
+    for key, value in sorted(item["meta"].items()):
+        if key == PATH_META and _recorded_path(item["meta"]) is not None:
+            continue  # where the file is says it
+        items = _as_list(key, value)
+        if items is not None:
+            lines.append(f"{_yaml_key(key)}: [" + ", ".join(_yaml_string(v) for v in items) + "]")
+        else:
+            lines.append(f"{_yaml_key(key)}: {_yaml_string(value)}")
     lines.append("---")
     body = str(item["body"])
     return "\n".join(lines) + "\n" + body + ("" if body.endswith("\n") else "\n")
+
+
+def _write_note(target: Path, parts: list[str], text: str) -> None:
+    folder = target
+    for part in parts[:-1]:
+        folder = folder / part
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if folder.is_symlink() or not folder.is_dir():
+                raise MemoriesError(
+                    "io_error", f"{folder} is not a folder this export made; export never follows links."
+                ) from None
+    _create_exclusive(folder / parts[-1], text)
 
 
 def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
@@ -188,6 +348,7 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
             fd = os.open(jsonl, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             handle = os.fdopen(fd, "w", encoding="utf-8")
         offset = count = 0
+        used: set[str] = set()
         try:
             while True:
                 more = {"op": "export", "offset": offset, "limit": 500, **scope}
@@ -197,7 +358,7 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
                         record = {"title": item["title"], "body": item["body"], "tags": item["tags"], "meta": item["meta"]}
                         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     else:
-                        _create_exclusive(target / f"{_slug(item['title'])}-{item['short_id']}.md", _markdown(item))
+                        _write_note(target, export_path(item, used), markdown_file(item))
                     count += 1
                 offset += len(page["items"])
                 if not page["items"] or offset >= page["total"]:

@@ -156,6 +156,14 @@ class Export(Request, tag="export"):
     vault: VaultRef | None = None
 
 
+class WikilinksSync(Request, tag="wikilinks_sync"):
+    """DT-8: read notes again and bring their ``[[wikilink]]`` graph links up to date;
+    ``ids`` None means every ordinary item of the vault."""
+
+    ids: Annotated[list[AssetRef], msgspec.Meta(max_length=5000)] | None = None
+    vault: VaultRef | None = None
+
+
 # -- audit (AU-1) --------------------------------------------------------------------
 class Audit(Request, tag="audit"):
     """Read the audit log, newest first; times are Unix milliseconds, ``actor`` a namespace or its prefix."""

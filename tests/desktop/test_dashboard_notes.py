@@ -329,3 +329,20 @@ def test_notes_routes_have_the_guards_and_refuse_protected_items(seeded: dict[st
         assert code == 400 and set(answer) == {"error"}, (path, code, answer)
         assert canary not in str(answer)
     assert len(cli.ok("history", note_id)["revisions"]) == 1  # every refusal changed nothing
+
+
+def test_read_tab_resolves_names_as_the_graph_does(seeded: dict[str, Any]) -> None:
+    """DT-8: the Read tab and the graph agree: [[flour TYPES#Kinds|…]] and [[Food/Flour types.md]]
+    both open "Flour types" (case-insensitive, heading dropped, path and .md ignored), and the
+    engine made the same note a graph link."""
+    dash: Dashboard = seeded["dash"]
+    cli: Cli = seeded["cli"]
+    target = seeded["target"]["id"]
+    note = cli.put("Bake day", "Read [[flour TYPES#Kinds|the kinds]] and [[Food/Flour types.md]].")
+    assert note["wikilinks"]["linked"] == 1
+    status, _, rendered = dash.request("GET", f"/api/cards/{note['id']}/rendered")
+    assert status == 200
+    assert rendered["wikilinks"] == [{"title": "flour TYPES", "id": target}, {"title": "Food/Flour types.md", "id": target}]
+    assert rendered["html"].count(f'href="#item={target}"') == 2 and ">the kinds</a>" in rendered["html"]
+    edges = cli.ok("card", "connections", note["id"], "--direction", "out")["edges"]
+    assert [(e["dst"], e["rel"]) for e in edges] == [(target, "wikilink")]

@@ -487,6 +487,9 @@ EXPECTED_ROUTES = {
     ("POST", "/api/cards/{id}/restore"),
     ("GET", "/api/trash"),
     ("POST", "/api/trash/{id}/restore"),
+    ("GET", "/static/merge.js"),  # DT-8: a line-level merge of an item in conflict
+    ("GET", "/api/cards/{id}/merge"),
+    ("POST", "/api/cards/{id}/merge"),
     ("GET", "/api/events"),
     ("GET", "/api/attention"),
     ("GET", "/static/settings.js"),  # DT-9: the Settings page

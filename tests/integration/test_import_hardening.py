@@ -204,7 +204,7 @@ def test_a_utf8_bom_before_front_matter_is_accepted(vault: Cli, tmp_path: Path) 
     listed = vault.ok("list", "--tag", "bom")
     assert [item["title"] for item in listed["items"]] == ["With BOM"]
     got = vault.ok("get", listed["items"][0]["id"])
-    assert got["body"] == "the body" and got["meta"] == {"source": "editor"}
+    assert got["body"] == "the body" and got["meta"] == {"source": "editor", "path": "bom.md"}
     assert _titles(vault) == {"With BOM", "JSONL with BOM"}
 
 

@@ -44,12 +44,12 @@ def test_a_sub_folder_swapped_for_a_link_to_itself_moved_elsewhere_is_noticed(tm
     place (same device and inode as listed): the walk refuses instead of following the link."""
     root, outside = _tree(tmp_path)
     walk = _walk(root, str(root), [])
-    assert next(walk)[1] == "a.md"
+    assert next(walk)[2] == "a.md"
     (root / "sub").rename(outside / "moved")
     (root / "sub").symlink_to(outside / "moved", target_is_directory=True)
     read: list[str] = []
     with pytest.raises(ImportFormatError, match="changed while it was being read"):
-        for where, _, _ in walk:
+        for where, _, _, _ in walk:
             read.append(where)
     # Refused at the link itself, not later on the way back up: nothing behind it was read.
     assert read == [str(root / "b.md")], read
@@ -60,7 +60,7 @@ def test_a_sub_folder_swapped_for_another_folder_is_noticed(tmp_path: Path) -> N
     its device and inode differ from the listing's, and the walk refuses."""
     root, _ = _tree(tmp_path)
     walk = _walk(root, str(root), [])
-    assert next(walk)[1] == "a.md"
+    assert next(walk)[2] == "a.md"
     (root / "sub").rename(root / ".old-sub")
     (root / "sub").mkdir()
     (root / "sub" / "planted.md").write_text(f"# planted\n\n{SECRET}")
@@ -74,12 +74,12 @@ def test_a_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path: P
     root, outside = _tree(tmp_path)
     warnings: list[str] = []
     walk = _walk(root, str(root), warnings)
-    assert next(walk)[1] == "a.md"
+    assert next(walk)[2] == "a.md"
     (root / "b.md").unlink()
     (root / "b.md").symlink_to(outside / "secret.md")
     rest = list(walk)
-    assert [name for _, name, _ in rest] == ["x.md"]
-    assert all(SECRET.encode() not in data for _, _, data in rest)
+    assert [name for _, _, name, _ in rest] == ["x.md"]
+    assert all(SECRET.encode() not in data for _, _, _, data in rest)
     assert any("b.md" in w and "symbolic link" in w for w in warnings), warnings
 
 

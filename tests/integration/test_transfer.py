@@ -28,7 +28,10 @@ def test_markdown_folder_import_is_idempotent(vault: Cli, tmp_path: Path) -> Non
     listed = vault.ok("list", "--tag", "n1", "--limit", "5000")
     assert listed["total"] == 600
     got = vault.ok("get", listed["items"][0]["id"])
-    assert got["meta"] == {"source": "folder"} and got["body"].startswith("Body of note")
+    # DT-8: a folder's notes keep where they were (export --format markdown writes them back there).
+    number = got["title"].removeprefix("Note ")
+    assert got["meta"] == {"source": "folder", "path": f"d{int(number) % 3}/note{number}.md"}
+    assert got["body"].startswith("Body of note")
 
 
 def test_markdown_without_front_matter_uses_heading(vault: Cli, tmp_path: Path) -> None:

@@ -708,9 +708,11 @@ function renderVersions(card) {
     const keep = el("button", "Keep this version", "keep");
     keep.type = "button";
     keep.addEventListener("click", () => resolve(version.revision));
-    col.append(keep);
+    col.append(el("p", "", "meta version-when"), keep);
     box.append(col);
   });
+  // merge.js fills in each version's time and device and offers the line-level merge (DT-8).
+  if (typeof conflictShown === "function") conflictShown(card);
 }
 
 async function openCard(id, keepTab) {

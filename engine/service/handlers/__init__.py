@@ -29,6 +29,7 @@ from engine.service.handlers import (
     transcripts,  # agent transcripts: import, list, show, recall_turn, recall_session (issue 18, AG-5)
     transfer,  # import, export
     vaults,  # vault new, vaults, members, roles, transfer, rotate (issue 13)
+    wikilinks,  # [[wikilinks]] in a note's body become graph links (issue 31, DT-8)
 )
 
 __all__ = [
@@ -59,5 +60,6 @@ __all__ = [
     "sync_local",
     "transcripts",
     "transfer",
+    "wikilinks",
     "vaults",
 ]

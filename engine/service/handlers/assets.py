@@ -43,6 +43,11 @@ SECRET_BODY_KINDS = {"credential"}
 # original signed history (BK-2, engine/service/handlers/backup.py). History rows of an item,
 # oldest first; and one revision by prefix with its diff projection lines.
 HISTORY_EXTRAS: list[Callable[[Service, Unlocked, AssetEntry], list[dict[str, Any]]]] = []
+# Link records a write's bodies imply ((revision, title, body) each), committed with the
+# revisions, and a report for the caller (DT-8 wikilinks, engine/service/handlers/wikilinks.py).
+BODY_LINKERS: list[
+    Callable[[Service, Unlocked, list[tuple[Revision, str, str]]], tuple[list[dict[str, Any]], dict[str, Any]]]
+] = []
 ARCHIVED_REVISIONS: list[Callable[[Service, Unlocked, AssetEntry, str], tuple[Revision, list[str]] | None]] = []
 
 
@@ -86,17 +91,44 @@ def new_revision(
     )
 
 
+def body_links(
+    service: Service, state: Unlocked, writes: list[tuple[Revision, str, str]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What every registered linker derives from these writes' bodies (records, report)."""
+    records: list[dict[str, Any]] = []
+    report: dict[str, Any] = {}
+    for linker in BODY_LINKERS:
+        more, said = linker(service, state, writes)
+        records.extend(more)
+        report.update(said)
+    return records, report
+
+
 def write_one(
-    service: Service, state: Unlocked, caller: Caller, op_name: str, rev: Revision, rows: list[tuple[int, bytes]]
+    service: Service,
+    state: Unlocked,
+    caller: Caller,
+    op_name: str,
+    rev: Revision,
+    rows: list[tuple[int, bytes]],
+    *,
+    text: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Commit one revision with its audit entry; ``text`` (title, body) of a note also
+    brings its wikilinks in the graph up to date in the same commit."""
+    links, report = body_links(service, state, [(rev, *text)]) if text is not None else ([], {})
     audit = service.vault.audit_record(state, op_name, caller, outcome="ok", assets=[rev.asset_id])
-    service.vault.commit(state, [rev], rows, [audit])
-    return {
+    service.vault.commit(state, [rev], rows, [*links, audit])
+    result = {
         "id": rev.asset_id.hex(),
         "short_id": state.index.short_id(rev.asset_id),
         **revision_ref(rev),
         "conflict": state.index.assets[rev.asset_id].in_conflict,
     }
+    report.pop("unresolved_ids", None)  # one note: it is this one
+    if report.get("linked") or report.get("removed") or report.get("unresolved"):
+        result["wikilinks"] = report
+    return result
 
 
 def visible_entry(state: Unlocked, ref: str) -> AssetEntry:
@@ -154,7 +186,7 @@ def put(service: Service, request: rq.Put, caller: Caller) -> dict[str, Any]:
         body=request.body,
         vault=vault_for(state, request.vault),
     )
-    return write_one(service, state, caller, "put", rev, rows)
+    return write_one(service, state, caller, "put", rev, rows, text=(request.title, request.body))
 
 
 @op(rq.Edit, mcp_allowed=True)
@@ -195,7 +227,7 @@ def edit(service: Service, request: rq.Edit, caller: Caller) -> dict[str, Any]:
     rev, rows = new_revision(
         service, state, asset_id=entry.asset_id, kind=entry.kind, parents=parents, summary=summary, body=body
     )
-    return write_one(service, state, caller, "edit", rev, rows)
+    return write_one(service, state, caller, "edit", rev, rows, text=(str(summary["title"]), body))
 
 
 @op(rq.Get, mcp_allowed=True)

@@ -54,6 +54,7 @@ def restore_revision(service: Service, request: rq.RestoreRevision, caller: Call
         dict(old.get("meta", {})),
         **carried_secrets(service, state, entry, caller),
     )
+    body = visible_body(service, state, source)
     rev, rows = new_revision(
         service,
         state,
@@ -61,9 +62,9 @@ def restore_revision(service: Service, request: rq.RestoreRevision, caller: Call
         kind=entry.kind,
         parents=[h.rev_id for h in heads],
         summary=summary,
-        body=visible_body(service, state, source),
+        body=body,
     )
-    result = write_one(service, state, caller, "restore_revision", rev, rows)
+    result = write_one(service, state, caller, "restore_revision", rev, rows, text=(str(summary["title"]), body))
     return {**result, "restored_from": source.rev_id.hex(), "undeleted": all(h.tombstone for h in heads)}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.service import requests as rq
 from engine.service.caller import Caller
-from engine.service.handlers.assets import ORDINARY_KINDS, content_key, make_summary, new_revision
+from engine.service.handlers.assets import ORDINARY_KINDS, body_links, content_key, make_summary, new_revision
 from engine.service.handlers.vaults import vault_for
 from engine.service.projections import asset_summary, content_view
 from engine.service.registry import op
@@ -20,6 +20,7 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
     state = service.require_unlocked()
     store = service.require_store()
     revisions: list[Revision] = []
+    texts: list[tuple[Revision, str, str]] = []
     rows: list[tuple[int, bytes]] = []
     seen: set[str] = set()
     skipped = 0
@@ -48,14 +49,19 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
             vault=vault,
         )
         revisions.append(rev)
+        texts.append((rev, item.title, item.body))
         rows.extend(rev_rows)
+    report: dict[str, Any] = {}
     if revisions:
+        # DT-8: wikilinks between the notes of this batch (and to items already there) become links.
+        links, report = body_links(service, state, texts)
         audit = service.vault.audit_record(state, "import", caller, outcome="ok", assets=[r.asset_id for r in revisions])
-        service.vault.commit(state, revisions, rows, [audit])
+        service.vault.commit(state, revisions, rows, [*links, audit])
     return {
         "created": len(revisions),
         "skipped": skipped,
         "ids": [r.asset_id.hex() for r in revisions],
+        **({"wikilinks": report} if report else {}),
     }
 
 

@@ -1,0 +1,69 @@
+"""`[[wikilinks]]` in a note's body are graph links (DT-8), kept in step with the text.
+
+Through the real CLI and daemon: put, edit, rename, restore and `memories wikilinks`, read
+back with `memories graph` and `memories card connections` (the graph the rest uses).
+"""
+
+from __future__ import annotations
+
+from tests.helpers import Cli
+
+
+def _targets(cli: Cli, note_id: str) -> set[str]:
+    """Titles the note links to by wikilink, as `card connections` shows them."""
+    found = cli.ok("card", "connections", note_id, "--direction", "out")
+    titles = {n["id"]: n["title"] for n in found["neighbours"]}
+    return {titles[e["dst"]] for e in found["edges"] if e["rel"] == "wikilink" and e["src"] == note_id}
+
+
+def test_wikilinks_follow_the_text_through_edits(vault: Cli) -> None:
+    """DT-8: a resolved [[Title]] adds a link, an unresolved one is reported, an edit that drops
+    the name drops the link, and links made by hand (`card link`) are left alone."""
+    alpha = vault.put("Alpha", "the first")
+    vault.put("Beta", "the second")
+    hub = vault.put("Hub", "see [[alpha#Intro|the first]], [[Beta]], ![[chart.png]] and [[Gamma]]")
+    assert hub["wikilinks"] == {"linked": 2, "removed": 0, "unresolved": ["Gamma"], "attachments": ["chart.png"]}
+    assert _targets(vault, hub["id"]) == {"Alpha", "Beta"}  # case-insensitive, heading and label dropped
+
+    vault.ok("card", "link", hub["id"], alpha["id"], "--rel", "mentions")
+    edited = vault.ok("edit", hub["id"], "--body", "only [[Beta]] now")
+    assert edited["wikilinks"]["removed"] == 1
+    assert _targets(vault, hub["id"]) == {"Beta"}
+    kept = vault.ok("card", "connections", hub["id"], "--direction", "out")["edges"]
+    assert {e["rel"] for e in kept if e["dst"] == alpha["id"]} == {"mentions"}
+
+    # A note written before its target exists is linked by `memories wikilinks`.
+    early = vault.put("Early", "waits for [[Later]]")
+    assert early["wikilinks"]["unresolved"] == ["Later"]
+    vault.put("Later", "here now")
+    listed = vault.ok("wikilinks")
+    assert listed["linked"] == 1 and listed["unresolved"] == []
+    assert _targets(vault, early["id"]) == {"Later"}
+
+
+def test_a_renamed_target_keeps_its_links(vault: Cli) -> None:
+    """DT-8 (renames): the link follows the item by ID; the source's old name still counts."""
+    target = vault.put("Old name", "target")
+    source = vault.put("Source", "points at [[Old name]]")
+    vault.ok("edit", target["id"], "--title", "New name")
+    assert _targets(vault, source["id"]) == {"New name"}
+    # The source's next write keeps the link: "Old name" was the target's title.
+    again = vault.ok("edit", source["id"], "--body", "still points at [[Old name]], and more")
+    assert "wikilinks" not in again or again["wikilinks"]["unresolved"] == []
+    assert _targets(vault, source["id"]) == {"New name"}
+    assert vault.ok("wikilinks")["unresolved"] == []
+    # Naming the new title works the same; dropping every name drops the link.
+    vault.ok("edit", source["id"], "--body", "now [[New name]]")
+    assert _targets(vault, source["id"]) == {"New name"}
+    vault.ok("edit", source["id"], "--body", "no links")
+    assert _targets(vault, source["id"]) == set()
+
+
+def test_restoring_an_old_revision_restores_its_links(vault: Cli) -> None:
+    vault.put("Target", "t")
+    note = vault.put("Note", "links [[Target]]")
+    first = note["revision"]
+    vault.ok("edit", note["id"], "--body", "no link")
+    assert _targets(vault, note["id"]) == set()
+    vault.ok("history", note["id"], "--restore", first)
+    assert _targets(vault, note["id"]) == {"Target"}
