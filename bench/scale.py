@@ -25,7 +25,8 @@ For each size it prints:
 * `list --all --json`, the first after the unlock and again: wall seconds and the engine's CPU
   seconds (on a shared machine the wall figure mostly measures the scheduler);
 * engine RSS steady (after the searches) and peak (VmHWM: the unlock included);
-* store bytes (the store and its log) and the bytes a first sync to B moves (both directions).
+* store bytes (the store and its log); a first sync to B: its wall time, the bytes it moves
+  (both directions) and its inventory pages (sync protocol 2, engine/sync/pages.py).
 
 Ratios and figures only; it asserts nothing beyond each command succeeding.
 
@@ -219,11 +220,15 @@ def measure(count: int, cached: Path, work: Path) -> dict[str, float]:
         token = token_for(a, b)
         with Listener(a, free_port()).start() as listener:
             try:
+                start = time.perf_counter()
                 first = sync(b, listener.url, token, timeout=7200)
+                figures["first sync, s"] = time.perf_counter() - start
                 figures["first sync moved, MB"] = (first["sent_bytes"] + first["received_bytes"]) / 1e6
+                figures["first sync inventory pages"] = first["inventory_pages_received"] + first["inventory_pages_sent"]
             except AssertionError as exc:  # reported, and the other figures still printed
                 print(f"first sync of {count:,} notes failed: {str(exc)[:240]}", flush=True)
-                figures["first sync moved, MB"] = float("nan")
+                figures["first sync, s"] = figures["first sync moved, MB"] = float("nan")
+                figures["first sync inventory pages"] = float("nan")
     finally:
         a.stop()
         b.stop()

@@ -2,8 +2,8 @@
 
 Protocol 1 sent every vault's :class:`engine.sync.bundle.Inventory` in one sealed message, and
 a message is at most one frame (``Limits.frame_bytes``, 4 MiB + 64 KiB): the first sync of a
-vault with more than ~75,000 revision and audit IDs (a 50k-note vault) was refused by the
-receiver as ``sync_invalid`` before anything was exchanged. Protocol 2 encodes the list of
+vault with more than ~79,000 revision and audit IDs (53 bytes each in that message; an ~80k-note
+vault) was refused by the receiver as ``sync_invalid`` before anything was exchanged. Protocol 2 encodes the list of
 inventories once (MessagePack, the same fields as ``Inventory.to_wire``) and sends it as
 consecutive pages of at most :data:`MAX_PAGE_BYTES`, each its own sealed message
 ``{"t": KIND + "_page", "i": index, "n": count}`` with the slice as its data. The receiver

@@ -12,7 +12,7 @@ room) and the *responder*:
    peer device's exchange key (purpose ``"sync"``), so a relay sees only sizes and timing.
 3. ``inv``: the inventories of every shared vault (engine/sync/bundle.py ``Inventory``). Protocol
    2 sends them as ``inv_page`` messages, bounded pages of one encoded list (engine/sync/pages.py),
-   both directions at once; protocol 1 as one ``inv`` message, which a vault of more than ~75k
+   both directions at once; protocol 1 as one ``inv`` message, which a vault of more than ~79k
    IDs does not fit. The same holds for the second round of full inventories (``inv_full``).
 4. ``chunk`` … ``done``: the bundle chunks the peer lacks, sent while the peer's are received
    (both directions at once, so two large bundles cannot deadlock on full socket buffers).

@@ -342,7 +342,7 @@ def test_a_peer_from_before_protocol_2_still_syncs_with_one_inventory_message(tr
 
 def test_an_inventory_too_large_for_a_protocol_1_peer_is_refused_by_name(trio: tuple[Device, Device, Device]) -> None:
     """SY-4 (issue 32): with a peer from before protocol 2, an inventory that does not fit one frame
-    (here a frame of 4 KiB; in real use a vault of ~75k IDs) is sync_invalid with a sentence that
+    (here a frame of 4 KiB; in real use a vault of ~79k IDs) is sync_invalid with a sentence that
     says to update the peer, before anything is merged; the old peer gets no inventory."""
     a, b, _ = trio
     for i in range(80):
