@@ -10,12 +10,22 @@ room) and the *responder*:
    device is authorized by the current policy of a shared vault (and, on a listener, is the
    device the token is bound to). Everything after this is a signed envelope sealed to the
    peer device's exchange key (purpose ``"sync"``), so a relay sees only sizes and timing.
-3. ``inv``: the inventories of every shared vault (engine/sync/bundle.py ``Inventory``).
+3. ``inv``: the inventories of every shared vault (engine/sync/bundle.py ``Inventory``). Protocol
+   2 sends them as ``inv_page`` messages, bounded pages of one encoded list (engine/sync/pages.py),
+   both directions at once; protocol 1 as one ``inv`` message, which a vault of more than ~79k
+   IDs does not fit. The same holds for the second round of full inventories (``inv_full``).
 4. ``chunk`` … ``done``: the bundle chunks the peer lacks, sent while the peer's are received
    (both directions at once, so two large bundles cannot deadlock on full socket buffers).
+   Under protocol 2, a side busy in a long blocking step (inventories, bundles, merge) sends
+   ``wait`` every quarter of the per-message deadline, which the receiver skips.
 5. Only after ``done`` is every received chunk merged, one merge per vault with the whole
    incoming set (SY-1: a disconnect before that merges nothing; a retry resends; items
    already held are skipped). ``report`` both ways, then close.
+
+Versions: a hello says ``v: 1`` (what every engine reads) and ``vmax``, the newest protocol
+this engine speaks (absent before protocol 2); a session speaks the lower of the two ``vmax``.
+From protocol 2 on, the signed transcript covers both ``vmax`` as received, so a man in the
+middle who strips one (to force single-message inventories) fails the ``auth`` check.
 
 Bounds: every frame ≤ ``Limits.frame_bytes``; a session receives at most
 ``Limits.total_bytes`` and ``Limits.max_chunks``; each message must arrive within
@@ -48,6 +58,7 @@ from engine.crypto.envelope import EnvelopeError, open_envelope, seal_envelope
 from engine.crypto.keys import CERT_TAG, SignatureError, sign, verify
 from engine.errors import CODES, MemoriesError
 from engine.lazy_import import LazyModule
+from engine.sync import pages
 
 if TYPE_CHECKING:
     import aiohttp
@@ -58,6 +69,7 @@ else:  # imported on first use: not on the engine's start path (engine/lazy_impo
 
 __all__ = [
     "PROTOCOL",
+    "PROTOCOL_MAX",
     "CHANNEL_PATH",
     "Limits",
     "LocalSide",
@@ -76,7 +88,8 @@ __all__ = [
 
 log = logging.getLogger("memories.sync")
 
-PROTOCOL = 1
+PROTOCOL = 1  # the hello's "v": every engine reads it (see "Versions" above)
+PROTOCOL_MAX = 2  # 2: inventories in pages (issue 32)
 CHANNEL_PATH = "/v1/channel"
 RELAY_PATH = "/v1/relay/"
 PURPOSE = "sync"
@@ -93,11 +106,16 @@ class Limits:
     max_chunks: int = 200_000
     message_seconds: float = 60.0
     session_seconds: float = 1800.0
+    page_bytes: int = pages.MAX_PAGE_BYTES  # what this side puts in one inventory page
+
+    # Smallest page a sender uses, so that its page count stays within pages.MAX_PAGES.
+    MIN_PAGE_BYTES = 1024
 
     @classmethod
     def from_env(cls) -> Limits:
         """Defaults, narrowed by ``MEMORIES_SYNC_MAX_BYTES`` / ``MEMORIES_SYNC_MESSAGE_SECONDS`` /
-        ``MEMORIES_SYNC_SESSION_SECONDS`` (read when the engine starts a session)."""
+        ``MEMORIES_SYNC_SESSION_SECONDS`` / ``MEMORIES_SYNC_PAGE_BYTES`` (read when the engine
+        starts a session; smaller inventory pages only ever mean more of them)."""
         base = cls()
 
         def number(name: str, default: float) -> float:
@@ -114,6 +132,7 @@ class Limits:
             max_chunks=base.max_chunks,
             message_seconds=number("MEMORIES_SYNC_MESSAGE_SECONDS", base.message_seconds),
             session_seconds=number("MEMORIES_SYNC_SESSION_SECONDS", base.session_seconds),
+            page_bytes=max(cls.MIN_PAGE_BYTES, min(base.page_bytes, int(number("MEMORIES_SYNC_PAGE_BYTES", base.page_bytes)))),
         )
 
 
@@ -154,6 +173,9 @@ class SessionResult:
     received_bytes: int = 0
     chunks_sent: int = 0
     chunks_received: int = 0
+    protocol: int = PROTOCOL
+    inventory_pages_sent: int = 0
+    inventory_pages_received: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -165,6 +187,9 @@ class SessionResult:
             "received_bytes": self.received_bytes,
             "chunks_sent": self.chunks_sent,
             "chunks_received": self.chunks_received,
+            "protocol": self.protocol,
+            "inventory_pages_sent": self.inventory_pages_sent,
+            "inventory_pages_received": self.inventory_pages_received,
         }
 
 
@@ -328,17 +353,26 @@ def _error_frame(exc: MemoriesError) -> dict[str, Any]:
     return {"t": "error", "code": exc.code, "message": exc.message[:300]}
 
 
-def _transcript(initiator: dict[str, Any], responder: dict[str, Any]) -> bytes:
-    return domain_bytes(
-        TRANSCRIPT_TAG,
-        PROTOCOL,
-        {
-            "i_device": initiator["device"],
-            "i_nonce": initiator["nonce"],
-            "r_device": responder["device"],
-            "r_nonce": responder["nonce"],
-        },
-    )
+def _transcript(initiator: dict[str, Any], responder: dict[str, Any], version: int = PROTOCOL) -> bytes:
+    fields = {
+        "i_device": initiator["device"],
+        "i_nonce": initiator["nonce"],
+        "r_device": responder["device"],
+        "r_nonce": responder["nonce"],
+    }
+    if version >= 2:
+        # Both offers as each side saw them: a stripped or lowered "vmax" breaks the signature.
+        fields["i_vmax"] = initiator.get("vmax")
+        fields["r_vmax"] = responder.get("vmax")
+    return domain_bytes(TRANSCRIPT_TAG, PROTOCOL, fields)
+
+
+def _negotiated(hello: dict[str, Any]) -> int:
+    """The protocol a session with the sender of ``hello`` speaks: the lower of the two offers."""
+    offer = hello.get("vmax")
+    if not isinstance(offer, int) or isinstance(offer, bool) or offer < PROTOCOL:
+        return PROTOCOL  # an engine from before protocol 2 offers nothing
+    return min(offer, PROTOCOL_MAX)
 
 
 def _check_hello(hello: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -395,6 +429,7 @@ async def _session(
         "cert": local.certificate,
         "cert_sig": local.certificate_sig,
         "nonce": os.urandom(_NONCE),
+        "vmax": PROTOCOL_MAX,
     }
     await channel.send(_plain(mine))
     theirs = _parse_plain(await channel.recv(wait), "hello")
@@ -404,7 +439,8 @@ async def _session(
             raise MemoriesError("sync_unauthorized", "The peer is this very device.")
         if expected_peer is not None and peer_device != expected_peer:
             raise MemoriesError("sync_unauthorized", "The sync token is bound to another device.")
-        transcript = _transcript(mine, theirs) if initiator else _transcript(theirs, mine)
+        version = _negotiated(theirs)
+        transcript = _transcript(mine, theirs, version) if initiator else _transcript(theirs, mine, version)
         await channel.send(_plain({"t": "auth", "sig": sign(local.device_key, transcript)}))
         auth = _parse_plain(await channel.recv(wait), "auth")
         sig = auth.get("sig")
@@ -420,7 +456,7 @@ async def _session(
             await channel.send(_plain(_error_frame(exc)))
         raise
     sealed = _Sealed(local, peer_device, peer_exchange)
-    result = SessionResult(peer_device)
+    result = SessionResult(peer_device, protocol=version)
     try:
         await _exchange(channel, sealed, local, limits, result)
     except MemoriesError as exc:
@@ -469,31 +505,28 @@ async def _peer_refusal(channel: Channel, sealed: _Sealed | None) -> None:
 async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits: Limits, result: SessionResult) -> None:
     wait = limits.message_seconds
     peer = sealed.peer_device
-    own_invs: list[dict[str, Any]] = await _blocking(local.inventories, peer)
-    await channel.send(sealed.seal({"t": "inv", "vaults": own_invs}))
-    header, _ = sealed.open(await channel.recv(wait))
-    peer_invs = header.get("vaults")
-    if header["t"] != "inv" or not isinstance(peer_invs, list) or len(peer_invs) > 10_000:
+    own_invs: list[dict[str, Any]] = await _busy(channel, sealed, result, limits, local.inventories, peer)
+    peer_invs = await _swap_inventories(channel, sealed, "inv", own_invs, limits, result, receive=True)
+    if not isinstance(peer_invs, list) or len(peer_invs) > pages.MAX_VAULTS:
         raise _invalid("The peer's inventory message is malformed.")
     # A delta inventory (with "base") is usable only when both sides sent one with the same base;
     # both sides see the same two messages, so both know which vaults need a second, full round.
     resend = _unmatched(own_invs, peer_invs)
     expect = _unmatched(peer_invs, own_invs)
+    full: list[dict[str, Any]] | None = None
     if resend:
         if local.full_inventories is None:
             raise _invalid("This side sent a delta inventory it cannot replace with a full one.")
-        full = await _blocking(local.full_inventories, peer, resend)
-        await channel.send(sealed.seal({"t": "inv_full", "vaults": full}))
+        full = await _busy(channel, sealed, result, limits, local.full_inventories, peer, resend)
+    fulls = await _swap_inventories(channel, sealed, "inv_full", full, limits, result, receive=bool(expect))
     if expect:
-        header, _ = sealed.open(await channel.recv(wait))
-        fulls = header.get("vaults")
-        if header["t"] != "inv_full" or not isinstance(fulls, list) or len(fulls) > len(expect):
+        if not isinstance(fulls, list) or len(fulls) > len(expect):
             raise _invalid("The peer's full inventory message is malformed.")
         replaced = {bytes(inv["vault"]): inv for inv in fulls if isinstance(inv, dict) and isinstance(inv.get("vault"), bytes)}
         if set(replaced) != set(expect) or any("base" in inv for inv in replaced.values()):
             raise _invalid("The peer's full inventories do not answer the vaults that needed them.")
         peer_invs = [replaced.get(_inv_vault(inv) or b"", inv) for inv in peer_invs]
-    bundles: list[tuple[bytes, list[bytes]]] = await _blocking(local.bundles, peer, peer_invs)
+    bundles: list[tuple[bytes, list[bytes]]] = await _busy(channel, sealed, result, limits, local.bundles, peer, peer_invs)
     received: dict[bytes, list[bytes]] = {}
 
     async def send_all() -> None:
@@ -506,7 +539,7 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
     async def receive_all() -> None:
         total = 0
         while True:
-            head, data = sealed.open(await channel.recv(wait))
+            head, data = await _receive(channel, sealed, result, wait)
             if head["t"] == "done":
                 if head.get("chunks") != result.chunks_received:
                     raise _invalid("The peer's bundle ended with a different chunk count than it sent.")
@@ -532,16 +565,17 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
     finally:
         if not sender.done():
             sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, MemoriesError):
-                await sender
+        # Also when it already failed: its error is this one's consequence (and never "not retrieved").
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sender
     # SY-1: merge only now, with everything the peer sent, one merge per vault.
     # Even with nothing received the merge step runs: it records this sync's mark.
-    result.merged = await _blocking(local.merge, peer, received)
+    result.merged = await _busy(channel, sealed, result, limits, local.merge, peer, received)
     received.clear()
     local.inbox(0)
-    await channel.send(sealed.seal({"t": "report", "vaults": result.merged}))
+    await channel.send(sealed.seal({"t": "report", "vaults": [_bounded_report(r) for r in result.merged]}))
     try:
-        head, _ = sealed.open(await channel.recv(wait))
+        head, _ = await _receive(channel, sealed, result, wait)
     except MemoriesError as exc:
         if not exc.details.get("peer"):
             raise
@@ -551,6 +585,109 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
     if head["t"] != "report" or not isinstance(reports, list):
         raise _invalid("The peer's report is malformed.")
     result.peer_merged = [r for r in reports[:1000] if isinstance(r, dict)]
+
+
+async def _receive(channel: Channel, sealed: _Sealed, result: SessionResult, wait: float) -> tuple[dict[str, Any], bytes]:
+    """The peer's next sealed message, past the "wait" messages of a busy peer (protocol 2)."""
+    while True:
+        header, data = sealed.open(await channel.recv(wait))
+        if header["t"] != "wait" or result.protocol < 2:
+            return header, data
+
+
+async def _busy(
+    channel: Channel, sealed: _Sealed, result: SessionResult, limits: Limits, fn: Callable[..., Any], *args: Any
+) -> Any:
+    """Run a blocking step of this side (inventories, bundles, merge) in a thread; under protocol
+    2, tell the peer every quarter of the per-message deadline that this side is still working.
+    A first sync of 100k items builds and merges for minutes under load, far beyond the deadline
+    the peer waits on each message with; the whole session stays within ``session_seconds``."""
+    work = asyncio.ensure_future(_blocking(fn, *args))
+    if result.protocol < 2:
+        return await work
+    talking = True
+    while True:
+        done, _ = await asyncio.wait({work}, timeout=max(0.05, limits.message_seconds / 4))
+        if done:
+            return work.result()
+        if talking:
+            try:
+                await channel.send(sealed.seal({"t": "wait"}))
+            except MemoriesError:
+                talking = False  # the peer is gone: finish the step; the next send reports it
+
+
+async def _swap_inventories(
+    channel: Channel,
+    sealed: _Sealed,
+    kind: str,
+    mine: list[dict[str, Any]] | None,
+    limits: Limits,
+    result: SessionResult,
+    *,
+    receive: bool,
+) -> list[Any] | None:
+    """Send ``mine`` (when not None) and receive the peer's list of the same kind (when
+    ``receive``): in pages, both directions at once, under protocol 2 (engine/sync/pages.py);
+    in one message each under protocol 1."""
+    wait = limits.message_seconds
+    what = "inventory" if kind == "inv" else "full inventory"
+    if result.protocol < 2:
+        if mine is not None:
+            frame = sealed.seal({"t": kind, "vaults": mine})
+            if len(frame) > limits.frame_bytes:
+                ids = sum(len(inv.get("revision_ids", ())) + len(inv.get("audit_ids", ())) for inv in mine)
+                raise _invalid(
+                    f"This device's {what} ({ids:,} IDs) does not fit the one message the peer reads: the peer runs "
+                    "a Memories from before sync protocol 2, which takes no inventory in pages. Update Memories on "
+                    "the peer; nothing was merged."
+                )
+            await channel.send(frame)
+        if not receive:
+            return None
+        header, _ = await _receive(channel, sealed, result, wait)
+        vaults = header.get("vaults")
+        if header["t"] != kind or not isinstance(vaults, list):
+            raise _invalid(f"The peer's {what} message is malformed.")
+        return vaults
+
+    slices: list[bytes] = [] if mine is None else await _blocking(pages.paginate, mine, limits.page_bytes)
+
+    async def send_pages() -> None:
+        for index, data in enumerate(slices):
+            await channel.send(sealed.seal({"t": f"{kind}_page", "i": index, "n": len(slices)}, data))
+            result.inventory_pages_sent += 1
+
+    # Both directions at once, as the bundle chunks: two large inventories sent before either
+    # side reads would fill both socket buffers and wait on each other.
+    sender = asyncio.ensure_future(send_pages())
+    try:
+        received: list[Any] | None = None
+        if receive:
+            assembler = pages.Assembler(kind)
+            while not assembler.add(*await _receive(channel, sealed, result, wait)):
+                result.inventory_pages_received += 1
+            result.inventory_pages_received += 1
+            received = await _blocking(assembler.inventories)
+        await sender
+    finally:
+        if not sender.done():
+            sender.cancel()
+        # Also when it already failed: its error is this one's consequence (and never "not retrieved").
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sender
+    return received
+
+
+# The conflicts a report names, at most (the rest counted): a report is one message.
+_REPORT_CONFLICTS = 1000
+
+
+def _bounded_report(report: dict[str, Any]) -> dict[str, Any]:
+    conflicts = report.get("conflicts")
+    if not isinstance(conflicts, list) or len(conflicts) <= _REPORT_CONFLICTS:
+        return report
+    return {**report, "conflicts": conflicts[:_REPORT_CONFLICTS], "conflicts_more": len(conflicts) - _REPORT_CONFLICTS}
 
 
 def _inv_vault(inv: object) -> bytes | None:
@@ -666,7 +803,7 @@ class SyncServer:
             self._runner = None
 
     async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "protocol": PROTOCOL})
+        return web.json_response({"ok": True, "protocol": PROTOCOL, "protocol_max": PROTOCOL_MAX})
 
     @staticmethod
     def _refuse(status: int, exc: MemoriesError) -> web.Response:

@@ -18,6 +18,10 @@ envelopes, real make_bundle) and tampers with what it sends according to MODE:
   rollback    replay its whole (older) policy history from the genesis, as if the peer lacked it
   forgepolicy flip one byte of the first policy's Owner signature
   reorder     swap its last two audit entries (a reordered audit hash chain)
+  pageorder   (sync protocol 2: its inventory in pages of 64 bytes) number its first page 1
+  pagehuge    send a first inventory page larger than a page may be (within the frame limit)
+  pagemissing declare one inventory page more than it sends, then go on with its bundle
+  pagecount   change the declared page count on the second page
 
 It prints one JSON line {"url": …} when it listens, and accepts any bearer token (the honest
 engine is the client; it is the one being lied to). It never merges what it receives.
@@ -36,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from engine.sync import pages, transport
 from engine.sync.bundle import MAGIC, Inventory, inventory, make_bundle, shared_vault_ids
 from engine.sync.transport import CHUNK_BYTES, Limits, LocalSide, SessionResult, SyncServer
 from engine.vault.core import VaultCore
@@ -85,6 +90,26 @@ def _tamper(mode: str, chunks: list[bytes]) -> list[bytes]:
     return [_pack(obj) for obj in decoded]
 
 
+def _lie_in_pages(mode: str) -> None:
+    """Tamper with this process's own inventory pages as it seals them (the liar signs its lies)."""
+    honest_seal = transport._Sealed.seal
+
+    def seal(self: transport._Sealed, header: dict[str, Any], data: bytes = b"") -> bytes:
+        if header.get("t") == "inv_page":
+            header = dict(header)
+            if mode == "pageorder" and header["i"] in (0, 1):
+                header["i"] = 1 - header["i"]
+            elif mode == "pagehuge" and header["i"] == 0:
+                data = data + b"\0" * pages.MAX_PAGE_BYTES
+            elif mode == "pagemissing":
+                header["n"] += 1
+            elif mode == "pagecount" and header["i"] == 1:
+                header["n"] += 1
+        return honest_seal(self, header, data)
+
+    transport._Sealed.seal = seal  # type: ignore[method-assign]
+
+
 def main() -> int:
     home, password, port, mode = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
     core = VaultCore(home / "store.db")
@@ -93,6 +118,8 @@ def main() -> int:
     state = core.decode(store).state
     core.state = state
     identity = state.identity
+    if mode.startswith("page"):
+        _lie_in_pages(mode)
 
     def bundles(peer: bytes, wires: list[dict[str, Any]]) -> list[tuple[bytes, list[bytes]]]:
         theirs = {inv.vault_id: inv for inv in (Inventory.from_wire(w) for w in wires)}
@@ -136,7 +163,8 @@ def main() -> int:
             print(json.dumps({"session": "done", "error": getattr(error, "code", None)}), flush=True)
 
         # Any token, any device: the liar binds its token to nobody (expected peer None).
-        server = SyncServer(lambda token: None, lambda: local, Limits(), on_result)  # type: ignore[arg-type,return-value]
+        limits = Limits(page_bytes=64) if mode.startswith("page") else Limits()
+        server = SyncServer(lambda token: None, lambda: local, limits, on_result)  # type: ignore[arg-type,return-value]
         url = await server.start("127.0.0.1", port, None)
         print(json.dumps({"url": url}), flush=True)
         await asyncio.Event().wait()

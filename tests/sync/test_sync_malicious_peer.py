@@ -119,6 +119,31 @@ def test_a_lying_peer_is_refused_and_nothing_is_merged(liar_pair: tuple[Cli, Cli
     assert {row["title"] for row in a.ok("list", "--all")["items"]} == {"chain", "second"}
 
 
+@pytest.mark.parametrize(
+    ("mode", "sentence"),
+    [
+        ("pageorder", "came out of order (page 0 was due)"),
+        ("pagehuge", "larger than a page may be"),
+        ("pagemissing", "before its last page"),
+        ("pagecount", "changed their page count midway"),
+    ],
+)
+def test_a_malformed_inventory_page_is_refused_and_nothing_is_merged(
+    liar_pair: tuple[Cli, Cli], mode: str, sentence: str
+) -> None:
+    """SY-1, SY-4 (issue 32): under sync protocol 2 the liar's inventory comes in pages of 64 bytes;
+    a page out of order, a page over the page bound, a list that ends before its last page, or a
+    page count that changes midway is sync_invalid with the sentence of that check, nothing is
+    merged (A exactly as before), and an honest paged sync afterwards merges everything."""
+    a, b = liar_pair
+    error = _lie(a, b, mode)
+    assert error["code"] == "sync_invalid" and sentence in error["message"], error
+    with Liar(b, "honest") as liar:
+        result = sync(a, liar.url, "msync1.any")
+    assert [v["revisions_added"] for v in result["vaults"]] == [4]
+    assert {row["title"] for row in a.ok("list", "--all")["items"]} == {"chain", "second"}
+
+
 def test_the_same_revisions_delivered_twice_are_merged_once(liar_pair: tuple[Cli, Cli]) -> None:
     """SY-1 idempotence: a bundle carrying every chunk twice is refused whole by the merge
     (sync_invalid, nothing merged: engine/sync/merge.py treats it as malformed); the true

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,23 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from engine.crypto.canonical import canonical_bytes, decode_canonical, domain_bytes
-from engine.crypto.envelope import seal_envelope
+from engine.crypto.envelope import open_envelope, seal_envelope
 from engine.crypto.keys import CERT_TAG, certificate_body, sign
 from engine.errors import MemoriesError
 from engine.service.handlers import sync as sync_handlers
-from engine.sync.transport import PROTOCOL, PURPOSE, Limits, _transcript, run_session
+from engine.sync.transport import (
+    PROTOCOL,
+    PROTOCOL_MAX,
+    PURPOSE,
+    Limits,
+    SessionResult,
+    _busy,
+    _negotiated,
+    _receive,
+    _Sealed,
+    _transcript,
+    run_session,
+)
 from tests.helpers import PASSWORD, Cli
 from tests.sync.merge_support import Device, first_device, join
 from tests.sync.support import C_PASSWORD, Listener, add_device, device_id, free_port, make_pair, sync, sync_err, token_for
@@ -251,3 +264,162 @@ def test_an_initiator_refuses_a_listener_its_policy_revoked(three: tuple[Cli, Cl
     assert error["code"] == "sync_unauthorized", error
     assert "not authorized by this vault's current policy" in error["message"], error
     assert "written on the revoked device" not in {row["title"] for row in b.ok("list", "--all")["items"]}
+
+
+# -- protocol versions (issue 32: inventories in pages from protocol 2 on) -------------------------------
+
+
+def _run(device: Device, script: Script, limits: Limits = LIMITS) -> Any:
+    """A's real session (A the responder) against ``script``: its SessionResult or its typed error."""
+    if not hasattr(device.service, "sync_manager"):
+        sync_handlers.install(device.service)
+    local = sync_handlers._local_side(device.service, device.caller)
+
+    async def both() -> Any:
+        one: asyncio.Queue[bytes | None] = asyncio.Queue()
+        two: asyncio.Queue[bytes | None] = asyncio.Queue()
+        peer = asyncio.ensure_future(script(_Pipe(two, one)))
+        try:
+            return await run_session(_Pipe(one, two), local, initiator=False, limits=limits)
+        except MemoriesError as exc:
+            return exc
+        finally:
+            peer.cancel()
+            await asyncio.gather(peer, return_exceptions=True)
+
+    return asyncio.run(both())
+
+
+def _old_peer(b: Device, a: Device, seen: list[dict[str, Any]]) -> Script:
+    """B as an engine from before protocol 2: a hello without "vmax", the protocol 1 transcript,
+    one "inv" message; every sealed header A sends is kept in ``seen``."""
+    a_device, a_exchange = a.device_pub, bytes(a.state.identity.exchange_key.public_key)
+    key = b.state.identity.device_key
+
+    def seal(header: dict[str, Any]) -> bytes:
+        return seal_envelope(key, a_exchange, canonical_bytes(header) + b"\n", purpose=PURPOSE)
+
+    async def recv_sealed(pipe: _Pipe) -> dict[str, Any]:
+        opened = open_envelope(b.state.identity.exchange_key, await pipe.recv(30), purpose=PURPOSE, expected_sender=a_device)
+        header = decode_canonical(opened.payload.partition(b"\n")[0])
+        assert isinstance(header, dict)
+        seen.append(header)
+        return header
+
+    async def script(pipe: _Pipe) -> None:
+        mine = _own_hello(b)
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        assert theirs["v"] == PROTOCOL and theirs["vmax"] == PROTOCOL_MAX
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(key, _transcript(mine, theirs))}))
+        await _expect(pipe, "auth")
+        if (await recv_sealed(pipe))["t"] != "inv":
+            return
+        await pipe.send(seal({"t": "inv", "vaults": []}))
+        while (await recv_sealed(pipe))["t"] == "chunk":
+            pass
+        await pipe.send(seal({"t": "done", "chunks": 0}))
+        await recv_sealed(pipe)  # A's report
+        await pipe.send(seal({"t": "report", "vaults": []}))
+
+    return script
+
+
+def test_a_peer_from_before_protocol_2_still_syncs_with_one_inventory_message(trio: tuple[Device, Device, Device]) -> None:
+    """SY-4 (issue 32): an engine that offers no "vmax" speaks protocol 1: A signs the protocol 1
+    transcript, sends its inventory as one "inv" message (with its revision IDs) and no page, and
+    the session completes."""
+    a, b, _ = trio
+    a.put("a note for the old peer", "body")
+    seen: list[dict[str, Any]] = []
+    result = _run(a, _old_peer(b, a, seen))
+    assert not isinstance(result, MemoriesError), result
+    assert result.protocol == 1 and result.inventory_pages_sent == 0
+    assert seen[0]["t"] == "inv" and len(seen[0]["vaults"]) == 1 and seen[0]["vaults"][0]["revision_ids"]
+    assert not any(header["t"].endswith("_page") for header in seen)
+    assert seen[-1]["t"] == "report"
+
+
+def test_an_inventory_too_large_for_a_protocol_1_peer_is_refused_by_name(trio: tuple[Device, Device, Device]) -> None:
+    """SY-4 (issue 32): with a peer from before protocol 2, an inventory that does not fit one frame
+    (here a frame of 4 KiB; in real use a vault of ~79k IDs) is sync_invalid with a sentence that
+    says to update the peer, before anything is merged; the old peer gets no inventory."""
+    a, b, _ = trio
+    for i in range(80):
+        a.put(f"note {i}", "body")
+    seen: list[dict[str, Any]] = []
+    err = _run(a, _old_peer(b, a, seen), Limits(frame_bytes=4096, message_seconds=30.0, session_seconds=60.0))
+    assert isinstance(err, MemoriesError)
+    assert err.code == "sync_invalid" and "before sync protocol 2" in err.message and "Update Memories" in err.message
+    assert not any(header["t"] == "inv" for header in seen)
+
+
+def test_a_stripped_version_offer_fails_the_handshake(trio: tuple[Device, Device, Device]) -> None:
+    """API-4 (issue 32): a man in the middle removes "vmax" from A's hello, so that B believes A
+    speaks protocol 1 and signs that transcript, hoping to force single-message inventories. A
+    saw B offer protocol 2, so A checks B's signature over the protocol 2 transcript (both offers
+    included) and refuses before sealing anything to B."""
+    a, b, _ = trio
+    key = b.state.identity.device_key
+
+    async def downgraded(pipe: _Pipe) -> None:
+        mine = {**_own_hello(b), "vmax": PROTOCOL_MAX}
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        stripped = {k: v for k, v in theirs.items() if k != "vmax"}  # what B received
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(key, _transcript(mine, stripped, _negotiated(stripped)))}))
+        await pipe.recv(30)
+
+    err = _run(a, downgraded)
+    assert isinstance(err, MemoriesError)
+    assert err.code == "sync_unauthorized" and "did not prove it holds its device key" in err.message, err.message
+
+
+def test_a_busy_side_keeps_a_protocol_2_peer_waiting_past_the_message_deadline(trio: tuple[Device, Device, Device]) -> None:
+    """SY-4 (issue 32): a first sync of 100k items builds and merges for minutes, longer than the
+    per-message deadline. Under protocol 2 a side busy in such a step sends sealed "wait" messages
+    every quarter of that deadline, and the peer's receive skips them: here A's step ends only
+    once B has skipped two of them, and B, waiting at most one deadline for each message, then
+    gets the message that follows the step."""
+    a, b, _ = trio
+    limits = Limits(message_seconds=8.0, session_seconds=60.0)
+    b_exchange = bytes(b.state.identity.exchange_key.public_key)
+    for device in (a, b):
+        if not hasattr(device.service, "sync_manager"):
+            sync_handlers.install(device.service)
+    a_local = sync_handlers._local_side(a.service, a.caller)
+    b_local = sync_handlers._local_side(b.service, b.caller)
+    skipped = threading.Event()
+
+    def long_step() -> str:
+        assert skipped.wait(60), "B never skipped two wait messages"
+        return "done"
+
+    async def both() -> tuple[str, dict[str, Any], int]:
+        one: asyncio.Queue[bytes | None] = asyncio.Queue()
+        two: asyncio.Queue[bytes | None] = asyncio.Queue()
+        a_pipe, b_pipe = _Pipe(one, two), _Pipe(two, one)
+        a_sealed = _Sealed(a_local, b.device_pub, b_exchange)
+        b_sealed = _Sealed(b_local, a.device_pub, bytes(a.state.identity.exchange_key.public_key))
+        a_result, b_result = SessionResult(b.device_pub, protocol=2), SessionResult(a.device_pub, protocol=2)
+
+        async def a_side() -> str:
+            out: str = await _busy(a_pipe, a_sealed, a_result, limits, long_step)
+            await a_pipe.send(a_sealed.seal({"t": "report", "vaults": []}))
+            return out
+
+        async def b_side() -> tuple[dict[str, Any], int]:
+            waits = 0
+            while waits < 2:  # what _receive skips, seen one by one
+                header, _ = b_sealed.open(await b_pipe.recv(limits.message_seconds))
+                assert header["t"] == "wait", header
+                waits += 1
+            skipped.set()
+            header, _ = await _receive(b_pipe, b_sealed, b_result, limits.message_seconds)
+            return header, waits
+
+        step, (header, waits) = await asyncio.gather(a_side(), b_side())
+        return step, header, waits
+
+    step, header, waits = asyncio.run(both())
+    assert step == "done" and header["t"] == "report" and waits == 2
