@@ -53,6 +53,7 @@ class DashboardContext:
     approver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # DT-9: the host's native export window (folder and password) and its job's state; None where there is none.
     exporter: Callable[[str], dict[str, Any]] | None = None
+    importer: Callable[[], dict[str, Any]] | None = None
     transfer_state: Callable[[], dict[str, Any]] | None = None
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
@@ -91,8 +92,9 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
                     "quit_locks": ctx.on_quit is not None and ctx.quit_locks,
                     "can_approve": ctx.approver is not None,
                     "can_export": ctx.exporter is not None,
+                    "can_import": ctx.importer is not None,
                 },
-                # DT-9: the export started from the page (state, folder, count or typed error; no secret).
+                # DT-9: the import or export started from the page (state, folder, count or typed error; no secret).
                 "transfer": ctx.transfer_state() if ctx.transfer_state is not None else {"state": "idle"},
             }
         )
@@ -252,5 +254,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     notes.register(app, ctx)  # DT-8: the Read tab (Markdown, sanitized; wikilinks resolved)
     live.register(app, ctx)  # DT-7: the engine's change feed as server-sent events, and Needs attention
     settings.register(app, ctx)  # DT-9: the Settings page (engine settings, start at login)
-    transfer.register(app, ctx)  # DT-9: Export from the window (the tray's window takes folder and password)
+    transfer.register(app, ctx)  # DT-9: Import and Export from the window (the tray's windows take paths and password)
     return app

@@ -1,4 +1,7 @@
-"""Dashboard export (SPEC DT-9): the page starts it, the tray's window asks for folder and password.
+"""Dashboard import and export (SPEC DT-9): the page starts them, the tray's windows ask the rest.
+
+``POST /api/import`` takes an empty object: the tray's import window (``ctx.importer``,
+desktop/tray/import_dialog.py) asks for the file or folder, so no page names a local path.
 
 A route module of its own: ``POST /api/export`` takes exactly a format, and hands it to the
 host's native export window (``ctx.exporter``, the tray's desktop/tray/export_dialog.py), which
@@ -52,5 +55,17 @@ def register(app: web.Application, ctx: Any) -> None:
             )
         return web.json_response({"outcome": result.get("outcome"), "format": fmt})
 
+    async def import_(request: web.Request) -> web.Response:
+        payload = json_body(await request.read(), "The import")
+        # The page names nothing: what to import is chosen in the tray's window, never sent by a page.
+        if payload != {}:
+            raise MemoriesError("invalid_input", "An import carries nothing; the tray's window asks what to import.")
+        importer = ctx.importer
+        if importer is None:
+            return web.json_response({"outcome": "no_dialog"})
+        result = await ctx.engine(importer)
+        return web.json_response({"outcome": result.get("outcome")})
+
     app.router.add_get("/static/transfer.js", serve_script)
     app.router.add_post("/api/export", export)
+    app.router.add_post("/api/import", import_)

@@ -23,7 +23,7 @@ from desktop.tray.transfer import TransferJobs, default_export_dir
 from desktop.tray.unlock import MESSAGES
 from engine.errors import CODES
 
-__all__ = ["ExportDialogs", "TITLE_EXPORT", "EXPORT_WAIT"]
+__all__ = ["ExportDialogs", "Pending", "TITLE_EXPORT", "EXPORT_WAIT"]
 
 TITLE_EXPORT = "Export the vault"
 EXPORT_WAIT = 600.0
@@ -38,7 +38,9 @@ _MESSAGES = {**MESSAGES, "folder": "Choose a folder that does not exist yet or i
 
 
 @dataclass
-class _Pending:
+class Pending:
+    """One open window's answer (the import window uses it too)."""
+
     done: threading.Event = field(default_factory=threading.Event)
     outcome: str = "cancelled"
     error: str | None = None
@@ -76,7 +78,7 @@ class ExportDialogs:
         if self.jobs.running() or not self._busy.acquire(blocking=False):
             return {"outcome": "busy"}
         try:
-            pending = _Pending()
+            pending = Pending()
             folder = str(default_export_dir())
             if self.toolkit == "gtk":
                 from gi.repository import GLib
@@ -91,7 +93,7 @@ class ExportDialogs:
         self.say(f"memories tray: export dialog ends with {pending.error or pending.outcome}")
         return {"outcome": pending.outcome, **({"error": pending.error} if pending.error else {})}
 
-    def _start(self, fmt: str, folder: str, password: str, pending: _Pending) -> str | None:
+    def _start(self, fmt: str, folder: str, password: str, pending: Pending) -> str | None:
         """Elevate and start; None when the export runs (``pending`` is finished), else the code to show."""
         if not password:
             return "empty"
@@ -110,7 +112,7 @@ class ExportDialogs:
         return _MESSAGES.get(code) or CODES.get(code) or "The engine refused the export."
 
     # -- GTK (inside the tray's GTK loop) ---------------------------------------------------
-    def _gtk_build(self, fmt: str, folder: str, pending: _Pending) -> bool:
+    def _gtk_build(self, fmt: str, folder: str, pending: Pending) -> bool:
         from gi.repository import Gdk, GLib, Gtk
 
         win = Gtk.Window(title=TITLE_EXPORT)
@@ -191,7 +193,7 @@ class ExportDialogs:
         return False  # run once
 
     # -- tkinter (its own thread and loop) ---------------------------------------------------
-    def _tk_run(self, fmt: str, folder: str, pending: _Pending) -> None:
+    def _tk_run(self, fmt: str, folder: str, pending: Pending) -> None:
         import tkinter as tk
         from tkinter import filedialog
 

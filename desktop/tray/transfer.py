@@ -1,8 +1,9 @@
-"""Export from the window (SPEC DT-9): the tray runs `memories sudo` then `memories export` itself.
+"""Import and export from the window (SPEC DT-9): the tray runs the CLI's commands itself.
 
-The engine has no export job: the CLI pages through the engine and writes the files. So the
-tray runs the same CLI, as a person would in a terminal, and reports the job's state for
-``/api/status``. Elevation (API-3) belongs to the caller's *parent* process when it has no
+The engine has no import or export job: the CLI reads or writes the files and sends or pages
+batches. So the tray runs the same CLI, as a person would in a terminal, and reports the job's
+state for ``/api/status``. Importing notes needs no elevation (as in a terminal): the tray runs
+`memories import SOURCE` alone. Exporting does: elevation (API-3) belongs to the caller's *parent* process when it has no
 terminal (engine/ipc/peer.py ``caller_namespace``): the two commands run as children of one
 short-lived ``sh`` started in a new session (no controlling terminal), so `sudo` elevates
 exactly that job's namespace, never the tray's other children or the shell that started the
@@ -68,8 +69,27 @@ def _error_of(answer: dict[str, Any] | None) -> tuple[str, str]:
     return "internal", "The export stopped without an answer."
 
 
+def _counts(kind: str, answer: dict[str, Any] | None) -> dict[str, int] | None:
+    """The finished job's numbers from the CLI's JSON answer; None when it is not one."""
+    if answer is None:
+        return None
+    required = ("exported",) if kind == "export" else ("created", "skipped")
+    if not all(_is_count(answer.get(name)) for name in required):
+        return None
+    counts = {name: int(answer[name]) for name in required}
+    if kind == "import":  # a notes import also says its total; memories.json its links
+        counts.update({name: int(answer[name]) for name in ("total", "links") if _is_count(answer.get(name))})
+        if isinstance(answer.get("warnings"), list):
+            counts["warnings"] = len(answer["warnings"])
+    return counts
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class TransferJobs:
-    """At most one export at a time; its state is what ``/api/status`` shows under ``transfer``."""
+    """At most one job (import or export) at a time; its state is what ``/api/status`` shows under ``transfer``."""
 
     def __init__(self, home: Path, say: Callable[[str], None], env: dict[str, str] | None = None) -> None:
         self.home = home
@@ -98,7 +118,8 @@ class TransferJobs:
         if fmt not in EXPORT_FORMATS:
             return "invalid_input"
         started = time.time()
-        self._set(state="elevating", kind="export", format=fmt, dir=str(target), started=started)
+        if not self._claim(state="elevating", kind="export", format=fmt, dir=str(target), started=started):
+            return "busy"
         sudo = cli_command(self.home, "sudo", "--password-stdin", "--json")
         export = cli_command(self.home, "export", "--format", fmt, str(target), "--json")
         # The sudo's one answer line is read first; a refusal stops the shell before the export.
@@ -130,12 +151,46 @@ class TransferJobs:
                 child.wait(timeout=30)
             self._set(state="idle")
             return code
-        self._set(state="running", kind="export", format=fmt, dir=str(target), started=started)
+        base = {"kind": "export", "format": fmt, "dir": str(target), "started": started}
+        self._set(state="running", **base)
         self.say(f"memories tray: export started ({fmt})")
-        threading.Thread(target=self._finish, args=(child, child.stdout, fmt, target, started), daemon=True).start()
+        threading.Thread(target=self._finish, args=(child, child.stdout, base), daemon=True).start()
         return None
 
-    def _finish(self, child: subprocess.Popen[str], out: IO[str], fmt: str, target: Path, started: float) -> None:
+    def import_notes(self, source: Path) -> str | None:
+        """Start `memories import SOURCE` (Markdown file or folder, JSONL, memories.json).
+
+        Importing notes needs no elevation, as in a terminal: no password is asked. Returns
+        None once the import runs, else ``busy`` (another job runs) or ``invalid_input``."""
+        if not source.is_absolute() or not source.exists():
+            return "invalid_input"
+        base = {"kind": "import", "source": str(source), "started": time.time()}
+        if not self._claim(state="running", **base):
+            return "busy"
+        child = subprocess.Popen(
+            cli_command(self.home, "import", str(source), "--json"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            **cli_options(self.home, self.env),
+            start_new_session=True,
+            close_fds=True,
+        )
+        assert child.stdout is not None
+        self.say("memories tray: import started")
+        threading.Thread(target=self._finish, args=(child, child.stdout, base), daemon=True).start()
+        return None
+
+    def _claim(self, **fields: Any) -> bool:
+        """One job at a time: take the slot unless a job holds it."""
+        with self._lock:
+            if self._state["state"] in ("elevating", "running"):
+                return False
+            self._state = fields
+            return True
+
+    def _finish(self, child: subprocess.Popen[str], out: IO[str], base: dict[str, Any]) -> None:
         timer = threading.Timer(JOB_DEADLINE, lambda: self._kill(child))
         timer.start()
         try:
@@ -144,14 +199,16 @@ class TransferJobs:
         finally:
             timer.cancel()
         answer = _last_json(lines)
-        base = {"kind": "export", "format": fmt, "dir": str(target), "started": started, "ended": time.time()}
-        if child.returncode == 0 and answer is not None and isinstance(answer.get("exported"), int):
-            self._set(state="done", exported=answer["exported"], **base)
-            self.say(f"memories tray: export done ({answer['exported']} items)")
+        kind = base["kind"]
+        base = {**base, "ended": time.time()}
+        counts = _counts(kind, answer) if child.returncode == 0 else None
+        if counts is not None:
+            self._set(state="done", **counts, **base)
+            self.say(f"memories tray: {kind} done ({', '.join(f'{k} {v}' for k, v in counts.items())})")
             return
         code, message = _error_of(answer)
         self._set(state="failed", error={"code": code, "message": message}, **base)
-        self.say(f"memories tray: export failed ({code})")
+        self.say(f"memories tray: {kind} failed ({code})")
 
     @staticmethod
     def _kill(child: subprocess.Popen[str]) -> None:

@@ -494,6 +494,7 @@ EXPECTED_ROUTES = {
     ("POST", "/api/settings"),
     ("GET", "/static/transfer.js"),  # DT-9: Export from the window (the tray's window takes the password)
     ("POST", "/api/export"),
+    ("POST", "/api/import"),
 }
 
 

@@ -1,4 +1,4 @@
-"""DT-9 (issue 31): export from the window. The page's Export asks the tray; the tray's own window
+"""DT-9 (issue 31): import and export from the window. The page's Export asks the tray; the tray's own window
 takes the folder and the vault password, runs `memories sudo` and `memories export` as its
 children, and the page follows the job in /api/status. The password never crosses the page.
 """
@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from desktop.tray.export_dialog import TITLE_EXPORT
+from desktop.tray.import_dialog import TITLE_IMPORT
 from desktop.tray.transfer import TransferJobs
 from tests.desktop.browser import run_in_browser
 from tests.desktop.support import XSession
 from tests.desktop.test_tray_approval import _gone
-from tests.desktop.test_tray_unlock import _require_gtk, _type_into, _window
+from tests.desktop.test_tray_unlock import _require_gtk, _type_into, _visible, _window
 from tests.desktop.test_tray_x11 import Tray
 from tests.helpers import PASSWORD, Cli
 
@@ -55,10 +56,7 @@ def test_dt9_tray_job_elevates_only_itself_and_exports(vault: Cli, tmp_path: Pat
     assert not target.exists() and jobs.state()["state"] == "idle"
     assert jobs.export("markdown", target, PASSWORD) is None
     assert jobs.state()["state"] in ("running", "done")
-    end = time.monotonic() + 180  # the job ends on its own; its state says so
-    while jobs.state()["state"] == "running" and time.monotonic() < end:
-        time.sleep(0.05)
-    state = jobs.state()
+    state = _wait_job(jobs)
     assert (state["state"], state["exported"], state["dir"]) == ("done", 3, str(target)), state
     assert len(list(target.glob("*.md"))) == 3
     assert "body 1" in "".join(p.read_text() for p in target.glob("*.md"))
@@ -67,13 +65,48 @@ def test_dt9_tray_job_elevates_only_itself_and_exports(vault: Cli, tmp_path: Pat
     assert refused.returncode != 0 and json.loads(refused.stdout)["error"]["code"] == "elevation_required"
 
 
-def test_dt9_export_from_the_page_through_the_tray_window(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+def _wait_job(jobs: TransferJobs) -> dict[str, Any]:
+    end = time.monotonic() + 180  # the job ends on its own; its state says so
+    while jobs.state()["state"] == "running" and time.monotonic() < end:
+        time.sleep(0.05)
+    return jobs.state()
+
+
+def test_dt9_tray_import_job_reports_counts_and_typed_errors(vault: Cli, tmp_path: Path) -> None:
+    """DT-9: the tray's import job runs `memories import SOURCE` (no elevation, as in a terminal):
+    a folder imports its notes and says how many; a file that is not valid JSONL fails with the
+    CLI's typed error and imports nothing; a relative or missing path is refused before anything runs."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name in ("one", "two"):
+        (notes / f"{name}.md").write_text(f"---\ntitle: {name}\n---\nthe {name} note\n")
+    jobs = TransferJobs(vault.home, lambda _: None, env=vault.environ())
+    assert jobs.import_notes(notes) is None
+    state = _wait_job(jobs)
+    assert (state["state"], state["kind"], state["created"], state["skipped"], state["total"]) == ("done", "import", 2, 0, 2)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert jobs.import_notes(bad) is None
+    state = _wait_job(jobs)
+    assert (state["state"], state["error"]["code"]) == ("failed", "invalid_input"), state
+    assert jobs.import_notes(Path("notes")) == "invalid_input"
+    assert jobs.import_notes(tmp_path / "missing") == "invalid_input"
+    assert vault.ok("list")["total"] == 2
+
+
+def test_dt9_import_and_export_from_the_page_through_the_tray_windows(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
     """DT-9: Export on the Settings page → the tray's GTK window (folder prefilled, password typed
     there with xdotool): a wrong password shows in the window, the right one starts the job; the
-    page shows its outcome under the button and on the Status page; the folder holds every note;
-    no request or response of the page carries the password; bad requests are typed 400s (API-8)."""
+    page shows its outcome under the button and on the Status page; the folder holds every note.
+    Import → the tray's window takes the path (a missing one is refused there), no password; the
+    page shows the counts. No request or response of the page carries the password; bad requests
+    (a password or a path from the page, a wrong format, not JSON) are typed 400s (API-8)."""
     _require_gtk()
     _seed(vault, 4)
+    notes = tmp_path / "notes to import"
+    notes.mkdir()
+    for name in ("alpha", "beta"):
+        (notes / f"{name}.md").write_text(f"---\ntitle: {name}\n---\nthe {name} note\n")
     user_home = tmp_path / "user-home"
     user_home.mkdir()
     tray = Tray(vault, xsession, tmp_path, "gtk", extra_env={"HOME": str(user_home)})
@@ -102,18 +135,34 @@ def test_dt9_export_from_the_page_through_the_tray_window(vault: Cli, xsession: 
             assert await page.locator("input[type=password]").count() == 0
             await asyncio.to_thread(_type_into, xsession, window, ("type", PASSWORD), ("key", "Return"))
             await page.wait_for_selector("#export-result.saved")
-            assert "started" in (await page.text_content("#export-result") or "")
+            assert "Started" in (await page.text_content("#export-result") or "")
             await page.wait_for_selector("#export-progress[data-state='done']", timeout=180_000)
             assert "4 item(s) written to" in (await page.text_content("#export-progress") or "")
             assert await asyncio.to_thread(_gone, xsession, TITLE_EXPORT), "the window closes once the export runs"
             await page.click("#nav-status")
             assert "done: 4 item(s)" in (await page.text_content("#status-transfer") or "")
 
+            # Import: the page names nothing; the tray's window takes the path (no password).
+            await page.click("#nav-settings")
+            await page.click("#import-start")
+            window = await asyncio.to_thread(_window, xsession, TITLE_IMPORT)
+            missing = str(tmp_path / "no such folder")
+            await asyncio.to_thread(_type_into, xsession, window, ("type", missing), ("key", "Return"))
+            await asyncio.to_thread(tray.wait_output, r"import dialog shows missing")
+            await asyncio.to_thread(_type_into, xsession, window, ("key", "ctrl+a"), ("type", str(notes)), ("key", "Return"))
+            await page.wait_for_selector("#export-result.saved")
+            done = "#export-progress[data-state='done']:has-text('Import from')"
+            await page.wait_for_selector(done, timeout=180_000)
+            assert "done: 2 new, 0 already present" in (await page.text_content("#export-progress") or "")
+            assert await asyncio.to_thread(_gone, xsession, TITLE_IMPORT), "the window closes once the import runs"
+
         run_in_browser(url, scenario)
         folders = list(user_home.glob("Memories export *"))
         assert len(folders) == 1 and len(list(folders[0].glob("*.md"))) == 4
         out = tray.output()
-        assert "export dialog ends with started" in out and "export done (4 items)" in out
+        assert "export dialog ends with started" in out and "export done (exported 4)" in out
+        assert "import dialog ends with started" in out and "import done (created 2, skipped 0, total 2, warnings 0)" in out
+        assert vault.ok("list")["total"] == 6
         assert PASSWORD not in out and WRONG not in out
         assert traffic and not any(PASSWORD in t or WRONG in t for t in traffic), "the page never sees the password"
 
@@ -124,14 +173,15 @@ def test_dt9_export_from_the_page_through_the_tray_window(vault: Cli, xsession: 
         assert (code, data["error"]["code"]) == (400, "invalid_input")
         code, data = _request(url, "/api/export", b"not json")
         assert (code, data["error"]["code"]) == (400, "invalid_input")
+        code, data = _request(url, "/api/import", json.dumps({"path": str(notes)}).encode())
+        assert (code, data["error"]["code"]) == (400, "invalid_input"), "a page cannot name a local path"
         code, status = _request(url, "/api/status", None)
-        assert status["transfer"]["state"] == "done" and status["desktop"]["can_export"] is True
+        assert status["transfer"]["state"] == "done" and status["transfer"]["kind"] == "import"
+        assert status["desktop"]["can_export"] is True and status["desktop"]["can_import"] is True
         assert not _window_open(xsession), "a refused request opens no window"
     finally:
         tray.stop()
 
 
 def _window_open(x: XSession) -> bool:
-    from tests.desktop.test_tray_unlock import _visible
-
-    return bool(_visible(x, TITLE_EXPORT))
+    return bool(_visible(x, TITLE_EXPORT) or _visible(x, TITLE_IMPORT))
