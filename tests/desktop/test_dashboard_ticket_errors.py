@@ -70,11 +70,12 @@ def test_dt9_import_export_routes_take_no_secret_and_need_the_tray(dashboard: Da
     """DT-9, API-8: POST /api/export takes exactly a format and /api/import exactly {}: a password,
     a path, another format or a body that is not JSON is 400 invalid_input (the password is not
     echoed); `memories dashboard` without a tray has no window and says so (outcome no_dialog)."""
-    for body in ({"format": "markdown", "password": PASSWORD}, {"format": "pdf"}, {}, ["markdown"], {"format": 1}):
+    bodies: list[Any] = [{"format": "markdown", "password": PASSWORD}, {"format": "pdf"}, {}, ["markdown"], {"format": 1}]
+    for body in bodies:
         code, _, data = dashboard.request("POST", "/api/export", body)
         assert (code, data["error"]["code"]) == (400, "invalid_input"), body
         assert PASSWORD not in str(data)
-    for body in ({"path": "/etc"}, {"password": PASSWORD}, [], None):
+    for body in [{"path": "/etc"}, {"password": PASSWORD}, [], None]:
         code, _, data = dashboard.request("POST", "/api/import", body)
         assert (code, data["error"]["code"]) == (400, "invalid_input"), body
     code, _, data = dashboard.request("POST", "/api/export", {"format": "jsonl"})
