@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import importlib.util
 import json
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from desktop.tray.export_dialog import TITLE_EXPORT
 from desktop.tray.import_dialog import TITLE_IMPORT
@@ -20,7 +23,7 @@ from tests.desktop.support import XSession
 from tests.desktop.test_tray_approval import _gone
 from tests.desktop.test_tray_unlock import _require_gtk, _type_into, _visible, _window
 from tests.desktop.test_tray_x11 import Tray
-from tests.helpers import PASSWORD, Cli
+from tests.helpers import PASSWORD, Cli, require
 
 WRONG = "not the vault password 5678"
 
@@ -94,14 +97,21 @@ def test_dt9_tray_import_job_reports_counts_and_typed_errors(vault: Cli, tmp_pat
     assert vault.ok("list")["total"] == 2
 
 
-def test_dt9_import_and_export_from_the_page_through_the_tray_windows(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
-    """DT-9: Export on the Settings page → the tray's GTK window (folder prefilled, password typed
-    there with xdotool): a wrong password shows in the window, the right one starts the job; the
-    page shows its outcome under the button and on the Status page; the folder holds every note.
-    Import → the tray's window takes the path (a missing one is refused there), no password; the
-    page shows the counts. No request or response of the page carries the password; bad requests
-    (a password or a path from the page, a wrong format, not JSON) are typed 400s (API-8)."""
-    _require_gtk()
+@pytest.mark.parametrize("backend", ["gtk", "xorg"])  # GTK windows; the xorg backend's tkinter windows
+def test_dt9_import_and_export_from_the_page_through_the_tray_windows(
+    vault: Cli, xsession: XSession, tmp_path: Path, backend: str
+) -> None:
+    """DT-9: Export on the Settings page → the tray's window (GTK, or tkinter on the xorg backend;
+    folder prefilled, password typed there with xdotool): a wrong password shows in the window,
+    the right one starts the job; the page shows its outcome under the button and on the Status
+    page; the folder holds every note. Import → the tray's window takes the path (a missing one
+    is refused there), no password; the page shows the counts. No request or response of the
+    page carries the password; bad requests (a password or a path from the page, a wrong
+    format, not JSON) are typed 400s (API-8)."""
+    if backend == "gtk":
+        _require_gtk()
+    else:
+        require(importlib.util.find_spec("tkinter") is not None, "tkinter (apt: python3-tk)")
     _seed(vault, 4)
     notes = tmp_path / "notes to import"
     notes.mkdir()
@@ -109,8 +119,9 @@ def test_dt9_import_and_export_from_the_page_through_the_tray_windows(vault: Cli
         (notes / f"{name}.md").write_text(f"---\ntitle: {name}\n---\nthe {name} note\n")
     user_home = tmp_path / "user-home"
     user_home.mkdir()
-    tray = Tray(vault, xsession, tmp_path, "gtk", extra_env={"HOME": str(user_home)})
+    tray = Tray(vault, xsession, tmp_path, backend, extra_env={"HOME": str(user_home)})
     traffic: list[str] = []
+    select_all = "ctrl+a" if backend == "gtk" else "ctrl+slash"  # Tk's entry: Ctrl+A goes to the line start
     try:
         url = tray.wait_output(r"memories tray: dashboard (http://127\.0\.0\.1:\d+/#\S+)").group(1)
 
@@ -129,7 +140,7 @@ def test_dt9_import_and_export_from_the_page_through_the_tray_windows(vault: Cli
             await page.select_option("#export-format", "markdown")
             await page.click("#export-start")
             window = await asyncio.to_thread(_window, xsession, TITLE_EXPORT)
-            await asyncio.to_thread(xsession.screenshot, tmp_path / "tray-export-window.png")
+            await asyncio.to_thread(xsession.screenshot, tmp_path / f"tray-export-window-{backend}.png")
             await asyncio.to_thread(_type_into, xsession, window, ("type", WRONG), ("key", "Return"))
             await asyncio.to_thread(tray.wait_output, r"export dialog shows wrong_password")
             assert await page.locator("input[type=password]").count() == 0
@@ -149,7 +160,7 @@ def test_dt9_import_and_export_from_the_page_through_the_tray_windows(vault: Cli
             missing = str(tmp_path / "no such folder")
             await asyncio.to_thread(_type_into, xsession, window, ("type", missing), ("key", "Return"))
             await asyncio.to_thread(tray.wait_output, r"import dialog shows missing")
-            await asyncio.to_thread(_type_into, xsession, window, ("key", "ctrl+a"), ("type", str(notes)), ("key", "Return"))
+            await asyncio.to_thread(_type_into, xsession, window, ("key", select_all), ("type", str(notes)), ("key", "Return"))
             await page.wait_for_selector("#export-result.saved")
             done = "#export-progress[data-state='done']:has-text('Import from')"
             await page.wait_for_selector(done, timeout=180_000)
