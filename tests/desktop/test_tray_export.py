@@ -150,6 +150,7 @@ def test_dt9_import_and_export_from_the_page_through_the_tray_windows(
             await page.wait_for_selector("#export-progress[data-state='done']", timeout=180_000)
             assert "4 item(s) written to" in (await page.text_content("#export-progress") or "")
             assert await asyncio.to_thread(_gone, xsession, TITLE_EXPORT), "the window closes once the export runs"
+            await page.locator("[data-setting='export']").screenshot(path=str(tmp_path / f"settings-data-{backend}.png"))
             await page.click("#nav-status")
             assert "done: 4 item(s)" in (await page.text_content("#status-transfer") or "")
 
