@@ -16,7 +16,20 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from desktop.dashboard import activity, cards, history, links, live, merge, notebooks, notes, protected, settings, tickets
+from desktop.dashboard import (
+    activity,
+    cards,
+    history,
+    links,
+    live,
+    merge,
+    notebooks,
+    notes,
+    protected,
+    settings,
+    tickets,
+    transfer,
+)
 from desktop.dashboard.security import json_body
 from desktop.gateway import EngineGateway
 from desktop.prober import ProbeWorker
@@ -51,6 +64,10 @@ class DashboardContext:
     quit_locks: bool = False  # the host locks the vault when it quits (the tray's default)
     # DT-6: the host's native ticket-approval window (the tray's); None where there is none.
     approver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # DT-9: the host's native export window (folder and password) and its job's state; None where there is none.
+    exporter: Callable[[str], dict[str, Any]] | None = None
+    importer: Callable[[], dict[str, Any]] | None = None
+    transfer_state: Callable[[], dict[str, Any]] | None = None
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="memories-dashboard")
     )
@@ -87,7 +104,11 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
                     "can_quit": ctx.on_quit is not None,
                     "quit_locks": ctx.on_quit is not None and ctx.quit_locks,
                     "can_approve": ctx.approver is not None,
+                    "can_export": ctx.exporter is not None,
+                    "can_import": ctx.importer is not None,
                 },
+                # DT-9: the import or export started from the page (state, folder, count or typed error; no secret).
+                "transfer": ctx.transfer_state() if ctx.transfer_state is not None else {"state": "idle"},
             }
         )
 
@@ -247,4 +268,5 @@ def build_app(ctx: DashboardContext, middleware: Any) -> web.Application:
     merge.register(app, ctx)  # DT-8: a line-level merge of an item in conflict, saved as its resolution
     live.register(app, ctx)  # DT-7: the engine's change feed as server-sent events, and Needs attention
     settings.register(app, ctx)  # DT-9: the Settings page (engine settings, start at login)
+    transfer.register(app, ctx)  # DT-9: Import and Export from the window (the tray's windows take paths and password)
     return app

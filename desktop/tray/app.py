@@ -28,12 +28,15 @@ from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
 from desktop.tray.clipboard_link import copy_link
 from desktop.tray.engine_launcher import start_engine
+from desktop.tray.export_dialog import ExportDialogs
 from desktop.tray.icons import render
+from desktop.tray.import_dialog import ImportDialogs
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
 from desktop.tray.password_dialog import DialogHost, choose_toolkit
 from desktop.tray.screen_lock import ScreenLockWatcher
 from desktop.tray.single_instance import TrayInstance
+from desktop.tray.transfer import TransferJobs
 from engine.config import Paths
 from engine.settings import read_settings
 
@@ -103,6 +106,9 @@ class TrayApp:
         pystray, self.backend = load_pystray(choose_backend(self.options.backend))
         socket_path = Paths(self.options.home).socket
         approvals = ApprovalDialogs(socket_path, choose_toolkit(self.backend), self._say)
+        jobs = TransferJobs(self.options.home, self._say)
+        exports = ExportDialogs(jobs, choose_toolkit(self.backend), self._say)
+        imports = ImportDialogs(jobs, choose_toolkit(self.backend), self._say)
         ctx = DashboardContext(
             self.prober,
             self.gateway,
@@ -111,6 +117,9 @@ class TrayApp:
             on_quit=self.quit,
             quit_locks=self.options.lock_on_quit,
             approver=approvals.approve,  # DT-6: the page's Approve opens the tray's window
+            exporter=exports.export,  # DT-9: the page's Export opens the tray's window (folder, password)
+            importer=imports.import_,  # DT-9: the page's Import opens the tray's window (file or folder)
+            transfer_state=jobs.state,
         )
         self.server = DashboardServer(ctx, self.options.port)
         self.server.start_in_thread()

@@ -64,3 +64,24 @@ def test_dt6_approve_route_refuses_a_password_and_needs_the_tray(module_vault: C
             assert (code, data["error"]["code"]) == (409, "ticket_used")
         finally:
             module_vault.ok("remote", "close", session)
+
+
+def test_dt9_import_export_routes_take_no_secret_and_need_the_tray(dashboard: Dashboard) -> None:
+    """DT-9, API-8: POST /api/export takes exactly a format and /api/import exactly {}: a password,
+    a path, another format or a body that is not JSON is 400 invalid_input (the password is not
+    echoed); `memories dashboard` without a tray has no window and says so (outcome no_dialog)."""
+    bodies: list[Any] = [{"format": "markdown", "password": PASSWORD}, {"format": "pdf"}, {}, ["markdown"], {"format": 1}]
+    for body in bodies:
+        code, _, data = dashboard.request("POST", "/api/export", body)
+        assert (code, data["error"]["code"]) == (400, "invalid_input"), body
+        assert PASSWORD not in str(data)
+    for body in [{"path": "/etc"}, {"password": PASSWORD}, [], None]:
+        code, _, data = dashboard.request("POST", "/api/import", body)
+        assert (code, data["error"]["code"]) == (400, "invalid_input"), body
+    code, _, data = dashboard.request("POST", "/api/export", {"format": "jsonl"})
+    assert (code, data) == (200, {"outcome": "no_dialog", "format": "jsonl"})
+    code, _, data = dashboard.request("POST", "/api/import", {})
+    assert (code, data) == (200, {"outcome": "no_dialog"})
+    code, _, data = dashboard.request("GET", "/api/status")
+    assert data["desktop"]["can_export"] is False and data["desktop"]["can_import"] is False
+    assert data["transfer"] == {"state": "idle"}

@@ -495,6 +495,9 @@ EXPECTED_ROUTES = {
     ("GET", "/static/settings.js"),  # DT-9: the Settings page
     ("GET", "/api/settings"),
     ("POST", "/api/settings"),
+    ("GET", "/static/transfer.js"),  # DT-9: Export from the window (the tray's window takes the password)
+    ("POST", "/api/export"),
+    ("POST", "/api/import"),
 }
 
 

@@ -189,6 +189,8 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
             "can_quit": True,
             "quit_locks": True,
             "can_approve": True,
+            "can_export": True,  # DT-9: the tray's import and export windows
+            "can_import": True,
         }
         x, y = tray.wait_icon(TrayState.UNLOCKED)
         tray.find_icon(TrayState.UNLOCKED, tmp_path / "tray-gtk-unlocked.png")

@@ -187,6 +187,8 @@ function renderStatus(data) {
     : "Quits the tray and its dashboard; the vault stays unlocked until its idle timer";
   $("lock").disabled = !OPEN_STATES.has(state);
   renderGate(state, data.probe.state);
+  // Other pages' scripts follow the status from here (transfer.js: the export's progress).
+  document.dispatchEvent(new CustomEvent("memories:status", { detail: data }));
 }
 
 // DT-7: why the engine asks for attention, from the status's fixed reason codes.
