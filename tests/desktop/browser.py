@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from tests.helpers import require
 
-__all__ = ["ARGS", "CHROMIUM", "Scenario", "run_in_browser"]
+__all__ = ["ARGS", "CHROMIUM", "Scenario", "run_in_browser", "wait_until"]
 
 CHROMIUM = os.environ.get("MEMORIES_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -31,6 +31,24 @@ ARGS = [
 ]
 
 Scenario = Callable[[Any], Awaitable[None]]
+
+
+async def wait_until(page: Any, expression: str, arg: Any = None, timeout: float = 60.0) -> Any:
+    """Poll ``page.evaluate(expression, arg)`` until it is truthy; its value, or AssertionError.
+
+    Instead of Playwright's ``wait_for_function``: once its predicate must be polled, it is run
+    with ``eval`` inside the page, which the dashboard's CSP (no 'unsafe-eval') refuses — so a
+    wait that was true at once passed and the same wait on a slower run failed.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        value = await page.evaluate(expression, arg)
+        if value:
+            return value
+        if loop.time() >= end:
+            raise AssertionError(f"never true within {timeout:.0f} s: {expression}")
+        await asyncio.sleep(0.05)
 
 
 def run_in_browser(

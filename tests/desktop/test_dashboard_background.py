@@ -19,7 +19,7 @@ import pytest
 
 from engine.config import Paths
 from engine.ipc.client import IpcClient
-from tests.desktop.browser import run_in_browser
+from tests.desktop.browser import run_in_browser, wait_until
 from tests.desktop.support import Dashboard, start_dashboard, stop_process
 from tests.desktop.test_dashboard_vault import _shot
 from tests.helpers import Cli
@@ -72,10 +72,11 @@ def test_background_indexing_shows_progress_and_then_goes_away(dashboard_vault: 
             await page.wait_for_selector("#activity-bar:not([hidden])", timeout=120_000)
             # The job names its total after taking its first batch; until then the bar is
             # indeterminate ("Indexing new items…").
-            await page.wait_for_function(
+            await wait_until(
+                page,
                 "re => new RegExp(re).test(document.getElementById('activity-text').textContent)",
                 arg=PROGRESS.pattern,
-                timeout=120_000,
+                timeout=120,
             )
             side = (await page.text_content("#activity-text")) or ""
             assert PROGRESS.match(side), side

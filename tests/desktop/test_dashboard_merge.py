@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from desktop.dashboard.merge import MARK_A, MARK_B, MARK_SPLIT, common_base, merge3, merge_tags, merge_title
-from tests.desktop.browser import run_in_browser
+from tests.desktop.browser import run_in_browser, wait_until
 from tests.desktop.support import Dashboard, save_artifact, start_dashboard, stop_process
 from tests.desktop.test_dashboard_a11y import AXE_TAGS, FAILING_IMPACTS, _axe_source
 from tests.helpers import Cli
@@ -179,8 +179,8 @@ def test_merge_editor_in_the_browser(seeded: dict[str, Any], dark: bool) -> None
         await page.wait_for_selector("#card-list button.card")
         await page.click(f"#card-list button[data-id='{item['id']}']")
         await page.wait_for_selector("#conflict:not([hidden])")
-        await page.wait_for_function(
-            "[...document.querySelectorAll('.version-when')].every(p => p.textContent.includes('this device'))"
+        await wait_until(
+            page, "[...document.querySelectorAll('.version-when')].every(p => p.textContent.includes('this device'))"
         )
         await check(page, "versions")
         await page.click("#merge-open")

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop.dashboard.markdown import render, wikilink_titles
-from tests.desktop.browser import run_in_browser
+from tests.desktop.browser import run_in_browser, wait_until
 from tests.desktop.support import Dashboard, save_artifact, start_dashboard, stop_process
 from tests.desktop.test_dashboard_a11y import AXE_TAGS, FAILING_IMPACTS, _axe_source
 from tests.helpers import Cli
@@ -161,7 +161,7 @@ def test_history_restore_button_writes_a_new_revision(seeded: dict[str, Any]) ->
         save_artifact(path)
         await page.click("#restore-rev")
         await page.wait_for_selector("#restore-note:has-text('Restored: it is now revision')")
-        await page.wait_for_function("document.querySelectorAll('#revisions button.rev').length === 3")
+        await wait_until(page, "document.querySelectorAll('#revisions button.rev').length === 3")
         await page.click("#tab-read")
         await page.wait_for_selector("#rendered p:has-text('stove')")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from desktop.dashboard.settings import screen_lock_support
-from tests.desktop.browser import run_in_browser
+from tests.desktop.browser import run_in_browser, wait_until
 from tests.desktop.support import Dashboard, start_dashboard, stop_process
 from tests.helpers import Cli
 
@@ -76,7 +76,7 @@ def test_settings_round_trip_theme_and_bad_input(setup: tuple[Cli, Dashboard, Pa
         await asyncio.to_thread(cli.ok, "config", "set", "clipboard_clear_seconds", "45")
         await page.click("#nav-status")
         await page.click("#nav-settings")
-        await page.wait_for_function("document.getElementById('set-clipboard_clear_seconds').value === '45'")
+        await wait_until(page, "document.getElementById('set-clipboard_clear_seconds').value === '45'")
 
         # Bad input: refused by the engine, nothing changed.
         before = config_file.read_bytes()
@@ -103,7 +103,7 @@ def test_settings_round_trip_theme_and_bad_input(setup: tuple[Cli, Dashboard, Pa
         await page.wait_for_selector("html[data-theme='dark']")
         assert await _background(page) == DARK_BG
         await page.click("#nav-settings")
-        await page.wait_for_function("document.getElementById('set-theme-dark').checked")
+        await wait_until(page, "document.getElementById('set-theme-dark').checked")
         await page.check("#set-theme-system")
         await page.wait_for_selector("#result-theme.saved")
         await page.wait_for_selector("html:not([data-theme])")
