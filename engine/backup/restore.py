@@ -40,7 +40,7 @@ import msgspec
 from engine.backup.envelope import BackupReader
 from engine.crypto.aead import AeadError
 from engine.crypto.chunks import ChunkError, open_chunk
-from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity
+from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, verify
 from engine.errors import MemoriesError
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
@@ -62,55 +62,75 @@ def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
         yield bytes(content["data"])
 
 
-# Items read ahead of the one being checked, so that the next revisions' Ed25519 signatures
-# are verified on a helper thread meanwhile (issue 32: the largest single cost of a restore;
-# libsodium runs without the GIL). Bounded: at most this many items (chunks ≤ 256 KiB) held.
-_AHEAD = 32
+# Revisions whose Ed25519 signatures are checked together on a helper thread while the main
+# loop goes on (issue 32: the largest single cost of a restore; libsodium runs without the GIL).
+# One hand-over per batch, not per revision: a hand-over per item made the two threads take
+# turns at the GIL (each cffi call gives it up), slower than no thread on a loaded machine. The
+# rows made meanwhile go only to the staging store, and every batch is waited for before the
+# file is accepted; at most _IN_FLIGHT batches of references are held.
+_BATCH = 512
+_IN_FLIGHT = 2
 
 
-def _signed(item: dict[str, Any]) -> tuple[Revision | None, bool]:
-    """A revision item decoded and its signature checked: (None, False) when it is malformed,
-    (revision, False) when the signature does not verify, (revision, True) when it does."""
-    try:
-        rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
-    except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
-        return None, False
-    try:
-        rev.verify_signature()
-    except (SignatureError, KeyError, TypeError, ValueError):
-        return rev, False
-    return rev, True
+def _all_verify(batch: list[tuple[bytes, bytes, bytes]]) -> bool:
+    """Whether every (public key, signed bytes, signature) of ``batch`` verifies."""
+    for public_key, signed, signature in batch:
+        try:
+            verify(public_key, signed, signature)
+        except (SignatureError, TypeError, ValueError):
+            return False
+    return True
 
 
-class _CheckedAhead:
-    """The reader's items in order; each revision item's :func:`_signed` already under way.
+class _SignatureChecks:
+    """The signature checks of the revisions read so far; :meth:`finish` waits for all of them.
 
-    ``check`` is the check of the item :meth:`__next__` returned last (None for other items).
-    Nothing here decides anything: the caller waits for each check and refuses as before.
+    Nothing here decides what a revision means: a failed batch refuses the whole file, as a
+    failed single check did (the same message), and a file is accepted only after finish().
     """
 
-    def __init__(self, items: Iterator[dict[str, Any]], pool: ThreadPoolExecutor) -> None:
-        self._items = items
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
         self._pool = pool
-        self._queue: deque[tuple[dict[str, Any], Future[tuple[Revision | None, bool]] | None]] = deque()
-        self._ended = False
-        self.check: Future[tuple[Revision | None, bool]] | None = None
+        self._batch: list[tuple[bytes, bytes, bytes]] = []
+        self._pending: deque[Future[bool]] = deque()
 
-    def __iter__(self) -> _CheckedAhead:
-        return self
+    def add(self, rev: Revision) -> None:
+        try:
+            self._batch.append((rev.author, rev.signed, rev.signature))
+        except (KeyError, TypeError, ValueError):
+            raise _invalid("a revision's signature, policy or content") from None
+        if len(self._batch) >= _BATCH:
+            self._submit()
 
-    def __next__(self) -> dict[str, Any]:
-        while not self._ended and len(self._queue) < _AHEAD:
-            item = next(self._items, None)
-            if item is None:
-                self._ended = True
-                break
-            is_revision = isinstance(item, dict) and item.get("t") == "revision"
-            self._queue.append((item, self._pool.submit(_signed, item) if is_revision else None))
-        if not self._queue:
-            raise StopIteration
-        item, self.check = self._queue.popleft()
-        return item
+    def _submit(self) -> None:
+        if self._batch:
+            self._pending.append(self._pool.submit(_all_verify, self._batch))
+            self._batch = []
+        while len(self._pending) > _IN_FLIGHT:
+            self._wait(self._pending.popleft())
+
+    def finish(self) -> None:
+        self._submit()
+        while self._pending:
+            self._wait(self._pending.popleft())
+
+    @staticmethod
+    def _wait(check: Future[bool]) -> None:
+        if not check.result():
+            raise _invalid("a revision's signature, policy or content")
+
+
+def _parsed(item: dict[str, Any]) -> tuple[Revision, int]:
+    """A revision item's signed revision and its chunk count; malformed items are refused here,
+    before their signature is considered."""
+    try:
+        rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
+        n = int(item["n"])
+    except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
+        raise _invalid("a malformed revision") from None
+    if not 1 <= n <= 1_000_000:
+        raise _invalid("a malformed revision")
+    return rev, n
 
 
 def _invalid(detail: str) -> MemoriesError:
@@ -184,11 +204,11 @@ class Restorer:
         """Consume the whole file; yield content rows of the new store as they are made."""
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-verify") as pool:
             try:
-                yield from self._checked_rows(_CheckedAhead(self.reader.items(), pool))
+                yield from self._checked_rows(self.reader.items(), _SignatureChecks(pool))
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
 
-    def _checked_rows(self, items: _CheckedAhead) -> Iterator[tuple[int, bytes]]:
+    def _checked_rows(self, items: Iterator[dict[str, Any]], signatures: _SignatureChecks) -> Iterator[tuple[int, bytes]]:
         heads: dict[bytes, set[bytes]] = {}
         flagged: set[bytes] = set()
         known: dict[bytes, bytes] = {}  # rev_id -> asset_id
@@ -200,23 +220,14 @@ class Restorer:
             elif kind == "link":
                 links.append(item)
             elif kind == "revision":
-                if items.check is None:  # cannot happen: _CheckedAhead checks every revision item
-                    raise _invalid("a malformed revision")
-                signed, verified = items.check.result()
-                try:
-                    n = int(item["n"])
-                except (KeyError, TypeError, ValueError):
-                    raise _invalid("a malformed revision") from None
-                if signed is None or not 1 <= n <= 1_000_000:
-                    raise _invalid("a malformed revision")
-                if not verified:
-                    raise _invalid("a revision's signature, policy or content")
-                rev = signed
+                rev, n = _parsed(item)
+                signatures.add(rev)
                 yield from self._revision(rev, _content(items, n), n, bool(item.get("head")), heads, known)
                 if item.get("head"):
                     flagged.add(rev.rev_id)
             else:
                 raise _invalid(f"an unknown item kind {str(kind)[:20]!r}")
+        signatures.finish()  # every signature verified before anything else is concluded
         if self.reader.manifest is None:
             raise _invalid("no manifest")
         if self._defaults != 1:
@@ -288,15 +299,15 @@ class Restorer:
         heads: dict[bytes, set[bytes]],
         known: dict[bytes, bytes],
     ) -> Iterator[tuple[int, bytes]]:
-        """Check one revision whose signature verified and stream its body chunk by chunk
-        (memory: the items read ahead, at most ``_AHEAD`` chunks, whatever the body's size)."""
+        """Check one revision (its signature is checked in its batch) and stream its body chunk by chunk
+        (memory: one chunk at a time, whatever the body's size)."""
         try:
-            # The signature was verified by _signed (on the helper thread) before this runs.
+            # The signature is checked in its batch (_SignatureChecks), before the file is accepted.
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
             vault = self.old_vaults[bytes(rev.body["vault"])]
             epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
-            summary = rev.open_summary(epoch_key)
             dek = rev.data_key(epoch_key)
+            summary = rev.open_summary_with(dek)
             digests = [bytes(d) for d in rev.body["body"]]
         except (SignatureError, ChunkError, AeadError, KeyError, TypeError, ValueError):
             raise _invalid("a revision's signature, policy or content") from None
@@ -374,6 +385,9 @@ class Restorer:
                     body_digests=[bytes(d) for d in rev.body["body"]],
                     body_len=head.body_len,
                     content_seqs=head.content_seqs,
+                    # The original's sealed summary: the same key, asset and plaintext, opened
+                    # and authenticated above, so it is carried instead of sealed again.
+                    sealed_summary=[bytes(c) for c in rev.body["summary"]],
                 )
             else:  # a tombstone head: an empty body
                 made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])

@@ -115,7 +115,13 @@ class Revision:
 
     def open_summary(self, epoch_key: bytes) -> dict[str, Any]:
         if self.summary_cache is None:
-            plain = open_chunks(self.data_key(epoch_key), list(self.body["summary"]), self.asset_id + b"summary")
+            return self.open_summary_with(self.data_key(epoch_key))
+        return self.summary_cache
+
+    def open_summary_with(self, dek: bytes) -> dict[str, Any]:
+        """The summary opened with the data key itself (a caller that needs the key anyway)."""
+        if self.summary_cache is None:
+            plain = open_chunks(dek, list(self.body["summary"]), self.asset_id + b"summary")
             self.summary_cache = decode_canonical(plain)
         return self.summary_cache
 
@@ -225,9 +231,14 @@ def build_streamed_revision(
     body_len: int,
     content_seqs: list[int],
     restored: Restored | None = None,
+    sealed_summary: list[bytes] | None = None,
 ) -> Revision:
     """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
-    written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`."""
+    written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`.
+
+    ``sealed_summary``: ``summary`` already sealed under ``dek`` for this asset (a restore's
+    copy of a head, whose original carries it under the same key and asset: the same sealed
+    bytes, authenticated when the original was opened), used as it is instead of sealed again."""
     if len(body_digests) != len(content_seqs) or len(body_digests) != chunk_count(body_len):
         raise ValueError("body chunks, row numbers and length do not agree")
     return _sign_revision(
@@ -246,6 +257,7 @@ def build_streamed_revision(
         body_len=body_len,
         content_seqs=content_seqs,
         restored=restored,
+        sealed_summary=sealed_summary,
     )
 
 
@@ -266,8 +278,11 @@ def _sign_revision(
     body_len: int,
     content_seqs: list[int],
     restored: Restored | None = None,
+    sealed_summary: list[bytes] | None = None,
 ) -> Revision:
     """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies."""
+    if sealed_summary is None:
+        sealed_summary = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
     signed: dict[str, Any] = {
         "v": 1,
         "vault": vault_id,
@@ -278,7 +293,7 @@ def _sign_revision(
         "tombstone": tombstone,
         "epoch": epoch,
         "wrapped_key": wrap_data_key(epoch_key, dek, vault_id, asset_id, epoch),
-        "summary": seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary"),
+        "summary": list(sealed_summary),
         "body": list(body_digests),
         "body_len": body_len,
         "device": identity.device_pub,
