@@ -20,6 +20,9 @@ from engine.errors import MemoriesError
 from engine.launch import python_command
 
 __all__ = [
+    "enable_entry",
+    "disable_entry",
+    "entries_status",
     "KINDS",
     "default_kind",
     "platform_kinds",
@@ -157,3 +160,23 @@ def remove(kind: str) -> Path | None:
     except FileNotFoundError:
         return None
     return path
+
+
+# -- the answers the CLI (through desktop/tray/launcher.py) and the dashboard's Settings page give
+
+
+def enable_entry(kind: str, home: Path | None) -> dict[str, object]:
+    """Write the login entry of ``kind`` ("auto": this platform's) that starts this install's tray."""
+    chosen = default_kind() if kind == "auto" else kind
+    return {"kind": chosen, "path": str(install(chosen, home)), "enabled": True}
+
+
+def disable_entry(kind: str) -> dict[str, object]:
+    chosen = default_kind() if kind == "auto" else kind
+    removed = remove(chosen)
+    return {"kind": chosen, "path": str(entry_path(chosen)), "removed": removed is not None}
+
+
+def entries_status() -> dict[str, list[dict[str, object]]]:
+    """The entry path of each kind this platform reads, and whether it exists."""
+    return {"entries": [{"kind": kind, "path": str(entry_path(kind)), "enabled": installed(kind)} for kind in platform_kinds()]}

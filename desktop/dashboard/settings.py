@@ -17,8 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
+from desktop.autostart import disable_entry, enable_entry, entries_status
 from desktop.dashboard.security import json_body
-from desktop.tray.launcher import autostart_disable, autostart_enable, autostart_status
 from engine.errors import MemoriesError
 from engine.home import data_home
 
@@ -76,7 +76,7 @@ def _project(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _start_at_login() -> dict[str, Any]:
-    entries = autostart_status()["entries"]
+    entries = entries_status()["entries"]
     return {
         "value": any(e["enabled"] for e in entries),
         "stored_in": ", ".join(str(e["path"]) for e in entries if e["enabled"]) or str(entries[0]["path"]),
@@ -134,9 +134,9 @@ def register(app: web.Application, ctx: Any) -> None:
             if value:
                 raw = await ctx.engine(ctx.gateway.settings)
                 home = _chosen_home(raw.get("config_file"))
-                await ctx.engine(lambda: autostart_enable("auto", home))
+                await ctx.engine(lambda: enable_entry("auto", home))
             else:
-                await ctx.engine(lambda: autostart_disable("auto"))
+                await ctx.engine(lambda: disable_entry("auto"))
             login = await ctx.engine(_start_at_login)
             return web.json_response({"name": name, "value": login["value"], "stored_in": login["stored_in"]})
         if name not in _ENGINE_NAMES:

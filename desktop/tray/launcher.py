@@ -134,27 +134,20 @@ def autostart_enable(kind: str, home: Path | None) -> dict[str, Any]:
     """Write the login entry of ``kind`` that starts this install's tray (with ``home`` if given)."""
     from desktop import autostart
 
-    chosen = autostart.default_kind() if kind == "auto" else kind
-    return {"kind": chosen, "path": str(autostart.install(chosen, home)), "enabled": True}
+    return autostart.enable_entry(kind, home)
 
 
 def autostart_disable(kind: str) -> dict[str, Any]:
     from desktop import autostart
 
-    chosen = autostart.default_kind() if kind == "auto" else kind
-    removed = autostart.remove(chosen)
-    return {"kind": chosen, "path": str(autostart.entry_path(chosen)), "removed": removed is not None}
+    return autostart.disable_entry(kind)
 
 
 def autostart_status() -> dict[str, Any]:
     """The entry path of each kind this platform reads, and whether it exists."""
     from desktop import autostart
 
-    entries = [
-        {"kind": kind, "path": str(autostart.entry_path(kind)), "enabled": autostart.installed(kind)}
-        for kind in autostart.platform_kinds()
-    ]
-    return {"entries": entries}
+    return autostart.entries_status()
 
 
 def app_menu_install(home: Path | None) -> dict[str, Any]:

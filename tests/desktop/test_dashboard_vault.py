@@ -257,7 +257,9 @@ def test_protected_cards_and_credentials_are_never_listed(seeded: dict[str, Any]
         await _vault_ready(page)
         await page.fill("#search", "PROT-CANARY")
         note = ""
-        for _ in range(200):  # bounded wait for the search answer (the page's CSP forbids wait_for_function; see browser.wait_until)
+        for _ in range(
+            200
+        ):  # bounded wait for the search answer (the page's CSP forbids wait_for_function; see browser.wait_until)
             note = await page.text_content("#list-note") or ""
             if "PROT-CANARY" in note:
                 break
