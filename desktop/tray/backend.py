@@ -75,9 +75,10 @@ def load_pystray(backend: str) -> tuple[Any, str]:
 
 
 def xorg_icon_class(pystray: Any) -> Any:
-    """pystray 0.19.5's xorg icon, with three fixes: it selects ButtonPress, so a click runs
-    the default action (pystray issue #151); it writes the tooltip as UTF-8; and updates
-    asked from other threads never touch the loop's X connection (see below)."""
+    """pystray 0.19.5's xorg icon, with four fixes: it selects ButtonPress, so a click runs
+    the default action (pystray issue #151); it writes the tooltip as UTF-8; updates asked
+    from other threads never touch the loop's X connection; and an icon change redraws
+    without asking the tray host to dock the window again (see below)."""
     import sys
     import threading
 
@@ -94,6 +95,27 @@ def xorg_icon_class(pystray: Any) -> Any:
             window = super()._create_window()
             window.change_attributes(event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask)
             return window
+
+        def _update_icon(self) -> None:
+            # pystray asks the tray host to dock the window again on every icon change. trayer
+            # takes each request as a new embedding of the same window and, when two came close
+            # together on a busy machine, left the icon in a 1-pixel-wide slot: the lock was
+            # drawn where nobody could see it. Embedded already: redraw only. Not (yet)
+            # embedded — a first dock request the host missed while it started — ask again.
+            if self._systray_manager is None or not self._embedded():
+                super()._update_icon()
+                return
+            self._icon_data = None
+            self._draw()
+            self._icon_valid = True
+
+        def _embedded(self) -> bool:
+            """The tray host has taken the window in (XEMBED reparents it away from the root)."""
+            try:
+                parent = self._window.query_tree().parent
+            except Exception:  # the window or its host went away: dock again
+                return False
+            return bool(parent) and parent.id != self._display.screen().root.id
 
         def _rewrite_implementation(self, *methods: Any) -> None:
             # pystray runs icon updates asked from other threads on its loop by sending the

@@ -106,9 +106,10 @@ class Tray:
                 return spot
             assert self.proc.poll() is None, self.output()
             time.sleep(0.1)
+        self.x.screenshot(self.tmp / f"tray-never-{state.value}.png")
         status = self.cli.run("status", "--json", timeout=60)
         raise AssertionError(
-            f"the tray icon never showed {state.value}: {self.output()}\n"
+            f"the tray icon never showed {state.value} (screenshot tray-never-{state.value}.png): {self.output()}\n"
             f"engine pid {self.cli.daemon_pid()}; status: {status.stdout.strip() or status.stderr.strip()}"
         )
 
