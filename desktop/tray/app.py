@@ -36,6 +36,7 @@ from desktop.tray.notifier import TicketNotifier
 from desktop.tray.password_dialog import DialogHost, choose_toolkit
 from desktop.tray.screen_lock import ScreenLockWatcher
 from desktop.tray.single_instance import TrayInstance
+from desktop.tray.transcript_watcher import TranscriptWatcher
 from desktop.tray.transfer import TransferJobs
 from engine.config import Paths
 from engine.settings import read_settings
@@ -90,6 +91,8 @@ class TrayApp:
         self._badge_epoch = 0
         # DT-9: logind / ScreenSaver signals lock the vault when the setting says so (Linux).
         self.screen_lock = ScreenLockWatcher(self._on_screen_lock, self._say, verbose=options.verbose)
+        # AG-11: the fallback capture while unlocked (desktop/tray/transcript_watcher.py).
+        self.transcript_watcher = TranscriptWatcher(options.home, self._say, verbose=options.verbose)
 
     def run(self) -> int:
         instance = TrayInstance(Paths(self.options.home).socket)
@@ -202,6 +205,7 @@ class TrayApp:
     def _shutdown(self) -> None:
         self.screen_lock.stop()
         self.prober.stop(join_timeout=0)
+        self.transcript_watcher.close()
         if self.server is not None:
             self.server.stop()
         if self.options.lock_on_quit:
@@ -210,6 +214,8 @@ class TrayApp:
     # -- state -------------------------------------------------------------------------
     def _on_probe(self, probe: Probe) -> None:
         self._last_probe = probe
+        if not self._quitting.is_set():
+            self.transcript_watcher.update(probe.state)
         if probe.state == "uninitialized" and not self._first_run_offered and not self._quitting.is_set():
             self._first_run_offered = True  # first run: offer to create the vault, once per tray start
             self.open_unlock()
