@@ -19,9 +19,10 @@ from typing import Any
 
 from engine.errors import MemoriesError
 
-__all__ = ["Setting", "SETTINGS", "THEMES", "spec", "check", "read_settings", "write_setting", "describe"]
+__all__ = ["Setting", "SETTINGS", "THEMES", "WATCHER_MODES", "spec", "check", "read_settings", "write_setting", "describe"]
 
 THEMES = ("system", "light", "dark")
+WATCHER_MODES = ("auto", "on", "off")  # AG-11: desktop/tray/transcript_watcher.py
 _TRUE = ("true", "on", "yes", "1")
 _FALSE = ("false", "off", "no", "0")
 
@@ -60,6 +61,11 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "theme", "desktop", "theme", str, "system", choices=THEMES,
             summary="The dashboard's colours: the system's choice, light or dark.",
+        ),
+        Setting(
+            "transcript_watcher", "desktop", "transcript_watcher", str, "auto", choices=WATCHER_MODES,
+            summary="The tray imports agent sessions as they grow while unlocked: auto (when an agent is "
+            "connected with transcripts), on or off.",
         ),
     )
 }  # fmt: skip

@@ -4,8 +4,8 @@ A connected client's own hooks import its sessions as they happen (`agent connec
 watcher catches what the hooks miss (a client started without them, a hook that failed).
 It runs only while the vault is unlocked and only when it is wanted:
 
-* ``[desktop] transcript_watcher`` in config.toml: ``"on"`` always, ``"off"`` never,
-  ``"auto"`` (the default) when at least one agent was connected with transcripts, i.e. an
+* the setting ``transcript_watcher`` (config.toml ``[desktop]``, `memories config set`):
+  ``"on"`` always, ``"off"`` never, ``"auto"`` (the default) when at least one agent was connected with transcripts, i.e. an
   ``agents/NAME.json`` manifest written by `agent connect` says ``transcripts: true`` with a
   scope other than ``"none"``. Both are read on every probe, so a connect, a disconnect or
   a config edit counts without restarting the tray.
@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,10 @@ from desktop.sibling import cli_command, cli_options
 from engine.agents.connect import manifests
 from engine.config import Paths
 from engine.errors import MemoriesError
+from engine.settings import read_settings
 
-__all__ = ["TranscriptWatcher", "watcher_wanted", "WATCH_MODES"]
+__all__ = ["TranscriptWatcher", "watcher_wanted", "why_not_watching"]
 
-WATCH_MODES = ("auto", "on", "off")
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 60.0
 HEALTHY_RUN = 60.0  # a child that ran this long resets the backoff
@@ -47,26 +46,22 @@ TICK = 0.5  # how often the supervisor looks at its child when nothing wakes it
 UNKNOWN_STATES = frozenset({"not_responding", "error"})
 
 
-def watcher_mode(home: Path) -> str:
-    """``[desktop] transcript_watcher`` from config.toml; "auto" when absent or not one of WATCH_MODES."""
-    try:
-        with open(Paths(home).config_file, "rb") as f:
-            value = tomllib.load(f).get("desktop", {}).get("transcript_watcher", "auto")
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
-        return "auto"
-    return value if value in WATCH_MODES else "auto"
-
-
-def watcher_wanted(home: Path) -> bool:
-    """Whether the tray should run the watcher now (the vault's state aside)."""
-    mode = watcher_mode(home)
+def why_not_watching(home: Path) -> str | None:
+    """None when the tray should run the watcher now (the vault's state aside), else why not."""
+    mode = read_settings(Paths(home).config_file)["transcript_watcher"]
     if mode != "auto":
-        return mode == "on"
+        return None if mode == "on" else "transcript_watcher is off"
     try:
         connected = manifests(home)
     except MemoriesError:  # a damaged manifest: `agent list` names it; the tray stays quiet
-        return False
-    return any(m.transcripts and m.transcripts_scope != "none" for m in connected)
+        connected = []
+    if any(m.transcripts and m.transcripts_scope != "none" for m in connected):
+        return None
+    return "no agent is connected with transcripts"
+
+
+def watcher_wanted(home: Path) -> bool:
+    return why_not_watching(home) is None
 
 
 def _spawn_options() -> dict[str, Any]:
@@ -129,7 +124,7 @@ class TranscriptWatcher:
     def _supervise(self) -> None:
         while not self._closed.is_set():
             self._wake.clear()
-            wanted = self._unlocked and watcher_wanted(self.home)
+            why_not = why_not_watching(self.home) if self._unlocked else "the vault is locked"
             child = self._child
             if child is not None and child.poll() is not None:
                 self._child = None
@@ -137,9 +132,8 @@ class TranscriptWatcher:
                 self._backoff = FIRST_BACKOFF if ran >= HEALTHY_RUN else min(self._backoff * 2, MAX_BACKOFF)
                 self._next_start = time.monotonic() + self._backoff
                 self._say(f"memories tray: transcript watcher ended (exit {child.returncode}); restarting in {self._backoff:g} s")
-            if not wanted:
-                reason = "the vault is locked" if not self._unlocked else "no agent is connected with transcripts"
-                self._stop_child(reason)
+            if why_not is not None:
+                self._stop_child(why_not)
             elif self._child is None and time.monotonic() >= self._next_start:
                 self._start_child()
             self._wake.wait(TICK)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from desktop.status import TrayState
-from desktop.tray.transcript_watcher import watcher_wanted
+from desktop.tray.transcript_watcher import watcher_wanted, why_not_watching
 from tests.desktop.support import XSession, children_of
 from tests.desktop.test_tray_x11 import Tray
 from tests.helpers import Cli
@@ -115,3 +116,53 @@ def test_tray_runs_transcript_watcher_while_unlocked(vault: Cli, xsession: XSess
         tray.stop()
     assert tray.proc.returncode == 0, tray.output()
     assert not _alive(second)
+
+
+def test_tray_watcher_switch_and_restart(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """AG-11: with no agent connected the tray runs no watcher; `config set transcript_watcher on`
+    starts one without a restart; one that dies is started again (one at a time); `off` stops it."""
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    vault.env.update({"HOME": str(user_home), "XDG_CONFIG_HOME": str(user_home / ".config")})
+    tray = Tray(vault, xsession, tmp_path, "xorg")
+    try:
+        tray.wait_icon(TrayState.UNLOCKED)
+        assert "transcript watcher started" not in tray.output()
+        assert _watchers(tray) == []
+
+        vault.ok("config", "set", "transcript_watcher", "on")
+        first = int(tray.wait_output(r"transcript watcher started \(pid (\d+)\)").group(1))
+        os.kill(first, signal.SIGKILL)  # the watcher dies: the tray notices and starts another
+        tray.wait_output(r"transcript watcher ended \(exit -9\); restarting in \d+ s")
+        second = int(tray.wait_output(r"transcript watcher started[\s\S]*transcript watcher started \(pid (\d+)\)").group(1))
+        assert second != first
+        assert _watchers(tray) == [second]
+
+        vault.ok("config", "set", "transcript_watcher", "off")
+        tray.wait_output(r"transcript watcher stopped \(transcript_watcher is off\)")
+        _wait(lambda: not _alive(second), "the stopped watcher to be gone")
+        assert _watchers(tray) == []
+    finally:
+        tray.stop()
+
+
+def test_watcher_wanted_follows_connects_and_setting(vault: Cli, tmp_path: Path) -> None:
+    """AG-11: "auto" watches only for an agent connected with transcripts (not `--transcripts
+    none`, not after its disconnect); the setting's "off" wins over a connect, "on" needs none."""
+    user_home = tmp_path / "user"
+    project = user_home / "proj"
+    project.mkdir(parents=True)
+    vault.env.update({"HOME": str(user_home), "XDG_CONFIG_HOME": str(user_home / ".config"), "MEMORIES_AGENT_KEYRING": "0"})
+    vault.sudo()
+    none = vault.ok("agent", "connect", "claude-code", "--project", str(project), "--transcripts", "none")
+    assert why_not_watching(vault.home) == "no agent is connected with transcripts"
+    vault.ok("agent", "disconnect", none["name"])
+    connected = vault.ok("agent", "connect", "codex", "--project", str(project))
+    assert why_not_watching(vault.home) is None
+    vault.ok("config", "set", "transcript_watcher", "off")
+    assert why_not_watching(vault.home) == "transcript_watcher is off"
+    vault.ok("config", "set", "transcript_watcher", "auto")
+    vault.ok("agent", "disconnect", connected["name"])
+    assert why_not_watching(vault.home) == "no agent is connected with transcripts"
+    vault.ok("config", "set", "transcript_watcher", "on")
+    assert why_not_watching(vault.home) is None

@@ -16,7 +16,13 @@ def test_config_show_get_set_keep_the_file_and_are_audited(vault: Cli) -> None:
     config_file = vault.home / "config.toml"
     config_file.write_text("# my settings\n[engine]\nsudo_minutes = 3  # short\n", "utf-8")
     shown = vault.ok("config")
-    assert set(shown["settings"]) == {"idle_lock_minutes", "lock_on_screen_lock", "clipboard_clear_seconds", "theme"}
+    assert set(shown["settings"]) == {
+        "idle_lock_minutes",
+        "lock_on_screen_lock",
+        "clipboard_clear_seconds",
+        "theme",
+        "transcript_watcher",
+    }
     assert shown["settings"]["clipboard_clear_seconds"]["stored_in"] == {
         "file": str(config_file),
         "table": "clipboard",
