@@ -15,6 +15,8 @@ engine/launch.py), in its own process group (its whole group is stopped), with n
 window and its output discarded (nothing per turn). One supervisor thread starts, watches
 and stops it, so there is never more than one; a child that dies while still wanted is
 started again after a growing pause (1 s doubling to 60 s; reset once one ran a minute).
+A tray killed outright (no chance to stop it) leaves no orphan: ``--parent-pid``
+(the tray's) makes the watcher end within a round once its parent is another.
 """
 
 from __future__ import annotations
@@ -139,7 +141,9 @@ class TranscriptWatcher:
             self._wake.wait(TICK)
 
     def _start_child(self) -> None:
-        command = cli_command(self.home, "transcript", "watch", "--json", "--interval", f"{self.interval:g}")
+        command = cli_command(
+            self.home, "transcript", "watch", "--json", "--parent-pid", str(os.getpid()), "--interval", f"{self.interval:g}"
+        )
         try:
             child = subprocess.Popen(
                 command,

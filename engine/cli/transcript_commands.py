@@ -9,6 +9,7 @@ source revisions it already has first, so unchanged files cost one digest each.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -77,6 +78,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="kept for scripts: the engine itself distils the new turns of every import when a model seat "
         "([rag.extraction]) is configured",
     )
+    # The tray's watcher (desktop/tray/transcript_watcher.py): a tray killed outright cannot stop
+    # its child, and an orphan would run beside the next tray's watcher. The parent names itself:
+    # one killed before this process reads its own parent would otherwise go unnoticed.
+    p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_watch)
 
 
@@ -242,12 +247,13 @@ def cmd_watch(ctx: Context, args: argparse.Namespace) -> int:
         stop = True
 
     signal.signal(signal.SIGTERM, _stop)
+    parent = args.parent_pid
     seen: dict[Path, tuple[int, int]] = {}
     progress: Progress = {}
     if not ctx.json_output:
         print("Watching for new turns (Ctrl-C stops).", flush=True)
     try:
-        while not stop:
+        while not stop and (parent is None or os.getppid() == parent):
             roots = _roots(args)
             changed = []
             for path in sources.discover([r for r in roots if r.exists()]):

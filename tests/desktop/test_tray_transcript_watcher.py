@@ -166,3 +166,20 @@ def test_watcher_wanted_follows_connects_and_setting(vault: Cli, tmp_path: Path)
     assert why_not_watching(vault.home) == "no agent is connected with transcripts"
     vault.ok("config", "set", "transcript_watcher", "on")
     assert why_not_watching(vault.home) is None
+
+
+def test_watcher_ends_with_a_killed_tray(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """AG-11: a tray killed outright (SIGKILL: no chance to stop its child) leaves no watcher
+    running, so the next tray's watcher is the only one."""
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    vault.env.update({"HOME": str(user_home), "XDG_CONFIG_HOME": str(user_home / ".config")})
+    vault.ok("config", "set", "transcript_watcher", "on")
+    tray = Tray(vault, xsession, tmp_path, "xorg")
+    try:
+        watcher = int(tray.wait_output(r"transcript watcher started \(pid (\d+)\)").group(1))
+        tray.proc.kill()
+        tray.proc.wait(60)
+        _wait(lambda: not _alive(watcher), "the orphaned watcher to end")
+    finally:
+        tray.stop()
