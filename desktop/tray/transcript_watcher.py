@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.sibling import cli_command, cli_options
-from engine.agents.connect import manifests
+from engine.agent_manifests import manifests
 from engine.config import Paths
 from engine.errors import MemoriesError
 from engine.settings import read_settings

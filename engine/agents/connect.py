@@ -28,10 +28,12 @@ import shutil
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.agent_manifests import Manifest, load_manifest, manifests
+from engine.agent_manifests import agents_dir as _agents_dir
+from engine.agent_manifests import check_name as _check_name
 from engine.errors import MemoriesError
 from engine.launch import ISOLATION_FLAGS
 
@@ -74,7 +76,6 @@ KEYRING_SERVICE = "memories-agent"
 _BEGIN = "# >>> memories agent connect (managed; `memories agent disconnect {name}` removes it)"
 _END = "# <<< memories agent connect"
 log = logging.getLogger(__name__)
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 # Codex starts MCP servers with only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM,
 # TMPDIR, TZ (openai/codex codex-rs/rmcp-client/src/utils.rs, DEFAULT_ENV_VARS) plus the
 # names its `env_vars` lists. These two let a keyring token (Secret Service on the session
@@ -83,16 +84,6 @@ CODEX_FORWARDED_ENV = ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
 
 
 # -- where things are ------------------------------------------------------------------------
-def _agents_dir(home: Path) -> Path:
-    return home / "agents"
-
-
-def _check_name(name: str) -> str:
-    if not _NAME.match(name):
-        raise MemoriesError("invalid_input", "An agent name is 1-32 lowercase letters, digits, '-' or '_'.")
-    return name
-
-
 def agent_name(client: str, project: Path | None) -> str:
     """AG-11: one grant per client and project. The user-level connect is the client's name;
     a project's is ``CLIENT-FOLDER-HASH`` (the folder's name for people, a digest of its
@@ -620,56 +611,6 @@ def delete_token(home: Path, name: str) -> None:
 
 
 # -- what connect wrote ------------------------------------------------------------------------
-@dataclass
-class Manifest:
-    name: str
-    client: str
-    scope: str
-    token_store: str
-    configs: dict[str, bool]  # config path -> connect created the file
-    skills: list[str]  # SKILL.md paths connect created
-    project: str | None = None  # AG-11: the project this grant is for (None: the user's config)
-    transcripts: bool = False
-    hooks: dict[str, bool] = field(default_factory=dict)  # settings path -> connect created the file
-    transcripts_scope: str = ""  # AG-11: "this-project", "all" or "none" ("": written before the choice existed)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "client": self.client,
-            "scope": self.scope,
-            "token_store": self.token_store,
-            "configs": self.configs,
-            "skills": self.skills,
-            "project": self.project,
-            "transcripts": self.transcripts,
-            "hooks": self.hooks,
-            "transcripts_scope": self.transcripts_scope,
-        }
-
-
-def load_manifest(home: Path, name: str) -> Manifest | None:
-    path = _agents_dir(home) / f"{_check_name(name)}.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return Manifest(
-            name=str(raw["name"]),
-            client=str(raw["client"]),
-            scope=str(raw["scope"]),
-            token_store=str(raw["token_store"]),
-            configs={str(k): bool(v) for k, v in dict(raw["configs"]).items()},
-            skills=[str(s) for s in raw["skills"]],
-            project=str(raw["project"]) if raw.get("project") else None,
-            transcripts=raw.get("transcripts") is True,
-            hooks={str(k): bool(v) for k, v in dict(raw.get("hooks") or {}).items()},
-            transcripts_scope=str(raw.get("transcripts_scope") or ""),
-        )
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError):
-        raise MemoriesError("invalid_input", f"{path} is damaged; remove it and connect again.") from None
-
-
 def save_manifest(home: Path, manifest: Manifest) -> None:
     directory = _agents_dir(home)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -679,14 +620,6 @@ def save_manifest(home: Path, manifest: Manifest) -> None:
 
 def delete_manifest(home: Path, name: str) -> None:
     (_agents_dir(home) / f"{_check_name(name)}.json").unlink(missing_ok=True)
-
-
-def manifests(home: Path) -> list[Manifest]:
-    directory = _agents_dir(home)
-    if not directory.is_dir():
-        return []
-    found = [load_manifest(home, p.stem) for p in sorted(directory.glob("*.json")) if _NAME.match(p.stem)]
-    return [m for m in found if m is not None]
 
 
 def reconnect_command(home: Path, name: str) -> str:

@@ -69,6 +69,7 @@ KERNEL = (
     "engine.ipc",
     "engine.lazy_import",  # third-party modules imported on first use (ST-12: the re-executed engine's load)
     "engine.mcp_handshake",  # the early `initialize` answer (AG-11): the CLI answers it before loading the MCP surface
+    "engine.agent_manifests",  # what `agent connect` recorded (the tray reads it for its transcript watcher, AG-11)
     "engine.settings",  # the DT-9 settings table over config.toml (tomlkit only when writing): CLI, engine and tray read it
 )
 RANK = {"bottom": 0, "domain": 1, "service": 2, "daemon": 3, "surface": 4}
