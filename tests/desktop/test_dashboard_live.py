@@ -318,7 +318,7 @@ def test_ticket_badge_follows_the_change_feed(dashboard: Dashboard, module_vault
                 resp = conn.getresponse()
                 assert resp.readline().startswith(b"event: hello")
                 module_vault.ok("remote", "propose", session, "PONG")
-                seen = []
+                seen: list[bytes] = []
                 while not (seen and seen[-1].startswith(b"event: tickets")):
                     seen.append(resp.readline())
                     assert seen[-1] and len(seen) < 200, seen
