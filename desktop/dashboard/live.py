@@ -58,6 +58,7 @@ _FIELDS: dict[str, dict[str, str]] = {
     },
     "job": {"job": "name", "state": "name", "done": "int", "total": "int"},
     "session": {"state": "name"},
+    "tickets": {"pending": "int"},
 }
 
 

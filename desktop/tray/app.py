@@ -127,8 +127,6 @@ class TrayApp:
         self.server = DashboardServer(ctx, self.options.port)
         self.server.start_in_thread()
         self._say(f"memories tray: backend {self.backend}")
-        if self.options.verbose:
-            self._say(f"memories tray: dashboard {self.server.url}")
         self.dialogs = DialogHost(socket_path, self.backend, self._say, self.prober.refresh)
         icon_class = xorg_icon_class(pystray) if self.backend == "xorg" else pystray.Icon
         actions = {"open": self.open_dashboard, "unlock": self.open_unlock, "lock": self.lock_now}
@@ -141,6 +139,10 @@ class TrayApp:
         self.icon = icon_class("memories", render(self.state), tooltip_text(self.state), menu)
         self.prober.subscribe(self._on_probe)
         self._quit_on_signals()
+        # At a terminal (scripts/run, a shell) the link is the way in where no browser starts;
+        # never into a log file (an autostart's), since it carries the dashboard's token.
+        if self.options.verbose or _is_terminal(self.out):
+            self._say(f"memories tray: dashboard {self.server.url}")
         try:
             self.icon.run(setup=self._setup)
         finally:
@@ -359,3 +361,11 @@ class TrayApp:
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except (OSError, ValueError):  # a closed stream
+        return False

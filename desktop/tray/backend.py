@@ -70,6 +70,8 @@ def load_pystray(backend: str) -> tuple[Any, str]:
             for loaded in [m for m in sys.modules if m == "pystray" or m.startswith("pystray.")]:
                 del sys.modules[loaded]
             continue
+        if name == "appindicator":
+            _quiet_known_gdk_critical()
         return module, name
     raise RuntimeError("no tray backend could be loaded (" + "; ".join(errors) + ")")
 
@@ -173,3 +175,22 @@ def xorg_icon_class(pystray: Any) -> Any:
             self._window.set_wm_name(title.replace("…", "...").encode("latin-1", "replace"))
 
     return ClickableXorgIcon
+
+
+# libappindicator, drawing its icon on an XEmbed tray (its GtkStatusIcon fallback, e.g. under
+# trayer or tint2), trips this GDK assertion once at every start: GTK's own bug, harmless, and
+# it alarmed people reading the terminal (issue 31). Only this exact message is dropped.
+KNOWN_GDK_CRITICAL = "gdk_window_thaw_toplevel_updates: assertion 'window->update_and_descendants_freeze_count > 0'"
+
+
+def _quiet_known_gdk_critical() -> None:
+    """Route GDK's critical messages through a filter that drops only :data:`KNOWN_GDK_CRITICAL`."""
+    from gi.repository import GLib  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    def handler(domain: str, level: Any, message: str, data: object = None) -> None:
+        if message.startswith(KNOWN_GDK_CRITICAL):
+            return
+        GLib.log_default_handler(domain, level, message, data)
+
+    levels = GLib.LogLevelFlags.LEVEL_CRITICAL | GLib.LogLevelFlags.FLAG_FATAL | GLib.LogLevelFlags.FLAG_RECURSION
+    GLib.log_set_handler("Gdk", levels, handler, None)

@@ -19,11 +19,13 @@ leading spaces, are written as JSON strings; tags with commas as a JSON list)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,34 +173,62 @@ def edit_draft(draft: Draft, home: Path, name: str = "memory.md") -> Draft | Non
     directory = str(new_scratch_dir(home, "edit"))
     try:
         path = os.path.join(directory, name)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(original)
-        try:
-            code = subprocess.run([*command, path], check=False).returncode
-        except OSError:
-            raise MemoriesError(
-                "invalid_input", f"The editor {command[0][:60]!r} could not be started; set $VISUAL or $EDITOR."
-            ) from None
-        if code != 0:
-            raise MemoriesError("invalid_input", f"The editor exited with status {code}; nothing was saved.")
-        try:
-            with open(path, encoding="utf-8", newline="") as handle:
-                edited = handle.read()
-        except FileNotFoundError:
-            raise MemoriesError("invalid_input", "The editor removed the file; nothing was saved.") from None
-        except UnicodeDecodeError:
-            raise MemoriesError("invalid_input", "The edited file is not UTF-8 text; nothing was saved.") from None
+        text = original
+        while True:
+            edited = _run_editor(command, path, text)
+            if edited == original:
+                return None
+            if not edited.strip():
+                raise MemoriesError("invalid_input", "The edited file is empty; nothing was saved.")
+            try:
+                result = parse_draft(edited)
+                break
+            except UsageError as slip:
+                # As git does with a failed commit message, the typed text is not thrown away:
+                # the same text opens again, and only a "no" drops it.
+                if not _edit_again(str(slip)):
+                    raise
+                text = edited
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    if edited == original:
-        return None
-    if not edited.strip():
-        raise MemoriesError("invalid_input", "The edited file is empty; nothing was saved.")
-    result = parse_draft(edited)
     # Editors add a final line feed the stored body may not have had: that is no change.
     if result.body == draft.body + "\n" and not draft.body.endswith("\n"):
         result.body = draft.body
     if result == draft:
         return None
     return result
+
+
+def _run_editor(command: list[str], path: str, text: str) -> str:
+    """Write ``text`` to ``path``, run the editor, read it back."""
+    # Made afresh each time, 0600: on a second round the editor may have replaced the file.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    try:
+        code = subprocess.run([*command, path], check=False).returncode
+    except OSError:
+        raise MemoriesError(
+            "invalid_input", f"The editor {command[0][:60]!r} could not be started; set $VISUAL or $EDITOR."
+        ) from None
+    if code != 0:
+        raise MemoriesError("invalid_input", f"The editor exited with status {code}; nothing was saved.")
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise MemoriesError("invalid_input", "The editor removed the file; nothing was saved.") from None
+    except UnicodeDecodeError:
+        raise MemoriesError("invalid_input", "The edited file is not UTF-8 text; nothing was saved.") from None
+
+
+def _edit_again(problem: str) -> bool:
+    """Say what is wrong with the edited file and ask (on the terminal) whether to fix it."""
+    print(f"memories: {problem.removesuffix('; nothing was saved')}.", file=sys.stderr, flush=True)
+    try:
+        answer = input("Edit it again? Your text is kept. [Y/n] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("", "y", "yes")

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shlex
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,12 +134,23 @@ class TicketBook:
 
     def __init__(self) -> None:
         self.tickets: dict[str, Ticket] = {}
+        # Told the number of pending tickets whenever it may have changed (the dashboard's
+        # Tickets badge follows the engine's change feed with it; a count, never ticket text).
+        self.on_change: Callable[[int], None] | None = None
+
+    def pending_count(self) -> int:
+        return sum(1 for t in list(self.tickets.values()) if t.state == "pending")
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.pending_count())
 
     def propose(self, session_id: str, seq: int, instruction: dict[str, Any], caller: str) -> Ticket:
         if sum(1 for t in self.tickets.values() if t.state in {"pending", "approved"}) >= MAX_TICKETS:
             raise MemoriesError("invalid_input", "Too many open tickets; execute or reject some first.")
         ticket = Ticket(os.urandom(8).hex(), session_id, seq, instruction, fingerprint(session_id, seq, instruction), caller)
         self.tickets[ticket.ticket_id] = ticket
+        self._changed()
         return ticket
 
     def get(self, ticket_id: str) -> Ticket:
@@ -160,6 +172,7 @@ class TicketBook:
         if expected is not None and expected.lower() != ticket.fingerprint:
             raise MemoriesError("invalid_input", "The fingerprint does not match this ticket; nothing was approved.")
         ticket.state, ticket.approved_by = "approved", caller
+        self._changed()
         return ticket
 
     def reject(self, ticket_id: str) -> Ticket:
@@ -167,6 +180,7 @@ class TicketBook:
         if ticket.state not in {"pending", "approved"}:
             raise MemoriesError("ticket_used")
         ticket.state = "rejected"
+        self._changed()
         return ticket
 
     def claim(self, ticket_id: str, caller: str) -> Ticket:
@@ -184,6 +198,8 @@ class TicketBook:
     def drop_session(self, session_id: str) -> None:
         for key in [k for k, t in self.tickets.items() if t.session_id == session_id]:
             del self.tickets[key]
+        self._changed()
 
     def clear(self) -> None:
         self.tickets.clear()
+        self._changed()

@@ -247,16 +247,22 @@ class XSession:
         subprocess.run(["xdotool", *args], env=self.env(), check=True, timeout=60, capture_output=True)
 
     def menu_choose(
-        self, at: tuple[int, int], keys: list[str], done: Callable[[], bool], timeout: float = 120, shot: Path | None = None
+        self,
+        at: tuple[int, int],
+        keys: list[str],
+        done: Callable[[], bool],
+        timeout: float = 120,
+        shot: Path | None = None,
+        button: str = "3",
     ) -> None:
-        """Open the tray icon's menu (right click at ``at``) and choose with ``keys`` until
+        """Open the tray icon's menu (a right click at ``at``, or ``button``) and choose with ``keys`` until
         ``done()`` says the choice took effect. GTK maps its popup when it gets the CPU: keys
         sent before that go nowhere, so a choice that shows no effect within a growing grace is
         dismissed (Escape) and made again, each time waiting longer for the popup."""
         end = time.monotonic() + timeout
         grace = 0.5
         while True:
-            self.xdotool("mousemove", str(at[0]), str(at[1]), "click", "3")
+            self.xdotool("mousemove", str(at[0]), str(at[1]), "click", button)
             time.sleep(grace)  # a pace for the popup to map, not a condition: ``done`` is checked below
             if shot is not None:
                 self.screenshot(shot)

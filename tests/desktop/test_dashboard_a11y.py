@@ -4,9 +4,10 @@ axe-core (MPL-2.0, the copy bundled by the `axe-playwright-python` test dependen
 Debian's chromium through Playwright over every page and tab of a real dashboard: the
 vault list, search results, an item's Edit, History (with a diff) and Links tabs, a
 protected item's read-only view, a new item, the "discard unsaved changes?" dialog,
-Tickets, Activity, Status, Settings and the locked page. The test fails on any serious or critical
-violation, listing each rule and element. Each state's screenshot is kept as a CI artifact
-($MEMORIES_TEST_ARTIFACTS).
+Tickets, Activity, Status, Settings and the locked page; and (issue 31) search highlights, a
+save's success message, the "changed elsewhere" banner, a conflict and the list's conflict
+tag. The test fails on any serious or critical violation, listing each rule and element.
+Each state's screenshot is kept as a CI artifact ($MEMORIES_TEST_ARTIFACTS).
 
 The dashboard's CSP forbids injected scripts, so only this test opens its browser context
 with ``bypass_csp=True`` to load axe; ``test_csp_blocks_injected_scripts`` proves that a
@@ -120,6 +121,7 @@ async def _walk_every_page(page: Any, audit: Audit, s: dict[str, Any], narrow: b
     await page.click("#nav-status")
     await page.wait_for_selector("#status-fields dt")
     await audit.check("status")
+    await _walk_issue_31_states(page, audit, s, narrow)
     await page.click("#nav-settings")
     await page.wait_for_selector("#where-theme:has-text('[desktop] theme')")
     await audit.check("settings")  # DT-9
@@ -129,6 +131,36 @@ async def _walk_every_page(page: Any, audit: Audit, s: dict[str, Any], narrow: b
     await audit.check("locked")
     await asyncio.to_thread(s["cli"].unlock)
     await page.wait_for_selector("#card-list button.card")
+
+
+async def _walk_issue_31_states(page: Any, audit: Audit, s: dict[str, Any], narrow: bool) -> None:
+    """Issue 31's states: search highlights, a save's success message, a conflict (its note,
+    the editor's conflict view and the list's "conflict" tag)."""
+    cli = s["cli"]
+    item = await asyncio.to_thread(cli.put, f"Race {audit.name}", "kneaded rye bread dough")
+    await page.click("#nav-cards")
+    await page.fill("#search", "kneaded")
+    await page.wait_for_selector("#card-list mark")
+    await audit.check("search-highlights")
+    await page.click(f"#card-list button[data-id='{item['id']}']")
+    await page.wait_for_selector("#field-title")
+    await page.fill("#field-title", f"Race {audit.name} (saved)")
+    await page.click("#save")
+    await page.wait_for_selector("#save-result.saved")
+    await audit.check("saved")
+    await page.fill("#field-title", f"Race {audit.name} (browser)")
+    await asyncio.to_thread(cli.ok, "edit", item["id"], "--title", f"Race {audit.name} (cli)")
+    await page.wait_for_selector("#changed-banner:not([hidden])")
+    await audit.check("changed-banner")
+    await page.click("#changed-keep")
+    await page.wait_for_selector("#save-result.conflict")
+    await page.wait_for_selector("#conflict:not([hidden])")
+    await audit.check("conflict")
+    if narrow:  # one column: the list is behind the item
+        await page.click("#back")
+    await page.fill("#search", "")  # the vault list, newest first, marks the conflict
+    await page.wait_for_selector(f"#card-list button[data-id='{item['id']}'] .tag.warn")
+    await audit.check("conflict-tag")
 
 
 @pytest.mark.parametrize(
@@ -149,7 +181,7 @@ def test_every_page_passes_axe(seeded: dict[str, Any], name: str, dark: bool, wi
         assert audit.failures == [], "\n".join(audit.failures)
 
     _browser(dash.url, scenario, bypass_csp=True, dark=dark, width=width)
-    assert len(states) == 14, states  # every page and tab was audited
+    assert len(states) == 19, states  # every page and tab was audited
 
 
 def test_csp_blocks_injected_scripts(seeded: dict[str, Any]) -> None:  # noqa: F811

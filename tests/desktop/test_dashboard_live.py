@@ -284,3 +284,46 @@ def test_dt7_needs_attention_names_a_failed_sync(dashboard: Dashboard, module_va
     status, _, data = dashboard.request("GET", "/api/attention")
     assert status == 200 and data["sync_failed"] is True
     assert str(port) not in str(data)
+
+
+def test_ticket_badge_follows_the_change_feed(dashboard: Dashboard, module_vault: Cli) -> None:
+    """DT-5/DT-7 (issue 31): the Tickets badge follows the engine's change feed, no polling: while
+    the stream is live the page never reads /api/tickets on a timer (only when the stream is
+    down), so the badge showing and going proves the "tickets" event (a count, no ticket text)."""
+    from tests.remote import fakes
+
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    with fakes.serve(closing) as port:
+        module_vault.ok("credential", "new", "tcp", "--name", "badge-echo", "--host", "127.0.0.1", "--port", str(port))
+        session = module_vault.ok("remote", "open", "badge-echo")["session"]
+        try:
+
+            async def scenario(page: Any) -> None:
+                await page.wait_for_selector("#list-note")
+                await _live(page)
+                await page.wait_for_selector("#ticket-count", state="hidden")
+                ticket = await asyncio.to_thread(module_vault.ok, "remote", "propose", session, "PING")
+                await page.wait_for_selector("#ticket-count:not([hidden]):text-is('1')", timeout=20_000)
+                await asyncio.to_thread(module_vault.ok, "remote", "reject", ticket["ticket"])
+                await page.wait_for_selector("#ticket-count", state="hidden", timeout=20_000)
+
+            _run(dashboard, scenario)
+            # On the wire: the event is the count alone.
+            token = {"Authorization": f"Bearer {dashboard.token}"}
+            conn = http.client.HTTPConnection("127.0.0.1", dashboard.port, timeout=60)
+            try:
+                conn.request("GET", "/api/events", headers=token)
+                resp = conn.getresponse()
+                assert resp.readline().startswith(b"event: hello")
+                module_vault.ok("remote", "propose", session, "PONG")
+                seen: list[bytes] = []
+                while not (seen and seen[-1].startswith(b"event: tickets")):
+                    seen.append(resp.readline())
+                    assert seen[-1] and len(seen) < 200, seen
+                assert resp.readline().strip() == b'data: {"type":"tickets","pending":1}', seen
+            finally:
+                conn.close()
+        finally:
+            module_vault.ok("remote", "close", session)

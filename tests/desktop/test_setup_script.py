@@ -9,10 +9,17 @@ test writes, so no case here runs pip.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import select
+import signal
 import subprocess
+import termios
+import time
 from pathlib import Path
+
+from tests.desktop.support import XSession
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "setup"
@@ -141,3 +148,72 @@ def test_run_cli_sets_up_creates_the_vault_and_prints_a_command_that_works(tmp_p
         assert put.returncode == 0, put.stderr
     finally:
         Cli(home=home).stop()
+
+
+def test_run_with_a_display_says_where_the_icon_is_prints_the_link_and_quits_on_closing(
+    tmp_path: Path, xsession: XSession
+) -> None:
+    """Issue 31: `scripts/run` in a graphical session ends by saying where the icon is, that
+    closing the terminal quits and locks, and the dashboard's link (printed without --verbose,
+    since the tray's output is a terminal); closing that terminal quits the tray and locks."""
+    from tests.helpers import TEST_ENV, Cli
+
+    home = tmp_path / "data"
+    env = {**os.environ, **TEST_ENV, "HOME": str(tmp_path), "MEMORIES_HOME": str(home)}
+    env.update({"DISPLAY": xsession.display, "PYSTRAY_BACKEND": "xorg"})
+    env["PATH"] = os.pathsep.join(["/usr/local/bin", "/usr/bin", "/bin"])
+    env.pop("MEMORIES_VENV", None)
+    cli = Cli(home=home)
+    cli.init()  # unlocked: scripts/run asks nothing and goes straight to the tray
+    main_fd, sub_fd = os.openpty()
+
+    def own_terminal() -> None:  # the pty becomes the child's controlling terminal (SIGHUP on close)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    run = subprocess.Popen(
+        [str(ROOT / "scripts" / "run")],
+        stdin=sub_fd,
+        stdout=sub_fd,
+        stderr=sub_fd,
+        env=env,
+        start_new_session=True,
+        preexec_fn=own_terminal,
+    )
+    os.close(sub_fd)
+    output = ""
+    try:
+        end = time.monotonic() + 600
+        while "memories tray: dashboard http://127.0.0.1:" not in output:
+            assert time.monotonic() < end and run.poll() is None, output
+            ready, _, _ = select.select([main_fd], [], [], 0.5)
+            if ready:
+                output += os.read(main_fd, 4096).decode(errors="replace")
+        assert "the icon is in your panel's tray" in output, output
+        assert "closing this terminal (or Quit in the icon's menu) quits the tray and locks the vault" in output
+        _wait_for_the_icon(xsession)
+        os.close(main_fd)  # the terminal closes: the kernel hangs up on its session
+        main_fd = -1
+        assert run.wait(120) == 0
+        assert cli.ok("status") == {"state": "locked"}
+    finally:
+        if main_fd >= 0:
+            os.close(main_fd)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(10)
+        cli.stop()
+
+
+def _wait_for_the_icon(xsession: XSession) -> None:
+    """Wait until the tray panel (trayer's top 48 px) shows the unlocked icon's disc colour."""
+    from desktop.status import TrayState
+    from desktop.tray.icons import PALETTE
+
+    colour = PALETTE[TrayState.UNLOCKED]
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        image = xsession.grab()
+        if sum(1 for y in range(48) for x in range(image.size[0]) if image.getpixel((x, y)) == colour) >= 30:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the tray icon never showed unlocked")

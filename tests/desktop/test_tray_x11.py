@@ -216,6 +216,26 @@ def test_gtk_tray_menu_locks_and_icon_follows_cli_unlock(vault: Cli, xsession: X
     assert os.path.exists(tmp_path / "tray-gtk-menu.png")
 
 
+def test_appindicator_tray_starts_quietly_and_a_left_click_opens_its_menu(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
+    """Issue 31: the AppIndicator backend on an XEmbed tray prints no Gdk-CRITICAL line at start,
+    and a left click opens its menu (as docs/desktop.md says): Quit is chosen from it."""
+    require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv (pip install '.[gtk]')")
+    require(shutil.which("dbus-run-session") is not None, "dbus-run-session (apt: dbus)")
+    from desktop.tray.backend import available_backends
+
+    require("appindicator" in available_backends(), "libayatana-appindicator's typelib (apt: gir1.2-ayatanaappindicator3-0.1)")
+    tray = Tray(vault, xsession, tmp_path, "appindicator")
+    try:
+        tray.wait_output(r"memories tray: backend appindicator")
+        x, y = tray.wait_icon(TrayState.UNLOCKED)  # docked: GDK's assertion came before this
+        xsession.menu_choose((x, y), ["Up", "Return"], lambda: tray.proc.poll() is not None, button="1")
+        assert tray.proc.wait(120) == 0, tray.output()
+    finally:
+        tray.stop()
+    assert "memories tray: dashboard" in tray.output()
+    assert "Gdk-CRITICAL" not in tray.output(), tray.output()
+
+
 def test_logout_signal_quits_the_tray_and_locks(vault: Cli, xsession: XSession, tmp_path: Path) -> None:
     """Issue 17: a logout's SIGTERM ends the tray like Quit does, and the vault is locked."""
     tray = Tray(vault, xsession, tmp_path, "xorg")

@@ -95,6 +95,53 @@ def test_put_with_no_body_on_a_terminal_opens_the_editor(vault: Cli, tmp_path: P
     assert vault.ok("get", items[0]["short_id"])["body"] == "the body\n"
 
 
+# An "editor" that slips on its first round (a misspelt header line, with the body typed) and,
+# given the same file again, checks the typed body is still there and fixes the header.
+SLIPPING_EDITOR = """
+import os, sys
+path, rounds = sys.argv[1], os.environ["EDIT_ROUNDS"]
+done = len(open(rounds).read()) if os.path.exists(rounds) else 0
+open(rounds, "a").write("x")
+text = open(path, encoding="utf-8").read()
+if done == 0:
+    text = text.replace("title: Draft", "titel: Draft") + "typed with care\\n"
+else:
+    assert "typed with care" in text, text
+    text = text.replace("titel: Draft", "title: Draft")
+open(path, "w", encoding="utf-8").write(text)
+"""
+
+
+def _slipping_editor(cli: Cli, tmp_path: Path) -> Path:
+    script = tmp_path / "slip.py"
+    script.write_text(SLIPPING_EDITOR)
+    rounds = tmp_path / "rounds"
+    cli.env.update({"VISUAL": f"{sys.executable} {script}", "EDIT_ROUNDS": str(rounds)})
+    return rounds
+
+
+def test_a_front_matter_slip_keeps_the_text_and_offers_to_edit_again(vault: Cli, tmp_path: Path) -> None:
+    """Issue 31: a header slip in `put`'s editor does not throw the typed text away; as git does
+    with a failed commit message, it says what is wrong and opens the same text again."""
+    rounds = _slipping_editor(vault, tmp_path)
+    code, out = run_in_terminal(vault.command("put", "--title", "Draft"), [("Edit it again?", "")], vault.environ())
+    assert code == 0, out
+    assert "not 'titel'" in out and rounds.read_text() == "xx"
+    items = vault.ok("list")["items"]
+    assert [i["title"] for i in items] == ["Draft"]
+    assert vault.ok("get", items[0]["short_id"])["body"] == "typed with care\n"
+
+
+def test_declining_to_edit_again_after_a_slip_saves_nothing(vault: Cli, tmp_path: Path) -> None:
+    item = vault.put("Draft", "as it is")
+    rounds = _slipping_editor(vault, tmp_path)
+    code, out = run_in_terminal(vault.command("edit", item["short_id"]), [("Edit it again?", "n")], vault.environ())
+    assert code == 2 and "nothing was saved" in out, out
+    assert rounds.read_text() == "x"
+    assert vault.ok("get", item["short_id"])["body"] == "as it is"
+    assert len(vault.ok("history", item["short_id"])["revisions"]) == 1
+
+
 def test_edit_reads_a_piped_body(vault: Cli) -> None:
     item = vault.put("Note", "old body")
     proc = vault.run("edit", item["short_id"], input="new body from a pipe")

@@ -322,18 +322,28 @@ async function pollStatus() {
   setTimeout(pollStatus, 1000);
 }
 
-async function pollTickets() {
-  if (view.open) {
-    try {
-      const data = await api("/api/tickets");
-      const count = $("ticket-count");
-      count.textContent = String(data.tickets.length);
-      count.hidden = data.tickets.length === 0;
-    } catch (err) {
-      $("ticket-count").hidden = true;
-    }
+// The Tickets badge follows the change feed's "tickets" events (live.js: a count, never ticket
+// text). It is read here when the stream (re)connects, and every 30 s only while it is down.
+const TICKET_FALLBACK_MS = 30000;
+
+function renderTicketCount(pending) {
+  const count = $("ticket-count");
+  count.textContent = String(pending);
+  count.hidden = pending === 0;
+}
+
+async function loadTicketCount() {
+  try {
+    const data = await api("/api/tickets");
+    renderTicketCount(data.tickets.length);
+  } catch (err) {
+    $("ticket-count").hidden = true;
   }
-  setTimeout(pollTickets, 5000);
+}
+
+async function pollTickets() {
+  if (view.open && !LIVE.connected) await loadTicketCount();
+  setTimeout(pollTickets, TICKET_FALLBACK_MS);
 }
 
 // -- filters -----------------------------------------------------------------------------

@@ -91,6 +91,7 @@ function onLiveEvent(event) {
       if (LIVE.everConnected) resyncAll();
       LIVE.everConnected = true;
       loadAttentionCount();
+      loadTicketCount();
       break;
     case "item":
       scheduleRefresh();
@@ -117,6 +118,9 @@ function onLiveEvent(event) {
     case "session":
       if (event.state === "unlocked") resyncAll();
       break;
+    case "tickets":
+      if (Number.isInteger(event.pending)) renderTicketCount(event.pending);
+      break;
     case "resync":
       resyncAll();
       break;
@@ -133,6 +137,7 @@ function resyncAll() {
   scheduleRefresh();
   recheckOpenItem();
   loadAttentionCount();
+  loadTicketCount();
   if (!$("page-attention").hidden) loadAttention();
 }
 

@@ -21,6 +21,7 @@ from engine.remote.sessions import session_for
 from engine.remote.sessions.base import CONNECT_TIMEOUT, exec_deadline
 from engine.remote.tickets import normalize
 from engine.service.caller import Caller
+from engine.service.handlers.live import bus_of
 from engine.service.registry import op
 from engine.service.requests import Request
 from engine.service.service import EXTENSIONS, Service, Unlocked
@@ -59,6 +60,13 @@ def install(service: Service) -> None:
     )
     setattr(service, _ATTR, manager)
     service.on_lock.append(manager.drop_all)
+
+    def tickets_changed(pending: int) -> None:
+        # The change feed (handlers/live.py) carries the count only; the page reads the
+        # tickets themselves through its own authenticated route.
+        bus_of(service).publish({"type": "tickets", "pending": pending}, coalesce="tickets")
+
+    manager.tickets.on_change = tickets_changed
 
     def contribute() -> dict[str, int | bool]:
         connections, pending = manager.status_counts()
