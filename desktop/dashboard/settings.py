@@ -28,7 +28,7 @@ START_AT_LOGIN = "start_at_login"
 # Only the names and values the engine's table accepts travel on; the engine checks them again.
 # The engine is not there (not started, restarting after a lock, busy): the page says so.
 _ENGINE_AWAY = frozenset({"daemon_unavailable", "timeout", "busy", "not_initialized"})
-_ENGINE_NAMES = frozenset({"idle_lock_minutes", "lock_on_screen_lock", "clipboard_clear_seconds", "theme"})
+_ENGINE_NAMES = frozenset({"idle_lock_minutes", "lock_on_screen_lock", "clipboard_clear_seconds", "theme", "transcript_watcher"})
 
 
 def screen_lock_support(platform: str = sys.platform) -> dict[str, Any]:

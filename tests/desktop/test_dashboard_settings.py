@@ -109,6 +109,17 @@ def test_settings_round_trip_theme_and_bad_input(setup: tuple[Cli, Dashboard, Pa
         await page.wait_for_selector("html:not([data-theme])")
         assert await _background(page) == LIGHT_BG
 
+        # The tray's transcript watcher (AG-11): page -> CLI and CLI -> page.
+        assert await page.is_checked("#set-transcript_watcher-auto")
+        assert "[desktop] transcript_watcher" in await page.text_content("#where-transcript_watcher")
+        await page.check("#set-transcript_watcher-off")
+        await page.wait_for_selector("#result-transcript_watcher.saved")
+        assert (await asyncio.to_thread(cli.ok, "config", "get", "transcript_watcher"))["value"] == "off"
+        await asyncio.to_thread(cli.ok, "config", "set", "transcript_watcher", "on")
+        await page.click("#nav-status")
+        await page.click("#nav-settings")
+        await wait_until(page, "document.getElementById('set-transcript_watcher-on').checked")
+
         # Start at login: the XDG autostart entry, as `memories autostart` sees it.
         await page.check("#set-start_at_login")
         await page.wait_for_selector("#result-start_at_login.saved")

@@ -290,6 +290,7 @@ function renderGate(state, probeState) {
   $("filters").hidden = !open || $("page-cards").hidden;
   if (open && !view.open) {
     view.open = true;
+    loadTicketCount(); // the change feed may have said hello while the vault was still locked
     if (!$("page-cards").hidden) refreshList();
     // The engine answers now: settings.js reads the theme (and the page's values) again.
     document.dispatchEvent(new Event("memories:engine-open"));
@@ -333,6 +334,7 @@ function renderTicketCount(pending) {
 }
 
 async function loadTicketCount() {
+  if (!view.open) return; // locked or not running: the gate says so (and no request fails in the console)
   try {
     const data = await api("/api/tickets");
     renderTicketCount(data.tickets.length);

@@ -1,5 +1,5 @@
-// Settings page (issue 31, DT-9): idle lock, lock on screen lock, clipboard clear time, theme
-// and start at login. Each control saves on change (a number when the field is left or Enter
+// Settings page (issue 31, DT-9): idle lock, lock on screen lock, clipboard clear time, theme,
+// the tray's transcript watcher (AG-11) and start at login. Each control saves on change (a number when the field is left or Enter
 // is pressed) through POST /api/settings; the engine checks and stores it, and the answer or
 // the typed error shows under the control. The theme applies to the page at once and at every
 // load. Uses app.js's helpers (api, $); every value is inserted with textContent.
@@ -8,6 +8,7 @@
 (() => {
   const NUMBERS = ["idle_lock_minutes", "clipboard_clear_seconds"];
   const CHECKS = ["lock_on_screen_lock", "start_at_login"];
+  const CHOICES = ["theme", "transcript_watcher"]; // radio groups named after their setting
 
   function applyTheme(theme) {
     if (theme === "light" || theme === "dark") document.documentElement.dataset.theme = theme;
@@ -28,8 +29,10 @@
       $("set-" + name).removeAttribute("aria-invalid");
     }
     for (const name of CHECKS) $("set-" + name).checked = settings[name].value === true;
-    for (const radio of document.querySelectorAll('input[name="theme"]')) radio.checked = radio.value === settings.theme.value;
-    for (const name of [...NUMBERS, ...CHECKS, "theme"]) $("where-" + name).textContent = "Stored in " + settings[name].stored_in;
+    for (const name of CHOICES) {
+      for (const radio of document.querySelectorAll(`input[name="${name}"]`)) radio.checked = radio.value === settings[name].value;
+    }
+    for (const name of [...NUMBERS, ...CHECKS, ...CHOICES]) $("where-" + name).textContent = "Stored in " + settings[name].stored_in;
     $("screen-lock-how").textContent = data.screen_lock.how;
     $("set-lock_on_screen_lock").disabled = !data.screen_lock.implemented;
     applyTheme(settings.theme.value);
@@ -81,8 +84,10 @@
       const box = $("set-" + name);
       box.addEventListener("change", () => save(name, box.checked, box));
     }
-    for (const radio of document.querySelectorAll('input[name="theme"]')) {
-      radio.addEventListener("change", () => radio.checked && save("theme", radio.value, null));
+    for (const name of CHOICES) {
+      for (const radio of document.querySelectorAll(`input[name="${name}"]`)) {
+        radio.addEventListener("change", () => radio.checked && save(name, radio.value, null));
+      }
     }
   });
 })();
