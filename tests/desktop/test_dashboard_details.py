@@ -364,7 +364,9 @@ def test_protected_items_by_title_and_kind_with_their_command(seeded: dict[str, 
         commands = await page.eval_on_selector_all("#locked-commands code", "cs => cs.map(c => c.textContent)")
         assert f"memories sudo && memories login copy-password {short}" in commands
         assert await page.text_content("#tab-edit") == "Details"
-        assert await page.locator("#editor input, #editor textarea").count() == 0
+        # No field to edit is shown (the conflict merge's fields exist, hidden with the merge panel).
+        assert await page.locator("#editor input:visible, #editor textarea:visible").count() == 0
+        assert await page.is_hidden("#merge")
         assert await page.is_hidden("#save") and await page.is_hidden("#delete")
         await _shot(page, "dashboard-protected-login.png", seeded)
         await page.click("#tab-history")

@@ -1,7 +1,7 @@
 """Exactly which operations need `memories sudo` (SPEC RN-1, CD-8, ID-3 …; issue 27).
 
 One table, checked twice: against the registry (an op that gains or loses its
-``needs_elevation`` flag fails here, so removing the flag from ``device_approve`` is noticed)
+``needs_elevation`` flag fails here, so removing the flag from ``device_revoke`` is noticed)
 and over the real socket of a real, unlocked but not elevated engine, where every op in the
 table answers ``elevation_required`` to a well-formed request (so a flag the gate no longer
 honours, or an in-handler check that was removed, is noticed too).
@@ -30,7 +30,6 @@ ELEVATED: dict[str, dict[str, Any]] = {
     "cloud_remove": {"name": "a"},
     "credential_copy": {"ref": "some_label"},
     "credential_generate": {"kind": "ssh", "name": "key"},
-    "device_approve": {"request": "not-a-request"},
     "device_request_show": {"request": "not-a-request"},
     "device_revoke": {"device": "nothing"},
     "export": {},
@@ -60,6 +59,7 @@ ELEVATED: dict[str, dict[str, Any]] = {
 # elevated cloud_login_begin can create, so a bare request is refused before that point.
 ELEVATED_IN_HANDLER: dict[str, dict[str, Any]] = {
     "center_ticket_apply": {"ticket": "mct1.x.y"},
+    "device_approve": {"request": "not-a-request"},  # lock-free: a device ticket is asked at the Center first
     "cloud_add": {
         "kind": "s3",
         "name": "a",

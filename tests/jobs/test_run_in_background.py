@@ -210,6 +210,9 @@ def held_cli_run(lab: Lab, name: str) -> tuple[subprocess.Popen[str], int, Path]
             stderr=subprocess.PIPE,
             text=True,
             env=lab.cli.environ(),
+            # Ctrl-C as a terminal delivers it: a runner started in the background (`cmd &` in a
+            # script, nohup) passes SIGINT on ignored, and the CLI rightly keeps an inherited ignore.
+            preexec_fn=_default_sigint,
         )
         child = stop_encrypt_step(daemon, lambda waiting=waiting: waiting.poll() is not None)
         if child is not None:
@@ -372,3 +375,7 @@ def _where(pid: int) -> str:
             text = " ".join(line for line in text.splitlines() if line.startswith(("State", "SigIgn", "SigCgt", "Threads")))
         facts.append(f"{name}: {text.strip()}")
     return "; ".join(facts)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
