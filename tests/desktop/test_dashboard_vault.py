@@ -529,7 +529,8 @@ def test_route_table_is_the_fixed_surface(tmp_path: Path) -> None:
 
 def test_ticket_badge_and_card(seeded: dict[str, Any]) -> None:
     """DT-5 (issue 17): the Tickets tab carries a count badge; each ticket is a card with its
-    target, session, the instruction as a person would write it, and its fingerprint."""
+    target, session, the instruction as a person would write it, and its fingerprint; DT-7: the
+    open page adds and drops tickets settled elsewhere by itself."""
     from tests.remote import fakes
 
     dash: Dashboard = seeded["dash"]
@@ -553,6 +554,14 @@ def test_ticket_badge_and_card(seeded: dict[str, Any]) -> None:
                 assert await page.text_content(f"{item} .ticket-instruction") == "send PING  (4 bytes)"
                 assert await page.text_content(f"{item} .ticket-fingerprint") == ticket["fingerprint"]
                 await _shot(page, "dashboard-ticket.png", seeded["tmp"])
+                # The open page follows the change feed (DT-7): a ticket proposed in a terminal
+                # appears and one rejected there goes, without pressing Reload.
+                second = await asyncio.to_thread(cli.ok, "remote", "propose", session, "PONG")
+                await page.wait_for_selector(f"#ticket-list li[data-ticket='{second['ticket']}']")
+                await asyncio.to_thread(cli.ok, "remote", "reject", ticket["ticket"])
+                await page.wait_for_selector(item, state="detached")
+                assert await page.locator("#ticket-list li").count() == 1
+                assert await page.text_content("#ticket-count") == "1"
 
             run_in_browser(dash.url, scenario)
         finally:

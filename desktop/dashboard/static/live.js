@@ -120,6 +120,7 @@ function onLiveEvent(event) {
       break;
     case "tickets":
       if (Number.isInteger(event.pending)) renderTicketCount(event.pending);
+      document.dispatchEvent(new CustomEvent("memories:tickets"));
       break;
     case "resync":
       resyncAll();
@@ -138,6 +139,7 @@ function resyncAll() {
   recheckOpenItem();
   loadAttentionCount();
   loadTicketCount();
+  document.dispatchEvent(new CustomEvent("memories:tickets"));
   if (!$("page-attention").hidden) loadAttention();
 }
 

@@ -84,14 +84,30 @@
     return item;
   }
 
-  async function load() {
+  // On a change-feed reload a row the user acted on here (its result line says so) stays
+  // with its outcome until the next Reload; a row whose ticket left the pending list
+  // elsewhere (approved in a terminal, rejected by the agent, its session closed) goes; a new
+  // ticket is added. Rows still pending are kept as they are, so a reload never resets an
+  // approval that is waiting for the tray window.
+  function reconcile(list, tickets, keepActed) {
+    const pending = new Set(tickets.map((t) => t.ticket));
+    for (const item of [...list.children]) {
+      const acted = item.querySelector(".ticket-result").textContent !== "";
+      if (!pending.has(item.dataset.ticket) && !(acted && keepActed)) item.remove();
+    }
+    const shown = new Set([...list.children].map((item) => item.dataset.ticket));
+    for (const ticket of tickets) if (!shown.has(ticket.ticket)) list.append(row(ticket));
+    return pending.size;
+  }
+
+  async function load(keepActed) {
     const list = document.getElementById("ticket-list");
     const note = document.getElementById("ticket-note");
     if (!list) return;
     try {
       const data = await call("/api/tickets");
-      list.replaceChildren(...data.tickets.map(row));
-      note.textContent = data.tickets.length ? "" : "No pending tickets.";
+      const pending = reconcile(list, data.tickets, keepActed === true);
+      note.textContent = pending ? "" : "No pending tickets.";
     } catch (err) {
       note.textContent = err.message || "Tickets are unavailable.";
     }
@@ -99,8 +115,14 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     const nav = document.getElementById("nav-tickets");
-    if (nav) nav.addEventListener("click", load);
+    if (nav) nav.addEventListener("click", () => load(false));
     const reload = document.getElementById("ticket-reload");
-    if (reload) reload.addEventListener("click", load);
+    if (reload) reload.addEventListener("click", () => load(false));
+    // live.js relays the change feed's "tickets" event (a count only): the open page re-reads
+    // its list so a ticket proposed or settled elsewhere shows without pressing Reload.
+    document.addEventListener("memories:tickets", () => {
+      const page = document.getElementById("page-tickets");
+      if (page && !page.hidden) load(true);
+    });
   });
 })();
