@@ -1,31 +1,10 @@
 // Activity page (issue 17): the last 24 hours of the audit log as time, who, operation and
-// item titles — never content. Values are inserted with textContent only. The token is the
-// one app.js moved into sessionStorage.
+// item titles — never content. Values are inserted with textContent only.
 "use strict";
 
 (() => {
-  const TOKEN_KEY = "memories-dashboard-token";
-
-  async function call(path) {
-    const headers = { Authorization: "Bearer " + (sessionStorage.getItem(TOKEN_KEY) || "") };
-    let response;
-    try {
-      response = await fetch(path, { method: "GET", headers, cache: "no-store" });
-    } catch (err) {
-      throw { code: "dashboard_unreachable", message: "The dashboard is not reachable." };
-    }
-    const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw (data && data.error) || { code: "http_" + response.status, message: response.statusText };
-    return data;
-  }
-
-  function el(tag, text, cls) {
-    const node = document.createElement(tag);
-    if (text !== undefined) node.textContent = text;
-    if (cls) node.className = cls;
-    return node;
-  }
-
+  // Requests and elements come from app.js (loaded first): api() carries the token it keeps
+  // in sessionStorage and shows the "token missing" notice on a 401; el() sets text only.
   // The desktop's own requests carry a client label (engine/service/caller.py); say them as names.
   const WHO_TEXT = { dashboard: "Dashboard", tray: "Tray" };
 
@@ -76,7 +55,7 @@
     const note = document.getElementById("activity-note");
     if (!body) return;
     try {
-      const data = await call("/api/activity");
+      const data = await api("/api/activity");
       body.replaceChildren(...data.entries.map(row));
       note.textContent = data.entries.length ? (data.more ? "Showing the newest " + data.entries.length + "." : "")
                                              : "Nothing happened in the last 24 hours.";

@@ -4,28 +4,8 @@
 "use strict";
 
 (() => {
-  const TOKEN_KEY = "memories-dashboard-token";
-
-  async function call(path) {
-    const headers = { Authorization: "Bearer " + (sessionStorage.getItem(TOKEN_KEY) || "") };
-    let response;
-    try {
-      response = await fetch(path, { method: "GET", headers, cache: "no-store" });
-    } catch (err) {
-      throw { code: "dashboard_unreachable", message: "The dashboard is not reachable." };
-    }
-    const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw (data && data.error) || { code: "http_" + response.status, message: response.statusText };
-    return data;
-  }
-
-  function el(tag, text, cls) {
-    const node = document.createElement(tag);
-    if (text !== undefined) node.textContent = text;
-    if (cls) node.className = cls;
-    return node;
-  }
-
+  // Requests and elements come from app.js (loaded first): api() carries the token it keeps
+  // in sessionStorage and shows the "token missing" notice on a 401; el() sets text only.
   function when(ms) {
     return ms === null || ms === undefined ? "" : new Date(ms).toLocaleString();
   }
@@ -34,7 +14,7 @@
     const view = document.getElementById("notebook-view");
     const note = document.getElementById("notebooks-note");
     try {
-      const data = await call("/api/notebooks/" + encodeURIComponent(agent));
+      const data = await api("/api/notebooks/" + encodeURIComponent(agent));
       const parts = [el("h3", "Notebook of " + data.notebook.agent + (data.notebook.agent_active ? "" : " (revoked)"))];
       for (const entry of data.entries) {
         const article = el("article", undefined, "notebook-entry");
@@ -77,7 +57,7 @@
     if (!body) return;
     document.getElementById("notebook-view").replaceChildren();
     try {
-      const data = await call("/api/notebooks");
+      const data = await api("/api/notebooks");
       body.replaceChildren(...data.notebooks.map(row));
       note.textContent = data.notebooks.length ? "" : "No agent has written in a notebook yet.";
     } catch (err) {

@@ -1,33 +1,12 @@
 // Tickets page (DT-5): pending remote-exec tickets with their full instruction and fingerprint.
 // Approve asks the tray, which shows its own window with the ticket and takes the vault
 // password there (DT-6): this page never has a password field. Values are inserted with
-// textContent only. The token is the one app.js moved into sessionStorage.
+// textContent only.
 "use strict";
 
 (() => {
-  const TOKEN_KEY = "memories-dashboard-token";
-
-  async function call(path, body) {
-    const headers = { Authorization: "Bearer " + (sessionStorage.getItem(TOKEN_KEY) || "") };
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    let response;
-    try {
-      response = await fetch(path, { method: body === undefined ? "GET" : "POST", headers, body, cache: "no-store" });
-    } catch (err) {
-      throw { code: "dashboard_unreachable", message: "The dashboard is not reachable." };
-    }
-    const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw (data && data.error) || { code: "http_" + response.status, message: response.statusText };
-    return data;
-  }
-
-  function el(tag, text, cls) {
-    const node = document.createElement(tag);
-    if (text !== undefined) node.textContent = text;
-    if (cls) node.className = cls;
-    return node;
-  }
-
+  // Requests and elements come from app.js (loaded first): api() carries the token it keeps
+  // in sessionStorage and shows the "token missing" notice on a 401; el() sets text only.
   function row(ticket) {
     const item = el("li", undefined, "ticket");
     item.dataset.ticket = ticket.ticket;
@@ -57,7 +36,7 @@
       result.textContent = "Waiting for the tray window: check the ticket there and type the vault password.";
       result.className = "ticket-result";
       try {
-        const done = await call("/api/tickets/" + ticket.ticket + "/approve", JSON.stringify({ fingerprint: ticket.fingerprint }));
+        const done = await api("/api/tickets/" + ticket.ticket + "/approve", { method: "POST", body: JSON.stringify({ fingerprint: ticket.fingerprint }) });
         const [text, cls] = OUTCOMES[done.outcome] || ["Approval ended (" + done.outcome + ").", "error"];
         result.textContent = text;
         result.className = "ticket-result " + cls;
@@ -72,7 +51,7 @@
     });
     reject.addEventListener("click", async () => {
       try {
-        await call("/api/tickets/" + ticket.ticket + "/reject", "{}");
+        await api("/api/tickets/" + ticket.ticket + "/reject", { method: "POST", body: "{}" });
         result.textContent = "Rejected.";
         result.className = "ticket-result ok";
       } catch (err) {
@@ -105,7 +84,7 @@
     const note = document.getElementById("ticket-note");
     if (!list) return;
     try {
-      const data = await call("/api/tickets");
+      const data = await api("/api/tickets");
       const pending = reconcile(list, data.tickets, keepActed === true);
       note.textContent = pending ? "" : "No pending tickets.";
     } catch (err) {
