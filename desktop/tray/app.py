@@ -27,13 +27,14 @@ from desktop.tray.approval_dialog import ApprovalDialogs
 from desktop.tray.backend import choose_backend, load_pystray, xorg_icon_class
 from desktop.tray.badges import read_badges
 from desktop.tray.clipboard_link import copy_link
+from desktop.tray.dialog_base import choose_toolkit
 from desktop.tray.engine_launcher import start_engine
 from desktop.tray.export_dialog import ExportDialogs
 from desktop.tray.icons import render
 from desktop.tray.import_dialog import ImportDialogs
 from desktop.tray.menu import build_menu
 from desktop.tray.notifier import TicketNotifier
-from desktop.tray.password_dialog import DialogHost, choose_toolkit
+from desktop.tray.password_dialog import DialogHost
 from desktop.tray.screen_lock import ScreenLockWatcher
 from desktop.tray.single_instance import TrayInstance
 from desktop.tray.transcript_watcher import TranscriptWatcher

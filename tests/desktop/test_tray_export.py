@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -21,9 +20,9 @@ from desktop.tray.transfer import TransferJobs
 from tests.desktop.browser import run_in_browser
 from tests.desktop.support import XSession
 from tests.desktop.test_tray_approval import _gone
-from tests.desktop.test_tray_unlock import _require_gtk, _type_into, _visible, _window
+from tests.desktop.test_tray_unlock import _require_toolkit, _type_into, _visible, _window
 from tests.desktop.test_tray_x11 import Tray
-from tests.helpers import PASSWORD, Cli, require
+from tests.helpers import PASSWORD, Cli
 
 WRONG = "not the vault password 5678"
 
@@ -108,10 +107,7 @@ def test_dt9_import_and_export_from_the_page_through_the_tray_windows(
     is refused there), no password; the page shows the counts. No request or response of the
     page carries the password; bad requests (a password or a path from the page, a wrong
     format, not JSON) are typed 400s (API-8)."""
-    if backend == "gtk":
-        _require_gtk()
-    else:
-        require(importlib.util.find_spec("tkinter") is not None, "tkinter (apt: python3-tk)")
+    _require_toolkit(backend)
     _seed(vault, 4)
     notes = tmp_path / "notes to import"
     notes.mkdir()

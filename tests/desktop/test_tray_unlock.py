@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from desktop.status import TrayState
 from desktop.tray.password_dialog import TITLE_CREATE, TITLE_UNLOCK
 from desktop.tray.unlock import MESSAGES, VaultUnlocker
@@ -24,6 +26,14 @@ WRONG = "not the vault password 1234"
 def _require_gtk() -> None:
     require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv (pip install '.[gtk]')")
     require(shutil.which("dbus-run-session") is not None, "dbus-run-session (apt: dbus)")
+
+
+def _require_toolkit(backend: str) -> None:
+    """The tray's windows are GTK on the gtk backend and tkinter on the xorg backend."""
+    if backend == "gtk":
+        _require_gtk()
+    else:
+        require(importlib.util.find_spec("tkinter") is not None, "tkinter (apt: python3-tk)")
 
 
 def _window(x: XSession, title: str, timeout: float = 120) -> str:
@@ -90,22 +100,24 @@ def test_tray_unlock_dialog_wrong_then_right(vault: Cli, xsession: XSession, tmp
         tray.stop()
 
 
-def test_tray_first_run_dialog_creates_the_vault(cli: Cli, xsession: XSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["gtk", "xorg"])  # the GTK window; the xorg backend's tkinter window
+def test_tray_first_run_dialog_creates_the_vault(cli: Cli, xsession: XSession, tmp_path: Path, backend: str) -> None:
     """Issue 17: with no vault, the tray opens its Create window by itself; two different
-    passwords are refused, a weak one is warned about once (like `memories init`), then created."""
-    _require_gtk()
+    passwords are refused (both fields emptied), a weak one is warned about once and kept
+    (like `memories init`), then created."""
+    _require_toolkit(backend)
     weak = "hunter22"
-    tray = Tray(cli, xsession, tmp_path, "gtk")
+    tray = Tray(cli, xsession, tmp_path, backend)
     try:
-        tray.wait_output(r"memories tray: backend gtk")
+        tray.wait_output(rf"memories tray: backend {backend}")
         window = _window(xsession, TITLE_CREATE, timeout=40)  # the tray starts the engine first
-        xsession.screenshot(tmp_path / "tray-first-run.png")
+        xsession.screenshot(tmp_path / f"tray-first-run-{backend}.png")
         _type_into(xsession, window, ("type", PASSWORD), ("key", "Tab"), ("type", PASSWORD + "x"), ("key", "Return"))
         tray.wait_output(r"unlock dialog shows mismatch")
         assert not Paths(cli.home).store.exists(), "a mismatch creates nothing"
         _type_into(xsession, window, ("type", weak), ("key", "Tab"), ("type", weak), ("key", "Return"))
         tray.wait_output(r"unlock dialog shows weak_password")
-        xsession.screenshot(tmp_path / "tray-first-run-weak.png")
+        xsession.screenshot(tmp_path / f"tray-first-run-weak-{backend}.png")
         assert not Paths(cli.home).store.exists(), "the weak-password warning comes before anything is created"
         _type_into(xsession, window, ("key", "Return"))  # Create again: accepted, as `memories init` accepts it
         tray.wait_output(r"memories tray: vault created")
