@@ -13,6 +13,7 @@ from typing import Any
 from engine.crypto.aead import NONCE_BYTES, TAG_BYTES
 from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, open_chunk_into, seal_chunk_buffer
 from engine.errors import MemoriesError
+from engine.files.source import identity_of
 from engine.files.space import check_room_for_batch
 from engine.store.database import StoreFile
 from engine.vault.core import Unlocked, VaultKeys
@@ -63,6 +64,11 @@ class FileUpload:
     file. The first failure of a stage is kept and raised by the next :meth:`add` or by
     :meth:`complete`; later batches are skipped. Chunks must come in order; each but the
     last is exactly ``CHUNK_BYTES``.
+
+    With a ``source`` (a descriptor of the client's file, engine/files/source.py) the chunks
+    are not sent: :meth:`pull` names them and the sealer reads each one itself, into a buffer
+    it reuses, just before hashing and sealing it (the chunk is read once from memory and
+    then stays in the CPU's cache for the three passes). The upload owns the descriptor.
     """
 
     # Batches accepted but not yet stored: one sealing, one writing.
@@ -77,8 +83,11 @@ class FileUpload:
         parents: list[bytes],
         size: int,
         owner: str,
+        source: int | None = None,
     ) -> None:
         if size < 0 or size > MAX_FILE_BYTES:
+            if source is not None:
+                os.close(source)
             raise MemoriesError("invalid_input", "A file must be between 0 bytes and 1 TiB.")
         self.store = store
         self.vault = vault
@@ -99,10 +108,25 @@ class FileUpload:
         self._in_flight: deque[Future[None]] = deque()
         self._failure: MemoriesError | None = None
         self._stopped = False
+        self.source = source
+        self.pulled = source is not None  # the engine reads the file (no digest from the client)
+        self._source_identity = identity_of(os.fstat(source)) if source is not None else None
+        self._buffer = bytearray(CHUNK_BYTES if source is not None else 0)
 
     @property
     def next_index(self) -> int:
         return self.accepted
+
+    def _expected(self, position: int) -> int:
+        """The length of chunk ``position``: ``CHUNK_BYTES``, the last one what is left."""
+        return self.size - position * CHUNK_BYTES if position == self.total - 1 else CHUNK_BYTES
+
+    def _check_batch(self, index: int, count: int) -> None:
+        self._raise_failure()
+        if index != self.next_index:
+            raise MemoriesError("invalid_input", f"Expected file chunk {self.next_index}, got {index}.")
+        if self.next_index + count > self.total:
+            raise MemoriesError("invalid_input", "More file chunks than the announced size holds.")
 
     def add(self, index: int, pieces: Sequence[bytes | memoryview]) -> None:
         """Hand ``pieces`` (chunks ``index``, ``index + 1``, …) to the pipeline.
@@ -111,34 +135,58 @@ class FileUpload:
         is refused by its own answer; a failure while sealing or writing (a full disk, a
         lock) is raised by the next call.
         """
-        self._raise_failure()
-        if index != self.next_index:
-            raise MemoriesError("invalid_input", f"Expected file chunk {self.next_index}, got {index}.")
-        if self.next_index + len(pieces) > self.total:
-            raise MemoriesError("invalid_input", "More file chunks than the announced size holds.")
+        if self.source is not None:
+            raise MemoriesError("invalid_input", "This upload reads the file itself; send `file_pull` requests.")
+        self._check_batch(index, len(pieces))
         for offset, piece in enumerate(pieces):
-            position = index + offset
-            expected = self.size - position * CHUNK_BYTES if position == self.total - 1 else CHUNK_BYTES
-            if len(piece) != expected:
+            if len(piece) != self._expected(index + offset):
                 raise MemoriesError(
-                    "invalid_input", f"File chunk {position} has the wrong length; the file changed while it was read."
+                    "invalid_input", f"File chunk {index + offset} has the wrong length; the file changed while it was read."
                 )
+        self._submit(index, len(pieces), pieces)
+
+    def pull(self, index: int, count: int) -> None:
+        """Hand chunks ``index`` … ``index + count - 1`` of the source file to the pipeline."""
+        if self.source is None:
+            raise MemoriesError("invalid_input", "This upload has no file to read; send its chunks with `file_chunk`.")
+        self._check_batch(index, count)
+        self._submit(index, count, None)
+
+    def _submit(self, index: int, count: int, pieces: Sequence[bytes | memoryview] | None) -> None:
         while len(self._in_flight) >= self.IN_FLIGHT:
             self._in_flight.popleft().result()
         self._raise_failure()
-        seqs = self.store.claim_content(len(pieces))
+        seqs = self.store.claim_content(count)
         self.seqs.extend(seqs)
-        self.accepted += len(pieces)
-        self.received += sum(len(p) for p in pieces)
+        self.accepted += count
+        self.received += sum(self._expected(index + offset) for offset in range(count))
         sealing = self._sealer.submit(self._seal, index, pieces, seqs)
         self._in_flight.append(self._writer.submit(self._write, sealing))
 
-    def _seal(self, index: int, pieces: Sequence[bytes | memoryview], seqs: list[int]) -> list[tuple[int, bytearray]]:
-        """Sealer stage: seal each chunk, keep its digest (HI-2) and the plaintext's digest."""
+    def _read_chunk(self, position: int) -> memoryview:
+        """Chunk ``position`` of the source file, read into the sealer's buffer (valid until the next)."""
+        assert self.source is not None
+        want = self._expected(position)
+        view = memoryview(self._buffer)[:want]
+        got = 0
+        while got < want:
+            try:
+                n = os.preadv(self.source, [view[got:]], position * CHUNK_BYTES + got)
+            except OSError:
+                raise MemoriesError("io_error", "The file could not be read; nothing was saved.") from None
+            if n == 0:
+                raise MemoriesError("file_changed", "The file shrank while it was read; nothing was saved.")
+            got += n
+        return view
+
+    def _seal(self, index: int, pieces: Sequence[bytes | memoryview] | None, seqs: list[int]) -> list[tuple[int, bytearray]]:
+        """Sealer stage: read each chunk (a pulled upload), seal it, keep its digest (HI-2) and
+        the plaintext's digest."""
         rows: list[tuple[int, bytearray]] = []
         if self._stopped or self._failure is not None:
             return rows
-        for offset, (seq, piece) in enumerate(zip(seqs, pieces, strict=True)):
+        for offset, seq in enumerate(seqs):
+            piece = pieces[offset] if pieces is not None else self._read_chunk(index + offset)
             sealed = seal_chunk_buffer(self.dek, piece, self.asset_id + b"body", index + offset, self.total)
             self.digests.append(hashlib.sha256(sealed).digest())
             self.hasher.update(piece)
@@ -146,6 +194,21 @@ class FileUpload:
                 self.sample += piece[: TEXT_SAMPLE_BYTES - len(self.sample)]
             rows.append((seq, sealed))
         return rows
+
+    def _check_source(self) -> None:
+        """FI-2 for a pulled upload: the file is still as it was when the client opened it."""
+        if self.source is None:
+            return
+        try:
+            same = identity_of(os.fstat(self.source)) == self._source_identity
+        except OSError:
+            same = False
+        if not same:
+            raise MemoriesError(
+                "file_changed",
+                "The file changed while it was read (its size or times differ); nothing was saved. "
+                "Add it again once nothing writes to it.",
+            )
 
     def _write(self, sealing: Future[list[tuple[int, bytearray]]]) -> None:
         """Writer stage: store a sealed batch; the first failure of either stage is kept."""
@@ -178,6 +241,7 @@ class FileUpload:
         self._raise_failure()
         if self.next_index != self.total:
             raise MemoriesError("invalid_input", f"The upload has {self.next_index} of {self.total} chunks.")
+        self._check_source()
         self._shutdown()
         return self.hasher.hexdigest()
 
@@ -219,6 +283,9 @@ class FileUpload:
     def _shutdown(self) -> None:
         self._sealer.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        source, self.source = self.source, None
+        if source is not None:
+            os.close(source)
 
 
 def file_info(summary: dict[str, Any]) -> dict[str, Any]:
