@@ -8,6 +8,7 @@ import os
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from engine.crypto.aead import NONCE_BYTES, TAG_BYTES
@@ -53,26 +54,37 @@ def text_of_sample(sample: bytes) -> str | None:
     return None
 
 
+@dataclass
+class _Sealed:
+    """A batch as the sealer hands it to the writer."""
+
+    rows: list[tuple[int, bytearray]]  # (content row number, sealed chunk)
+    digests: list[bytes]  # SHA-256 of each sealed chunk
+    plain: Sequence[bytes | memoryview]  # the chunks as sealed
+
+
 class FileUpload:
     """One file revision being written: chunks sealed and stored as they arrive, signed at the end.
 
-    Work runs as a two-stage pipeline off the request thread, so that the engine receives
-    the next batch while one is sealed and hashed (``sealer``) and the one before is written
-    to SQLite (``writer``); libsodium, hashlib and SQLite release the GIL, so the stages use
-    both cores. :meth:`add` waits while ``IN_FLIGHT`` batches are unfinished: memory stays
-    a few batches plus the chunk digests (32 bytes each) and the text sample, never the
-    file. The first failure of a stage is kept and raised by the next :meth:`add` or by
-    :meth:`complete`; later batches are skipped. Chunks must come in order; each but the
-    last is exactly ``CHUNK_BYTES``.
+    Work runs as a pipeline off the request thread, so that the engine receives the next
+    batch while earlier ones are sealed (``sealer``: each chunk sealed and the digest of its
+    sealed bytes taken, two batches at once) and the one before is written (``writer``: the
+    plaintext's digest and text sample, in order, then the rows to SQLite, whose log the
+    checkpointer copies on a thread of its own). libsodium, hashlib and SQLite release the
+    GIL, so the stages share both cores. :meth:`add` waits while ``IN_FLIGHT`` batches are
+    unfinished: memory stays a few batches plus the chunk digests (32 bytes each) and the
+    text sample, never the file. The first failure of a stage is kept and raised by the next
+    :meth:`add` or by :meth:`complete`; later batches are skipped. Chunks must come in order;
+    each but the last is exactly ``CHUNK_BYTES``.
 
     With a ``source`` (a descriptor of the client's file, engine/files/source.py) the chunks
-    are not sent: :meth:`pull` names them and the sealer reads each one itself, into a buffer
-    it reuses, just before hashing and sealing it (the chunk is read once from memory and
-    then stays in the CPU's cache for the three passes). The upload owns the descriptor.
+    are not sent: :meth:`pull` names them and the sealer reads the batch itself. The upload
+    owns the descriptor.
     """
 
-    # Batches accepted but not yet stored: one sealing, one writing.
-    IN_FLIGHT = 2
+    # Batches accepted but not yet stored: two sealing, one writing.
+    IN_FLIGHT = 3
+    SEALERS = 2
 
     def __init__(
         self,
@@ -97,13 +109,13 @@ class FileUpload:
         self.owner = owner
         self.total = chunk_count(size)
         self.dek = os.urandom(32)
-        self.digests: list[bytes] = []  # appended by the sealer, in chunk order
+        self.digests: list[bytes] = []  # appended by the writer, in chunk order
         self.seqs: list[int] = []  # content rows claimed, in chunk order
         self.received = 0
         self.accepted = 0  # chunks handed to the pipeline
         self.hasher = hashlib.sha256()
         self.sample = bytearray()
-        self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-seal")
+        self._sealer = ThreadPoolExecutor(max_workers=self.SEALERS, thread_name_prefix="memories-file-seal")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memories-file-write")
         self._in_flight: deque[Future[None]] = deque()
         self._failure: MemoriesError | None = None
@@ -111,7 +123,6 @@ class FileUpload:
         self.source = source
         self.pulled = source is not None  # the engine reads the file (no digest from the client)
         self._source_identity = identity_of(os.fstat(source)) if source is not None else None
-        self._buffer = bytearray(CHUNK_BYTES if source is not None else 0)
 
     @property
     def next_index(self) -> int:
@@ -163,37 +174,39 @@ class FileUpload:
         sealing = self._sealer.submit(self._seal, index, pieces, seqs)
         self._in_flight.append(self._writer.submit(self._write, sealing))
 
-    def _read_chunk(self, position: int) -> memoryview:
-        """Chunk ``position`` of the source file, read into the sealer's buffer (valid until the next)."""
+    def _read_batch(self, index: int, count: int) -> list[memoryview]:
+        """Chunks ``index`` … ``index + count - 1`` of the source file, read into one buffer."""
         assert self.source is not None
-        want = self._expected(position)
-        view = memoryview(self._buffer)[:want]
+        sizes = [self._expected(index + offset) for offset in range(count)]
+        view = memoryview(bytearray(sum(sizes)))
         got = 0
-        while got < want:
+        while got < len(view):
             try:
-                n = os.preadv(self.source, [view[got:]], position * CHUNK_BYTES + got)
+                n = os.preadv(self.source, [view[got:]], index * CHUNK_BYTES + got)
             except OSError:
                 raise MemoriesError("io_error", "The file could not be read; nothing was saved.") from None
             if n == 0:
                 raise MemoriesError("file_changed", "The file shrank while it was read; nothing was saved.")
             got += n
-        return view
+        pieces, start = [], 0
+        for size in sizes:
+            pieces.append(view[start : start + size])
+            start += size
+        return pieces
 
-    def _seal(self, index: int, pieces: Sequence[bytes | memoryview] | None, seqs: list[int]) -> list[tuple[int, bytearray]]:
-        """Sealer stage: read each chunk (a pulled upload), seal it, keep its digest (HI-2) and
-        the plaintext's digest."""
-        rows: list[tuple[int, bytearray]] = []
+    def _seal(self, index: int, pieces: Sequence[bytes | memoryview] | None, seqs: list[int]) -> _Sealed:
+        """Sealer stage (batches in parallel): read the batch (a pulled upload), seal each chunk and
+        take the digest of its sealed bytes (HI-2)."""
         if self._stopped or self._failure is not None:
-            return rows
-        for offset, seq in enumerate(seqs):
-            piece = pieces[offset] if pieces is not None else self._read_chunk(index + offset)
+            return _Sealed([], [], [])
+        plain = pieces if pieces is not None else self._read_batch(index, len(seqs))
+        rows: list[tuple[int, bytearray]] = []
+        digests: list[bytes] = []
+        for offset, (seq, piece) in enumerate(zip(seqs, plain, strict=True)):
             sealed = seal_chunk_buffer(self.dek, piece, self.asset_id + b"body", index + offset, self.total)
-            self.digests.append(hashlib.sha256(sealed).digest())
-            self.hasher.update(piece)
-            if len(self.sample) < TEXT_SAMPLE_BYTES:
-                self.sample += piece[: TEXT_SAMPLE_BYTES - len(self.sample)]
+            digests.append(hashlib.sha256(sealed).digest())
             rows.append((seq, sealed))
-        return rows
+        return _Sealed(rows, digests, plain)
 
     def _check_source(self) -> None:
         """FI-2 for a pulled upload: the file is still as it was when the client opened it."""
@@ -210,13 +223,19 @@ class FileUpload:
                 "Add it again once nothing writes to it.",
             )
 
-    def _write(self, sealing: Future[list[tuple[int, bytearray]]]) -> None:
-        """Writer stage: store a sealed batch; the first failure of either stage is kept."""
+    def _write(self, sealing: Future[_Sealed]) -> None:
+        """Writer stage (batches in order): the plaintext's digest and text sample, then the
+        sealed rows stored; the first failure of either stage is kept."""
         try:
-            rows = sealing.result()
-            if rows and not self._stopped and self._failure is None:
-                check_room_for_batch(self.store, sum(len(sealed) for _, sealed in rows))
-                self.store.write_content(rows)
+            batch = sealing.result()
+            if batch.rows and not self._stopped and self._failure is None:
+                self.digests.extend(batch.digests)
+                for piece in batch.plain:
+                    self.hasher.update(piece)
+                    if len(self.sample) < TEXT_SAMPLE_BYTES:
+                        self.sample += piece[: TEXT_SAMPLE_BYTES - len(self.sample)]
+                check_room_for_batch(self.store, sum(len(sealed) for _, sealed in batch.rows))
+                self.store.write_content(batch.rows)
         except MemoriesError as exc:
             self._fail(exc)
         except Exception as exc:  # never str(exc): it could carry request data

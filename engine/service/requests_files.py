@@ -30,8 +30,8 @@ __all__ = [
 CHUNKS_PER_FRAME = 8
 # Chunks per request or answer when they travel as the frame's binary part (no base64): 8 MiB.
 CHUNKS_PER_BINARY = 32
-# Chunks per `file_pull` (the engine reads them from the client's file itself): 16 MiB.
-CHUNKS_PER_PULL = 64
+# Chunks per `file_pull` (the engine reads them from the client's file itself): 8 MiB.
+CHUNKS_PER_PULL = 32
 ChunkSize = Annotated[int, msgspec.Meta(ge=0, le=256 * 1024)]
 Handle = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
 # One base64 chunk of at most 256 KiB (344 ASCII characters per 256 bytes).
