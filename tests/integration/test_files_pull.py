@@ -125,7 +125,8 @@ def test_fi2_a_file_changed_while_the_engine_reads_it_is_refused(vault: Cli, tmp
                 writer.seek(0, os.SEEK_END)
                 writer.write(b"more")
         with pytest.raises(MemoriesError) as changed:
-            client.request({"op": "file_pull", "upload": begun["upload"], "index": begun["per_pull"], "count": 40 - begun["per_pull"]})
+            rest = 40 - begun["per_pull"]
+            client.request({"op": "file_pull", "upload": begun["upload"], "index": begun["per_pull"], "count": rest})
             client.request({"op": "file_commit", "upload": begun["upload"]})
     assert changed.value.code == "file_changed", changed.value
     assert "nothing was saved" in changed.value.message

@@ -1,10 +1,10 @@
 """File assets (HI-1 kind "file", FI-1): chunked upload and download over IPC.
 
 An upload is ``file_begin`` → ``file_chunk`` × N (≤ 8 chunks of 256 KiB each as base64, or
-≤ 32 as the frame's binary part) →
-``file_commit``: every chunk is sealed and written as it arrives, and the commit signs one
-revision over the chunk digests (the same DAG as every other kind), with its audit entry,
-in one transaction. A download is ``file_open`` (an authorized read: the intent is
+≤ 32 as the frame's binary part), or ``file_pull`` × N when the engine reads the file the
+client opened (engine/files/source.py) → ``file_commit``: every chunk is sealed and
+written as it arrives, and the commit signs one revision over the chunk digests (the same
+DAG as every other kind), with its audit entry, in one transaction. A download is ``file_open`` (an authorized read: the intent is
 committed first) → ``file_read`` by chunk index → ``file_close``; it is pinned to one
 revision, so later writes do not change what it delivers. Both kinds of handle belong to
 the caller that opened them and die with a lock. Engine memory per transfer is a few
