@@ -128,9 +128,16 @@ def upload(
     engine on this machine that can open it reads it (engine/files/source.py) and no byte
     travels over the socket; otherwise the bytes are sent.
     """
+    started = None
     if identity is not None and sys.platform.startswith("linux"):
-        begin = {**begin, "fd": source.fileno(), "identity": list(identity)}
-    started = ctx.request({"op": "file_begin", "size": size, **begin})
+        try:
+            started = ctx.request({"op": "file_begin", "size": size, **begin, "fd": source.fileno(), "identity": list(identity)})
+        except MemoriesError as exc:
+            if exc.code != "unknown_field":
+                raise
+            # An engine started before this `memories` was installed: it takes the bytes.
+    if started is None:
+        started = ctx.request({"op": "file_begin", "size": size, **begin})
     handle = started["upload"]
     if started.get("pull") is True:
         return _pulled(ctx, handle, size, int(started["chunks"]), int(started["per_pull"]), unchanged)

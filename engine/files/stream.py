@@ -120,9 +120,15 @@ class FileUpload:
         self._in_flight: deque[Future[None]] = deque()
         self._failure: MemoriesError | None = None
         self._stopped = False
+        self._source_identity: tuple[int, ...] | None = None
+        if source is not None:
+            try:
+                self._source_identity = identity_of(os.fstat(source))
+            except OSError:  # then the client sends the bytes
+                os.close(source)
+                source = None
         self.source = source
         self.pulled = source is not None  # the engine reads the file (no digest from the client)
-        self._source_identity = identity_of(os.fstat(source)) if source is not None else None
 
     @property
     def next_index(self) -> int:
