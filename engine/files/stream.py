@@ -152,7 +152,7 @@ class FileUpload:
         is refused by its own answer; a failure while sealing or writing (a full disk, a
         lock) is raised by the next call.
         """
-        if self.source is not None:
+        if self.pulled:
             raise MemoriesError("invalid_input", "This upload reads the file itself; send `file_pull` requests.")
         self._check_batch(index, len(pieces))
         for offset, piece in enumerate(pieces):
