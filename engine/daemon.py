@@ -273,7 +273,7 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
         service = await asyncio.shield(loaded)
         # Namespace, surface and uid come from the kernel; the label only names the program.
         client = take_client_label(body)
-        caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid, client=client)
+        caller = Caller(namespace=caller_namespace(peer), surface="ipc", uid=peer.uid, client=client, pid=peer.pid)
         try:
             result = await loop.run_in_executor(executor, service.dispatch, body, caller)
         except MemoriesError as exc:

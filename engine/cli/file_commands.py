@@ -112,15 +112,35 @@ class _Progress:
 
 # -- upload ----------------------------------------------------------------------------------
 def upload(
-    ctx: Context, source: BinaryIO, size: int, begin: dict[str, Any], unchanged: Callable[[], None] | None = None
+    ctx: Context,
+    source: BinaryIO,
+    size: int,
+    begin: dict[str, Any],
+    unchanged: Callable[[], None] | None = None,
+    identity: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
     """Send ``size`` bytes of ``source`` as a file revision; memory stays a few chunks.
 
     ``unchanged`` runs once every byte was read, before the engine is asked to commit: it
     raises if the source changed meanwhile (FI-2), and the upload is aborted.
+
+    With ``identity`` (of ``source``, a regular file) the engine is offered the file itself: an
+    engine on this machine that can open it reads it (engine/files/source.py) and no byte
+    travels over the socket; otherwise the bytes are sent.
     """
-    started = ctx.request({"op": "file_begin", "size": size, **begin})
+    started = None
+    if identity is not None and sys.platform.startswith("linux"):
+        try:
+            started = ctx.request({"op": "file_begin", "size": size, **begin, "fd": source.fileno(), "identity": list(identity)})
+        except MemoriesError as exc:
+            if exc.code != "unknown_field":
+                raise
+            # An engine started before this `memories` was installed: it takes the bytes.
+    if started is None:
+        started = ctx.request({"op": "file_begin", "size": size, **begin})
     handle = started["upload"]
+    if started.get("pull") is True:
+        return _pulled(ctx, handle, size, int(started["chunks"]), int(started["per_pull"]), unchanged)
     # An engine that takes chunks as the frame's binary part says how many per request.
     binary = "per_binary" in started
     per = int(started["per_binary"] if binary else started["per_request"])
@@ -177,8 +197,31 @@ def upload(
     return result
 
 
-# What identifies a file's content without reading it (FI-2): a rewrite in place changes the
-# times even when the size stays; a replacement (an editor's save-by-rename) changes the inode.
+def _pulled(ctx: Context, handle: str, size: int, chunks: int, per: int, unchanged: Callable[[], None] | None) -> dict[str, Any]:
+    """An upload the engine reads from our open file: ask for the chunks in batches (each
+    answer comes when the engine has room for the next), then commit."""
+    progress = _Progress(ctx, "adding", size)
+    try:
+        for index in range(0, chunks, per):
+            ctx.request(
+                {"op": "file_pull", "upload": handle, "index": index, "count": min(per, chunks - index)}, timeout=_REQUEST_TIMEOUT
+            )
+            progress.update(min(size, (index + per) * CHUNK_BYTES))
+        if unchanged is not None:
+            unchanged()
+        result = ctx.request({"op": "file_commit", "upload": handle}, timeout=_REQUEST_TIMEOUT)
+    except BaseException:
+        with contextlib.suppress(MemoriesError, OSError):
+            ctx.request({"op": "file_abort", "upload": handle}, timeout=10)
+        raise
+    finally:
+        progress.done()
+    return result
+
+
+# What identifies a file's content without reading it (FI-2; engine/files/source.py checks the
+# same): a rewrite in place changes the times even when the size stays; a replacement (an
+# editor's save-by-rename) changes the inode.
 def _identity(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
@@ -252,7 +295,7 @@ def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
             begin["id"] = args.update
         if args.searchable is not None:
             begin["searchable"] = args.searchable
-        result = upload(ctx, source, info.st_size, begin, unchanged)
+        result = upload(ctx, source, info.st_size, begin, unchanged, _identity(info))
     shown = str(result.get("title", title or ""))
     ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({_size(result['size'])})")
     return 0

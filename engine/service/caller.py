@@ -22,6 +22,9 @@ class Caller:
     namespace: str  # e.g. "cli:1234" (API-3); remote surfaces use "ws:remote"/"relay:remote"
     surface: str = "ipc"  # "ipc", "mcp", "dashboard"
     uid: int | None = None
+    # The connecting process as the kernel reports it (SO_PEERCRED); None when unknown or not
+    # local. Only for reaching what that process holds open (engine/files/source.py).
+    pid: int | None = None
     # Asset kinds this caller may not read through search/retrieve/ask (an MCP grant without
     # transcripts hides "transcript", AG-5).
     hidden_kinds: frozenset[str] = frozenset()

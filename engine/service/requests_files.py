@@ -11,8 +11,10 @@ from engine.service.requests import AssetRef, Request, Tags, Title, VaultRef
 __all__ = [
     "CHUNKS_PER_FRAME",
     "CHUNKS_PER_BINARY",
+    "CHUNKS_PER_PULL",
     "FileBegin",
     "FileChunk",
+    "FilePull",
     "FileCommit",
     "FileAbort",
     "FileOpen",
@@ -28,11 +30,18 @@ __all__ = [
 CHUNKS_PER_FRAME = 8
 # Chunks per request or answer when they travel as the frame's binary part (no base64): 8 MiB.
 CHUNKS_PER_BINARY = 32
+# Chunks per `file_pull` (the engine reads them from the client's file itself): 8 MiB.
+CHUNKS_PER_PULL = 32
 ChunkSize = Annotated[int, msgspec.Meta(ge=0, le=256 * 1024)]
 Handle = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
 # One base64 chunk of at most 256 KiB (344 ASCII characters per 256 bytes).
 ChunkText = Annotated[str, msgspec.Meta(max_length=349_528)]
 Index = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
+# What identifies a file's content without reading it (FI-2): st_dev, st_ino, st_size,
+# st_mtime_ns, st_ctime_ns, as the CLI saw them when it opened the file.
+Identity = Annotated[list[int], msgspec.Meta(min_length=5, max_length=5)]
+# A file descriptor number in the client process.
+Descriptor = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 FileName = Annotated[str, msgspec.Meta(max_length=255)]
 
 
@@ -49,6 +58,12 @@ class FileBegin(Request, tag="file_begin"):
     # Whether search indexes the file's text (issue 27: off unless asked for, per file); a new
     # revision (``id``) keeps the file's current setting when this is left out.
     searchable: bool | None = None
+    # A client on this machine (Linux) offers the file it opened instead of sending its bytes:
+    # its descriptor number and what identifies the file (see engine/files/source.py). The
+    # engine reads it itself when it can open that descriptor and finds the same file;
+    # the answer then has ``"pull": true`` and the client sends ``file_pull`` requests.
+    fd: Descriptor | None = None
+    identity: Identity | None = None
 
 
 class FileChunk(Request, tag="file_chunk"):
@@ -62,10 +77,20 @@ class FileChunk(Request, tag="file_chunk"):
     payload: bytes | None = None
 
 
+class FilePull(Request, tag="file_pull"):
+    """Chunks ``index`` … ``index + count - 1`` read by the engine from the file the upload's
+    client offered at ``file_begin`` (``"pull": true`` in its answer)."""
+
+    upload: Handle
+    index: Index
+    count: Annotated[int, msgspec.Meta(ge=1, le=CHUNKS_PER_PULL)]
+
+
 class FileCommit(Request, tag="file_commit"):
     upload: Handle
-    # The SHA-256 (hex) the client computed while reading: a file that changed while it was read is refused.
-    sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+    # The SHA-256 (hex) the client computed while reading: a file that changed while it was read is
+    # refused. Left out only for an upload the engine read itself (``file_pull``).
+    sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
 
 
 class FileAbort(Request, tag="file_abort"):

@@ -1,10 +1,10 @@
 """File assets (HI-1 kind "file", FI-1): chunked upload and download over IPC.
 
 An upload is ``file_begin`` → ``file_chunk`` × N (≤ 8 chunks of 256 KiB each as base64, or
-≤ 32 as the frame's binary part) →
-``file_commit``: every chunk is sealed and written as it arrives, and the commit signs one
-revision over the chunk digests (the same DAG as every other kind), with its audit entry,
-in one transaction. A download is ``file_open`` (an authorized read: the intent is
+≤ 32 as the frame's binary part), or ``file_pull`` × N when the engine reads the file the
+client opened (engine/files/source.py) → ``file_commit``: every chunk is sealed and
+written as it arrives, and the commit signs one revision over the chunk digests (the same
+DAG as every other kind), with its audit entry, in one transaction. A download is ``file_open`` (an authorized read: the intent is
 committed first) → ``file_read`` by chunk index → ``file_close``; it is pinned to one
 revision, so later writes do not change what it delivers. Both kinds of handle belong to
 the caller that opened them and die with a lock. Engine memory per transfer is a few
@@ -37,6 +37,7 @@ from engine.files import (
     open_file_chunks,
     text_of_sample,
 )
+from engine.files.source import open_client_file
 from engine.files.space import check_room_for_upload
 from engine.service import requests_files as rq
 from engine.service.caller import Caller
@@ -266,6 +267,9 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
         transfers.room()  # first: an ended upload's chunks may be removed now, making room
         if 0 <= request.size <= MAX_FILE_BYTES:  # else FileUpload refuses the size itself
             check_room_for_upload(service.vault.require_store(), request.size)
+        source = None
+        if request.fd is not None and request.identity is not None:
+            source = open_client_file(caller.pid, request.fd, request.identity, request.size)
         upload = FileUpload(
             store=service.vault.require_store(),
             vault=vault,
@@ -273,6 +277,7 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
             parents=parents,
             size=request.size,
             owner=caller.namespace,
+            source=source,
         )
         handle = os.urandom(16).hex()
         transfers.uploads[handle] = _Upload(upload, caller.namespace, title, list(request.tags), request.name, searchable)
@@ -282,6 +287,8 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
         "chunks": upload.total,
         "per_request": rq.CHUNKS_PER_FRAME,
         "per_binary": rq.CHUNKS_PER_BINARY,
+        "pull": upload.pulled,
+        "per_pull": rq.CHUNKS_PER_PULL,
     }
 
 
@@ -294,6 +301,21 @@ def file_chunk(service: Service, request: rq.FileChunk, caller: Caller) -> dict[
     pieces = _pieces(request)
     try:
         pending.upload.add(request.index, pieces)
+    except MemoriesError:
+        _abort(transfers, request.upload)
+        raise
+    return {"received": pending.upload.received, "next": pending.upload.next_index}
+
+
+@op(rq.FilePull)
+def file_pull(service: Service, request: rq.FilePull, caller: Caller) -> dict[str, Any]:
+    """The engine reads the next chunks from the file the client offered (engine/files/source.py)."""
+    service.require_unlocked()
+    transfers = transfers_of(service)
+    with transfers.lock:
+        pending = transfers.upload(request.upload, caller)
+    try:
+        pending.upload.pull(request.index, request.count)
     except MemoriesError:
         _abort(transfers, request.upload)
         raise
@@ -316,7 +338,9 @@ def file_commit(service: Service, request: rq.FileCommit, caller: Caller) -> dic
     upload = pending.upload
     try:
         digest = upload.complete()  # every chunk stored, or the pipeline's first error
-        if digest != request.sha256:
+        if request.sha256 is None and not upload.pulled:
+            raise MemoriesError("invalid_input", "A file sent in chunks is committed with the SHA-256 the client read.")
+        if request.sha256 is not None and digest != request.sha256:
             raise MemoriesError("file_changed", "The file changed while it was read; nothing was saved.")
         text = text_of_sample(bytes(upload.sample))
         info = {
