@@ -16,6 +16,10 @@ The notes are bench/scale.py's (mixed English/Chinese, ~500 characters, tags, li
 Each pair runs back to back, alternating which goes first, --repeat times; medians are
 printed with "ours ÷ theirs" time ratios (below 1: we are faster) and the load average before
 and after. A missing peer is reported and skipped. Prints; asserts nothing.
+
+One run (issue 32, after the second pass on bulk paths), 10k notes: import 2.32× keepassxc-cli's
+time at load 10 (the index of each import waited for, untimed, before the next step);
+restore 6.5 s, 72× `tar xf` at load 9–10 (backup 7.1× `tar cf`).
 """
 
 from __future__ import annotations
