@@ -44,7 +44,7 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, ver
 from engine.errors import MemoriesError
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
-from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count
+from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
 
 __all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
 
@@ -360,7 +360,9 @@ class Restorer:
     def _sign_heads(self) -> Iterator[tuple[int, bytes]]:
         """Sign the new vaults' heads (after the whole file verified), oldest change first:
         revisions of one restore tie on their own times, and store order then keeps the
-        original order of conflict heads (the newest one is the one a summary shows)."""
+        original order of conflict heads (the newest one is the one a summary shows). All are
+        laid out first and then signed together on two cores (issue 32)."""
+        built: list[Revision] = []
         for head in sorted(self._heads, key=lambda h: (h.rev.changed_ms, h.rev.created_ms)):
             rev = head.rev
             new = self.new_vaults[bytes(rev.body["vault"])]
@@ -375,27 +377,31 @@ class Restorer:
                 "parents": [],
                 "summary": head.summary,
                 "restored": Restored(rev.rev_id, self._first_ms[rev.asset_id], rev.changed_ms),
+                "unsigned": True,
             }
             if not rev.tombstone:
                 # The original data key and sealed chunks, already verified and stored once as the
                 # archived revision's rows: no second copy of the body, and nothing to re-seal.
-                built = build_streamed_revision(
-                    **common,
-                    dek=head.dek,
-                    body_digests=[bytes(d) for d in rev.body["body"]],
-                    body_len=head.body_len,
-                    content_seqs=head.content_seqs,
-                    # The original's sealed summary: the same key, asset and plaintext, opened
-                    # and authenticated above, so it is carried instead of sealed again.
-                    sealed_summary=[bytes(c) for c in rev.body["summary"]],
+                built.append(
+                    build_streamed_revision(
+                        **common,
+                        dek=head.dek,
+                        body_digests=[bytes(d) for d in rev.body["body"]],
+                        body_len=head.body_len,
+                        content_seqs=head.content_seqs,
+                        # The original's sealed summary: the same key, asset and plaintext, opened
+                        # and authenticated above, so it is carried instead of sealed again.
+                        sealed_summary=[bytes(c) for c in rev.body["summary"]],
+                    )
                 )
             else:  # a tombstone head: an empty body
                 made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])
                 yield from made.content_rows
-                built = made.revision
-            self.head_records.append(built.to_record())
-            self.counts["heads"] += 1
+                built.append(made.revision)
         self._heads.clear()
+        sign_revisions(self.identity, built)
+        self.head_records.extend(revision.to_record() for revision in built)
+        self.counts["heads"] += len(built)
 
     def _take(self) -> int:
         seq = self._next_seq

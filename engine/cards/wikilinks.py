@@ -41,6 +41,8 @@ class WikiLinks:
 
 
 def _without_code(text: str) -> str:
+    if "`" not in text and "~" not in text:  # no code to strip (most notes): skip two scans
+        return text
     text = _FENCE.sub(" ", text)
     return _INLINE_CODE.sub(" ", text)
 

@@ -347,8 +347,10 @@ class VaultCore:
         tombstone: bool = False,
         reserved: list[int] | None = None,
         vault: VaultKeys | None = None,
+        unsigned: bool = False,
     ) -> tuple[Revision, list[tuple[int, bytes]]]:
-        """Encrypt and sign a revision; no write.
+        """Encrypt and sign a revision; no write. ``unsigned``: the caller signs it with others
+        (engine.vault.revision.sign_revisions) before it commits them.
 
         The vault is ``vault``, else the vault the asset already lives in, else the default
         vault. Roles decide writes here, in this one place (PO-2): only an Owner, Admin or
@@ -376,6 +378,7 @@ class VaultCore:
             summary=summary,
             body=data,
             content_seqs=seqs,
+            unsigned=unsigned,
         )
         return built.revision, built.content_rows
 

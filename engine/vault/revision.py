@@ -17,9 +17,9 @@ from typing import Any
 from engine.crypto.aead import open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
 from engine.crypto.chunks import open_chunks, seal_chunks
-from engine.crypto.keys import DeviceIdentity, sign, verify
+from engine.crypto.keys import DeviceIdentity, sign, sign_many, verify
 
-__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent", "Restored"]
+__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent", "Restored", "sign_revisions"]
 
 REVISION_TAG = "memories.revision"
 _DEK_AAD = b"memories.dek\x00\x01"
@@ -134,6 +134,8 @@ class Revision:
         return open_chunks(self.data_key(epoch_key), chunks, self.asset_id + b"body")
 
     def to_record(self) -> dict[str, Any]:
+        if not self.signature:
+            raise ValueError("a revision built unsigned was not signed (sign_revisions)")
         return {"t": "revision", "signed": self.signed, "sig": self.signature, "body_seqs": self.body_seqs}
 
     @classmethod
@@ -177,8 +179,12 @@ def build_revision(
     body: bytes,
     content_seqs: list[int],
     restored: Restored | None = None,
+    unsigned: bool = False,
 ) -> NewContent:
-    """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers."""
+    """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers.
+
+    ``unsigned``: laid out but not signed yet; the caller signs it with others in one
+    :func:`sign_revisions` before it is stored or shown anywhere."""
     dek = os.urandom(32)
     body_chunks = seal_chunks(dek, body, asset_id + b"body")
     seqs = content_seqs[: len(body_chunks)]
@@ -200,6 +206,7 @@ def build_revision(
         body_len=len(body),
         content_seqs=seqs,
         restored=restored,
+        unsigned=unsigned,
     )
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
@@ -232,6 +239,7 @@ def build_streamed_revision(
     content_seqs: list[int],
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
+    unsigned: bool = False,
 ) -> Revision:
     """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
     written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`.
@@ -258,7 +266,14 @@ def build_streamed_revision(
         content_seqs=content_seqs,
         restored=restored,
         sealed_summary=sealed_summary,
+        unsigned=unsigned,
     )
+
+
+def sign_revisions(identity: DeviceIdentity, revisions: list[Revision]) -> None:
+    """Sign revisions built with ``unsigned=True`` (by this device), all at once (:func:`sign_many`)."""
+    for revision, signature in zip(revisions, sign_many(identity.device_key, [r.signed for r in revisions]), strict=True):
+        revision.signature = signature
 
 
 def _sign_revision(
@@ -279,8 +294,10 @@ def _sign_revision(
     content_seqs: list[int],
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
+    unsigned: bool = False,
 ) -> Revision:
-    """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies."""
+    """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies.
+    ``unsigned``: its signature is left empty, for :func:`sign_revisions` to fill."""
     if sealed_summary is None:
         sealed_summary = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
     signed: dict[str, Any] = {
@@ -302,5 +319,5 @@ def _sign_revision(
         **(restored.fields() if restored is not None else {}),
     }
     signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
-    signature = sign(identity.device_key, signed_bytes)
+    signature = b"" if unsigned else sign(identity.device_key, signed_bytes)
     return Revision(signed_bytes, signature, list(content_seqs), body=signed, summary_cache=summary)

@@ -75,10 +75,17 @@ def new_revision(
     tombstone: bool = False,
     reserved: list[int] | None = None,
     vault: VaultKeys | None = None,
+    key: str | None = None,
+    unsigned: bool = False,
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
-    """The vault core's revision, plus the content key of ordinary kinds (re-import dedupe)."""
+    """The vault core's revision, plus the content key of ordinary kinds (re-import dedupe).
+
+    ``key``: that content key when the caller has it already (an import computes it to skip
+    what is there), so that it is not computed twice."""
     if kind in ORDINARY_KINDS and not tombstone:
-        summary = {**summary, "content_key": content_key(summary["title"], body, summary["tags"], summary["meta"])}
+        if key is None:
+            key = content_key(summary["title"], body, summary["tags"], summary["meta"])
+        summary = {**summary, "content_key": key}
     return service.vault.new_revision(
         state,
         asset_id=asset_id,
@@ -89,6 +96,7 @@ def new_revision(
         tombstone=tombstone,
         reserved=reserved,
         vault=vault,
+        unsigned=unsigned,
     )
 
 
