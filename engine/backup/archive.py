@@ -46,7 +46,7 @@ class ArchiveIndex:
 
     def _epoch_key(self, rev: Revision) -> bytes:
         try:
-            return self._keys[bytes(rev.body["vault"])][int(rev.body["epoch"])]
+            return self._keys[rev.vault_id][rev.epoch]
         except KeyError:
             raise MemoriesError("store_corrupt", "An archived revision has no key in the archive.") from None
 

@@ -304,8 +304,8 @@ class Restorer:
         try:
             # The signature is checked in its batch (_SignatureChecks), before the file is accepted.
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
-            vault = self.old_vaults[bytes(rev.body["vault"])]
-            epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
+            vault = self.old_vaults[rev.vault_id]
+            epoch_key = vault.epoch_keys[rev.epoch]
             dek = rev.data_key(epoch_key)
             summary = rev.open_summary_with(dek)
             digests = [bytes(d) for d in rev.body["body"]]
@@ -324,7 +324,7 @@ class Restorer:
         archived: list[int] = []
         body_len = 0
         context = asset + b"body"
-        skip = bytes(rev.body["vault"]) in self.left  # verified, not written (--leave-shared)
+        skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
         for index, chunk in enumerate(chunks):
             if hashlib.sha256(chunk).digest() != digests[index]:
                 raise _invalid("a content chunk does not match its signed digest")
@@ -365,7 +365,7 @@ class Restorer:
         built: list[Revision] = []
         for head in sorted(self._heads, key=lambda h: (h.rev.changed_ms, h.rev.created_ms)):
             rev = head.rev
-            new = self.new_vaults[bytes(rev.body["vault"])]
+            new = self.new_vaults[rev.vault_id]
             common: dict[str, Any] = {
                 "identity": self.identity,
                 "vault_id": new.vault_id,

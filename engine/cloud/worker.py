@@ -205,9 +205,7 @@ def enqueue(core: VaultCore, state: Unlocked, account: cs.Account, actor: Actor)
             chunks = make_bundle(core, state, vault_id, peer, max_bytes=CHUNK_BYTES)
             held_revs = set(held.revs)
             revs = sorted(
-                rev.rev_id
-                for rev in state.index.revisions.values()
-                if bytes(rev.body["vault"]) == vault_id and rev.rev_id not in held_revs
+                rev.rev_id for rev in state.index.revisions.values() if rev.vault_id == vault_id and rev.rev_id not in held_revs
             )
             heads = [p.head for p in vault.history]
             same_user = vault.policy.device_user(device) == state.identity.user_pub

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.search.chunker import CHUNKER_VERSION, Chunk, chunk_text
@@ -24,7 +25,7 @@ AUX_MARK = "\n\n\u2063\u2063\u2063\n\n"
 AUX_INDEX_CHARS = 12_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per indexed asset is kept (VaultIndex.assets): no __dict__
 class Document:
     asset_id: bytes
     rev_id: bytes
@@ -37,14 +38,13 @@ class Document:
 
     aux: bool = False  # the body may hold AUX_MARK (only where the summary says so)
 
-    # Tags and metadata values, searched in the metadata field (weight 2). Computed once here:
-    # functools.cached_property takes a lock per first access on 3.11, a cost per indexed note.
-    meta_text: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
+    @property
+    def meta_text(self) -> str:
+        """Tags and metadata values, searched in the metadata field (weight 2). Joined when asked
+        (twice per indexed note), not kept: the index keeps a Document per asset (issue 32)."""
         parts = list(self.tags)
         parts.extend(f"{key} {value}" for key, value in self.meta if key != "private")
-        object.__setattr__(self, "meta_text", "\n".join(parts))
+        return "\n".join(parts)
 
     @classmethod
     def from_summary(
@@ -58,7 +58,8 @@ class Document:
             kind=kind,
             title=str(summary.get("title", "")),
             body=body,
-            tags=tuple(str(t) for t in summary.get("tags", []) if isinstance(t, str)),
+            # Interned: the index keeps each asset's tags, and a vault has few distinct ones.
+            tags=tuple(sys.intern(str(t)) for t in summary.get("tags", []) if isinstance(t, str)),
             meta=tuple(sorted((str(k), str(v)) for k, v in meta.items())),
             updated_ms=updated_ms,
             aux=summary.get("aux") is True,

@@ -40,25 +40,39 @@ class Limits:
     max_vector_bytes: int = 96 * 1024 * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class ChunkInfo:
+    """One indexed chunk. Its text is kept as UTF-8 (issue 32): a chunk holding one Han character
+    is stored by Python as two or four bytes per character, and only the few chunks a query
+    reranks or shows are read back (``text``)."""
+
     asset_id: bytes
     ordinal: int
-    text: str
-    key: bytes
+    utf8: bytes
     aux: bool = False
 
+    @property
+    def text(self) -> str:
+        return self.utf8.decode()
 
-@dataclass
+
+@dataclass(slots=True)
 class AssetInfo:
     doc: Document
     rowids: list[int]
     text_bytes: int
-    folded_title: str = ""
-    folded_head: str = ""  # folded title + metadata, precomputed so reranking does not fold per query
+    # The folded title, a line break and the folded metadata, precomputed so reranking does not
+    # fold per query; the title is its first ``title_end`` characters (not kept twice, issue 32).
+    folded_head: str = ""
+    title_end: int = 0
+    stamp: int = 0  # eviction order among equal ``doc.updated_ms`` (unique, increasing)
+
+    @property
+    def folded_title(self) -> str:
+        return self.folded_head[: self.title_end]
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     asset_id: bytes
     rowid: int
@@ -80,7 +94,9 @@ class VaultIndex:
         self.fts = FtsIndex()
         self.chunks: dict[int, ChunkInfo] = {}
         self.assets: dict[bytes, AssetInfo] = {}
-        self.by_key: dict[bytes, list[int]] = {}
+        # chunk key -> rows, for vectors (kept by chunk key): built on first use, so an index whose
+        # vault embeds nothing (the default) holds no key per chunk (issue 32).
+        self._by_key: dict[bytes, list[int]] | None = None
         self._simplified: dict[int, str | None] = {}  # rowid -> Simplified folded chunk text if it differs (SR-8)
         self.vectors = VectorStore(self.limits.max_vector_bytes)
         self.text_bytes = 0
@@ -89,9 +105,10 @@ class VaultIndex:
         self.aux_rows = 0  # rows of low-weight text (documents.AUX_MARK)
         # Eviction order (least recently changed first) as a lazy min-heap: entries of
         # removed or re-indexed assets are skipped when popped. Sorting every asset on each
-        # write would make one edit cost O(n log n) in a large vault (ST-6).
-        self._age_heap: list[tuple[int, int, bytes]] = []
-        self._age_stamp: dict[bytes, int] = {}
+        # write would make one edit cost O(n log n) in a large vault (ST-6). Built the first
+        # time the bounds are exceeded and kept from then on: an index within its bounds (the
+        # common case) does not hold a heap entry per asset (issue 32).
+        self._age_heap: list[tuple[int, int, bytes]] | None = None
         # Assets indexed or removed since the index was first built, snapshots included: how
         # far the index has moved from its last sealed snapshot (issue 32, search_runtime.py).
         self.changes = 0
@@ -127,10 +144,10 @@ class VaultIndex:
             size += len(text_bytes)
             rowid = self._next_rowid
             self._next_rowid += 1
-            key = chunk_key(title_bytes, text_bytes)
-            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text, key, chunk.aux)
+            self.chunks[rowid] = ChunkInfo(doc.asset_id, ordinal, text_bytes, chunk.aux)
             self.aux_rows += chunk.aux
-            self.by_key.setdefault(key, []).append(rowid)
+            if self._by_key is not None:
+                self._by_key.setdefault(chunk_key(title_bytes, text_bytes), []).append(rowid)
             rowids.append(rowid)
             rows.append(
                 FtsRow(
@@ -147,35 +164,53 @@ class VaultIndex:
         # The chunk texts hold the body; keeping the whole body too would double memory.
         kept = Document(doc.asset_id, doc.rev_id, doc.kind, doc.title, "", doc.tags, doc.meta, doc.updated_ms)
         folded_head = folded_title + "\n" + to_simplified(fold(doc.meta_text))
-        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_title, folded_head)
-        self.text_bytes += size
         stamp = self._next_rowid  # unique and increasing: ties on updated_ms keep insertion order
-        self._age_stamp[doc.asset_id] = stamp
-        heapq.heappush(self._age_heap, (doc.updated_ms, stamp, doc.asset_id))
-        if len(self._age_heap) > 2 * len(self.assets) + 64:
-            self._age_heap = [e for e in self._age_heap if self._age_stamp.get(e[2]) == e[1]]
-            heapq.heapify(self._age_heap)
+        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_head, len(folded_title), stamp)
+        self.text_bytes += size
+        if self._age_heap is not None:
+            heapq.heappush(self._age_heap, (doc.updated_ms, stamp, doc.asset_id))
+            if len(self._age_heap) > 2 * len(self.assets) + 64:
+                self._age_heap = None  # mostly stale entries: built again from the assets when needed
         return rows
 
+    def _current(self, entry: tuple[int, int, bytes]) -> bool:
+        info = self.assets.get(entry[2])
+        return info is not None and info.stamp == entry[1]
+
     def remove(self, asset_id: bytes) -> None:
-        self._age_stamp.pop(asset_id, None)
         info = self.assets.pop(asset_id, None)
         self.truncated.discard(asset_id)
         if info is None:
             return
         self.changes += 1
         self.fts.delete(info.rowids)
+        title = info.doc.title.encode()
         for rowid in info.rowids:
             chunk = self.chunks.pop(rowid)
             self.aux_rows -= chunk.aux
             self._simplified.pop(rowid, None)
-            keyed = self.by_key.get(chunk.key, [])
+            if self._by_key is None:
+                continue  # no vector was stored, as storing one builds the keys
+            key = chunk_key(title, chunk.utf8)
+            keyed = self._by_key.get(key, [])
             if rowid in keyed:
                 keyed.remove(rowid)
             if not keyed:
-                self.by_key.pop(chunk.key, None)
-                self.vectors.discard(chunk.key)
+                self._by_key.pop(key, None)
+                self.vectors.discard(key)
         self.text_bytes -= info.text_bytes
+
+    @property
+    def by_key(self) -> dict[bytes, list[int]]:
+        if self._by_key is None:
+            self._by_key = {}
+            for rowid, chunk in self.chunks.items():
+                self._by_key.setdefault(self.key_of(chunk), []).append(rowid)
+        return self._by_key
+
+    def key_of(self, chunk: ChunkInfo) -> bytes:
+        """The chunk's key (its vector's name): its asset's title and its text, hashed."""
+        return chunk_key(self.assets[chunk.asset_id].doc.title.encode(), chunk.utf8)
 
     def would_fit(self, chunks: int, text_bytes: int) -> bool:
         return len(self.chunks) + chunks <= self.limits.max_chunks and self.text_bytes + text_bytes <= self.limits.max_text_bytes
@@ -184,20 +219,22 @@ class VaultIndex:
         """Keep the most recently changed content; what is dropped is reported as truncation."""
         if len(self.chunks) <= self.limits.max_chunks and self.text_bytes <= self.limits.max_text_bytes:
             return
+        if self._age_heap is None:
+            self._age_heap = [(info.doc.updated_ms, info.stamp, asset_id) for asset_id, info in self.assets.items()]
+            heapq.heapify(self._age_heap)
         while self._age_heap and (len(self.chunks) > self.limits.max_chunks or self.text_bytes > self.limits.max_text_bytes):
-            _, stamp, asset_id = heapq.heappop(self._age_heap)
-            if self._age_stamp.get(asset_id) != stamp:
+            entry = heapq.heappop(self._age_heap)
+            if not self._current(entry):
                 continue  # stale entry: removed or re-indexed since
-            self.remove(asset_id)
-            self.truncated.add(asset_id)
+            self.remove(entry[2])
+            self.truncated.add(entry[2])
 
     def close(self) -> None:
-        self._age_heap.clear()
-        self._age_stamp.clear()
+        self._age_heap = None
         self.fts.close()
         self.chunks.clear()
         self.assets.clear()
-        self.by_key.clear()
+        self._by_key = None
         self._simplified.clear()
         self.vectors.clear()
 
@@ -211,9 +248,10 @@ class VaultIndex:
                 chunk = self.chunks[rowid]
                 if chunk.aux:
                     continue  # tool output is found by its words; embedding it would crowd out replies
-                if not self.vectors.has(chunk.key) and chunk.key not in seen:
-                    seen.add(chunk.key)
-                    out.append((chunk.key, f"{info.doc.title}\n\n{chunk.text}"))
+                key = self.key_of(chunk)
+                if not self.vectors.has(key) and key not in seen:
+                    seen.add(key)
+                    out.append((key, f"{info.doc.title}\n\n{chunk.text}"))
                     if len(out) >= limit:
                         return out
         return out

@@ -183,7 +183,7 @@ class WordPostings:
             }
         )
 
-    def load(self, data: bytes) -> None:
+    def load(self, data: bytes | bytearray | memoryview) -> None:
         """Replace these postings with a :meth:`dump`; ValueError if it is not one."""
         try:
             fields = msgspec.msgpack.decode(data, type=_Dump)

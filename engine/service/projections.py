@@ -70,9 +70,10 @@ def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
     return state.index.newest_head(entry)
 
 
-def asset_summary(service: Service, state: Unlocked, entry: AssetEntry) -> dict[str, Any]:
+def asset_summary(service: Service, state: Unlocked, entry: AssetEntry, *, keep: bool = True) -> dict[str, Any]:
+    """An item's list row; ``keep`` False: its decrypted summary is not kept (a page of a listing)."""
     newest = newest_head(state, entry)
-    summary = service.vault.summary_of(state, newest)
+    summary = service.vault.summary_of(state, newest, keep=keep)
     # Lists and search results show many items: the redactors (which read every revision's
     # secret map) run only where a protected value can be: a head written after a protection
     # carries the map, a head from a branch that forked before it sits beside another, and a

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,14 +211,14 @@ class SearchRuntime:
         if not revisions:
             return
         fresh: list[Prepared] = []
-        for vault_id in {bytes(r.body["vault"]) for r in revisions}:
+        for vault_id in {r.vault_id for r in revisions}:
             index = self.cache.peek(vault_id)
             if index is None:
                 continue
             if index.policy_head != state.vaults[vault_id].policy.head:
                 self.start_build(state, vault_id)  # a policy change invalidates the whole index
                 continue
-            assets = dict.fromkeys(r.asset_id for r in revisions if bytes(r.body["vault"]) == vault_id)
+            assets = dict.fromkeys(r.asset_id for r in revisions if r.vault_id == vault_id)
             if len(assets) >= CATCH_UP_MIN:
                 self._catch_up(state, index, assets)
             else:
@@ -227,7 +228,7 @@ class SearchRuntime:
         # The index of a vault this commit did not touch stays current if it was before: else the
         # next search there would reconcile it item by item, a walk over the whole vault (issue 20).
         # A revision applied twice makes ``before`` too small, which only costs that walk.
-        touched = {bytes(r.body["vault"]) for r in revisions}
+        touched = {r.vault_id for r in revisions}
         before = len(state.index.revisions) - len(revisions)
         for other in self.cache.indexes():
             if other.vault_id not in touched and other.revisions_seen == before:
@@ -253,16 +254,27 @@ class SearchRuntime:
         # Not for a file: whether its text may be indexed is in its own summary (issue 27), and a
         # record stored before that rule may hold text that must not be indexed any more.
         cached = None if file else self.tokens.get(head.rev_id)
-        summary = cached.summary if cached is not None else self.service.vault.summary_of(state, head)
+        kept = True
+        if cached is not None:
+            summary = cached.summary
+        else:
+            kept = head.summary_kept
+            summary = self.service.vault.summary_of(state, head)
         reason = exclusion_reason(kind=entry.kind, deleted=False, conflict=False, quarantined=False, summary=summary)
         if reason is not None:
             if index is not None:
                 index.excluded[entry.asset_id] = reason
+            if cached is None and not kept:
+                head.summary_cache = None
             return None
         if cached is not None:
             return cached.document(entry.asset_id, entry.kind, head.changed_ms)
         # CD-7: a value protected later never reaches the index, even from an old head.
         body = self._file_text(state, head, summary) if file else visible_body(self.service, state, head)
+        if not kept:
+            # Kept only while the redactors read it: the index keeps what it shows, and a build
+            # would otherwise leave every summary it decrypted in memory until the lock (issue 32).
+            head.summary_cache = None
         return Document.from_summary(entry.asset_id, head.rev_id, entry.kind, summary, body, head.changed_ms)
 
     def _file_text(self, state: Unlocked, head: Revision, summary: dict[str, Any]) -> str:
@@ -276,8 +288,8 @@ class SearchRuntime:
         info = summary.get("file") or {}
         if not is_searchable(summary) or not info.get("text") or not head.body_seqs:
             return ""
-        vault = state.vaults[bytes(head.body["vault"])]
-        chunk = open_file_chunk(head, vault.epoch_keys[int(head.body["epoch"])], self.service.vault.require_store(), 0)
+        vault = state.vaults[head.vault_id]
+        chunk = open_file_chunk(head, vault.epoch_keys[head.epoch], self.service.vault.require_store(), 0)
         return text_of_sample(chunk[:TEXT_SAMPLE_BYTES]) or ""
 
     def prepared_for(self, doc: Document, fresh: list[Prepared]) -> Prepared:
@@ -474,9 +486,9 @@ class SearchRuntime:
         try:
             if ref is None:
                 raise ValueError("malformed snapshot record")
-            data = self.service.vault.require_store().read_snapshot(ref)
-            restored = snapshot.load(data, job.vault_id, vault.policy.head, self.cache.limits)
-            del data
+            # Read as the store opens it, frame by frame: never the whole payload at once (issue 32).
+            pieces = self.service.vault.require_store().read_snapshot_stream(ref)
+            restored = snapshot.load(pieces, job.vault_id, vault.policy.head, self.cache.limits)
         except (MemoriesError, ValueError) as exc:
             if isinstance(exc, MemoriesError) and exc.code == "locked":
                 return None
@@ -553,14 +565,14 @@ class SearchRuntime:
             watermark = store.last_seq
             changes = index.changes
             with gc_paused():
-                data = snapshot.dump(index)
+                pieces = snapshot.dump_pieces(index)
         try:
-            ref = store.write_snapshot(data)
+            ref = store.write_snapshot(_handed_over(pieces))
         except MemoriesError as exc:
             log.warning("search snapshot not saved (%s)", exc.code)
             return
         finally:
-            del data
+            del pieces
         record = {
             "t": SNAPSHOT_KIND,
             "v": snapshot.SNAPSHOT_VERSION,
@@ -792,6 +804,14 @@ class SearchRuntime:
             index.revisions_seen = len(state.index.revisions)
             self._persist_tokens(state, fresh)
         return index
+
+
+def _handed_over(pieces: list[bytes]) -> Iterator[bytes]:
+    """The pieces in order, each dropped from the list as it is handed over: the payload is not
+    held whole beside its compressed form while the store compresses it (issue 32)."""
+    pieces.reverse()
+    while pieces:
+        yield pieces.pop()
 
 
 def _limits(service: Service) -> Limits:

@@ -237,7 +237,7 @@ def make_bundle(core: VaultCore, state: Unlocked, vault_id: bytes, peer: Invento
     missing = [rev for rev in _vault_revisions(state, vault.vault_id) if rev.rev_id not in held]
     # Epoch keys are sealed to the one device that sent the inventory.
     if start < len(ours) or missing:
-        epochs = {int(rev.body["epoch"]) for rev in missing} | {vault.policy.epoch}
+        epochs = {rev.epoch for rev in missing} | {vault.policy.epoch}
         for item in _epoch_key_items(state, vault, epochs, peer.device):
             packer.add(item)
     for rev in missing:

@@ -398,13 +398,13 @@ def _verify_revision(
         core.check_revision(rev, state.identity, candidate)
     except SignatureError as exc:
         raise _rejected(f"A revision fails the policy check ({exc})") from None
-    vault = candidate[bytes(rev.body["vault"])]
+    vault = candidate[rev.vault_id]
     # check_revision asks only that the device was authorized; a Reader's device is, so without
     # this a demoted device could name the newest policy and skip the quarantine below (SY-2).
-    named = vault.policy_at(bytes(rev.body["policy"]))
+    named = vault.policy_at(rev.policy_head)
     if named is None or not _lets_write(named, rev.author):
         raise _rejected("A revision's author was not allowed to write under the policy it names (a Reader)")
-    key = vault.epoch_keys.get(int(rev.body["epoch"]))
+    key = vault.epoch_keys.get(rev.epoch)
     if key is None:
         raise _rejected("A revision is sealed under an epoch key this device does not hold")
     if [hashlib.sha256(p).digest() for p in parts] != list(rev.body["body"]):
@@ -531,7 +531,7 @@ def _quarantine_reason(rev: Revision, vault: VaultKeys, adopted: set[bytes]) -> 
     of the policy (:func:`_own_offline`), so both sides of a sync hold back the same set.
     """
     head = vault.policy
-    if bytes(rev.body["policy"]) == head.head or rev.rev_id in adopted:
+    if rev.policy_head == head.head or rev.rev_id in adopted:
         return None
     if not head.authorizes_device(rev.author):
         return REVOKED_REASON
@@ -588,11 +588,11 @@ def _own_offline(
     store = core.require_store()
     rows: list[dict[str, Any]] = []
     for rev in list(state.index.revisions.values()):
-        if rev.author != own or bytes(rev.body["vault"]) != vault.vault_id or bytes(rev.body["policy"]) == head.head:
+        if rev.author != own or rev.vault_id != vault.vault_id or rev.policy_head == head.head:
             continue
         if rev.rev_id in held_quarantine or rev.rev_id in state.index.hidden:
             continue
-        offline = rev.rev_id not in peer_holds if peer_holds is not None else bytes(rev.body["policy"]) == vault.policy.head
+        offline = rev.rev_id not in peer_holds if peer_holds is not None else rev.policy_head == vault.policy.head
         if not offline:
             continue
         rows.append(
@@ -722,7 +722,7 @@ def merge(
     fresh = [rev for rev in bundle.revisions if rev.rev_id not in held and rev.rev_id not in skipped_quarantine]
     ordered = _order(fresh, held)
     for rev in ordered:
-        if bytes(rev.body["vault"]) != vault.vault_id:
+        if rev.vault_id != vault.vault_id:
             raise _rejected("A revision in the bundle belongs to another vault")
         # Also an item quarantine hides here: its vault is fixed by its first revision (SY-2).
         existing = state.index.vault_of(rev.asset_id)

@@ -111,7 +111,7 @@ def _accepted_heads(state: Unlocked, vault: VaultKeys, change: Change) -> list[b
     theirs = [
         rev
         for rev in state.index.revisions.values()
-        if rev.author in gone and bytes(rev.body["vault"]) == vault.vault_id and rev.rev_id not in state.index.hidden
+        if rev.author in gone and rev.vault_id == vault.vault_id and rev.rev_id not in state.index.hidden
     ]
     parents = {p for rev in theirs for p in rev.parents}
     return sorted(rev.rev_id for rev in theirs if rev.rev_id not in parents)
@@ -280,33 +280,34 @@ class VaultCore:
     @staticmethod
     def check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
         """Policy, device and certificate checks (the signature is verified in bulk)."""
-        vault = vaults.get(bytes(rev.body["vault"]))
+        vault = vaults.get(rev.vault_id)
         if vault is None:
             raise SignatureError("revision of an unknown vault")
         # The policy the revision was written under must be in the vault's history and
         # authorize its author at that point, under that policy's epoch (PO-1, HI-2).
-        policy = vault.policy_at(bytes(rev.body["policy"]))
+        policy = vault.policy_at(rev.policy_head)
         if policy is None or not policy.authorizes_device(rev.author):
             raise SignatureError("revision not authorized by the vault policy")
-        if int(rev.body["epoch"]) != policy.epoch:
+        if rev.epoch != policy.epoch:
             raise SignatureError("revision names another epoch than its policy")
-        if rev.author == identity.device_pub and rev.body["cert"] != identity.certificate_hash:
+        if rev.author == identity.device_pub and rev.cert != identity.certificate_hash:
             raise SignatureError("revision names a different device certificate")
 
     # -- reading -------------------------------------------------------------------------
-    def summary_of(self, state: Unlocked, rev: Revision) -> dict[str, Any]:
-        vault = state.vaults[bytes(rev.body["vault"])]
+    def summary_of(self, state: Unlocked, rev: Revision, *, keep: bool = True) -> dict[str, Any]:
+        """The revision's summary; ``keep`` False: not kept beside the revision (Revision.open_summary)."""
+        vault = state.vaults[rev.vault_id]
         try:
-            return rev.open_summary(vault.epoch_keys[int(rev.body["epoch"])])
+            return rev.open_summary(vault.epoch_keys[rev.epoch], keep=keep)
         except (ChunkError, KeyError) as exc:
             raise MemoriesError("store_corrupt", "A revision summary failed authentication.") from exc
 
     def body_of(self, state: Unlocked, rev: Revision) -> str:
         """The signed body as stored. Clients are shown ``projections.visible_body`` instead."""
         store = self.require_store()
-        vault = state.vaults[bytes(rev.body["vault"])]
+        vault = state.vaults[rev.vault_id]
         try:
-            plain = rev.open_body(vault.epoch_keys[int(rev.body["epoch"])], store.read_content(rev.body_seqs))
+            plain = rev.open_body(vault.epoch_keys[rev.epoch], store.read_content(rev.body_seqs))
         except (ChunkError, KeyError) as exc:
             raise MemoriesError("store_corrupt", "A revision body failed authentication.") from exc
         return plain.decode("utf-8")

@@ -24,7 +24,7 @@ AMBIGUOUS_SHOWN = 10
 HIDE_FIELD = "hide_rev"  # candidates listed with an ambiguous_id error
 
 
-@dataclass
+@dataclass(slots=True)  # one per item of an unlocked vault (issue 32: no __dict__ each)
 class AssetEntry:
     asset_id: bytes
     vault_id: bytes
@@ -41,7 +41,9 @@ class AssetIndex:
     def __init__(self) -> None:
         self.revisions: dict[bytes, Revision] = {}
         self.assets: dict[bytes, AssetEntry] = {}
-        self._sorted_hex: list[str] = []
+        # Asset IDs in order (bytes sort as their hex does), the same objects ``assets`` keys by:
+        # not a hex string per item beside them (issue 32: 11 MiB at 100k items).
+        self._sorted_ids_list: list[bytes] = []
         # While loading a whole store, IDs are appended and sorted once on first use:
         # insort per asset is O(n) each, i.e. quadratic over a 100k-asset unlock.
         self._hex_unsorted = False
@@ -92,12 +94,12 @@ class AssetIndex:
         if entry is None:
             if parents:
                 raise MemoriesError("store_corrupt", "A first revision has parents.")
-            entry = AssetEntry(asset_id, bytes(rev.body["vault"]), rev.kind)
+            entry = AssetEntry(asset_id, rev.vault_id, rev.kind)
             self.assets[asset_id] = entry
             if self._hex_unsorted:
-                self._sorted_hex.append(asset_id.hex())
+                self._sorted_ids_list.append(entry.asset_id)
             else:
-                bisect.insort(self._sorted_hex, asset_id.hex())
+                bisect.insort(self._sorted_ids_list, entry.asset_id)
         self.revisions[rev_id] = rev
         entry.revisions.append(rev_id)
         consumed = set(parents)
@@ -126,7 +128,7 @@ class AssetIndex:
                 self.hidden_assets[asset_id] = self.assets.pop(asset_id)
                 if not self._listing_stale:
                     self._listing.unlisted(asset_id)
-                self._sorted_hex.remove(asset_id.hex())
+                self._sorted_ids_list.remove(asset_id)
                 if self.content_keys is not None:
                     self.content_keys = {k: v for k, v in self.content_keys.items() if v != asset_id}
                 continue
@@ -161,11 +163,11 @@ class AssetIndex:
         self._hex_unsorted = True
         self._listing_stale = True
 
-    def _sorted_ids(self) -> list[str]:
+    def _sorted_ids(self) -> list[bytes]:
         if self._hex_unsorted:
-            self._sorted_hex.sort()
+            self._sorted_ids_list.sort()
             self._hex_unsorted = False
-        return self._sorted_hex
+        return self._sorted_ids_list
 
     # -- queries -------------------------------------------------------------------
     def vault_of(self, asset_id: bytes) -> bytes | None:
@@ -188,7 +190,7 @@ class AssetIndex:
         without those quarantine hides (SY-2): what sync offers and sends, what its marks count
         and what a backup carries, so all of them agree on one set."""
         hidden = self.hidden
-        return [rev for rid, rev in self.revisions.items() if bytes(rev.body["vault"]) in vault_ids and rid not in hidden]
+        return [rev for rid, rev in self.revisions.items() if rev.vault_id in vault_ids and rid not in hidden]
 
     def holds(self, asset_id: bytes) -> bool:
         """Is an item with this ID on this device, visible or hidden (see :meth:`vault_of`)?"""
@@ -220,11 +222,11 @@ class AssetIndex:
         """Shortest unique hex prefix (at least MIN_SHORT_ID characters)."""
         full = asset_id.hex()
         ids = self._sorted_ids()
-        pos = bisect.bisect_left(ids, full)
+        pos = bisect.bisect_left(ids, asset_id)
         need = MIN_SHORT_ID
         for neighbour in (pos - 1, pos + 1):
             if 0 <= neighbour < len(ids):
-                other = ids[neighbour]
+                other = ids[neighbour].hex()
                 common = 0
                 while common < len(full) and full[common] == other[common]:
                     common += 1
@@ -240,10 +242,13 @@ class AssetIndex:
                 "An ID is a hex prefix of at least 4 characters, as list and search show it; a title is not an ID.",
             )
         ids = self._sorted_ids()
-        pos = bisect.bisect_left(ids, text)
+        # The first ID whose hex could begin with ``text``: its whole bytes, then (odd length) the
+        # last digit as the high half of the next byte. Those that match follow one another.
+        low = bytes.fromhex(text[: len(text) // 2 * 2]) + (bytes([int(text[-1], 16) << 4]) if len(text) % 2 else b"")
+        pos = bisect.bisect_left(ids, low)
         matches: list[str] = []
-        while pos < len(ids) and ids[pos].startswith(text):
-            matches.append(ids[pos])
+        while pos < len(ids) and (hexed := ids[pos].hex()).startswith(text):
+            matches.append(hexed)
             pos += 1
         if not matches:
             raise MemoriesError("not_found")

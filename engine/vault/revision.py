@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from engine.crypto.aead import open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
@@ -30,12 +33,66 @@ def _dek_aad(vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
 
 
 _PREFIX = REVISION_TAG.encode("ascii") + b"\x00\x01"
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder().decode
+
+
+_MISSING: Any = object()
+# Values most revisions of a vault share (its ID, the policy head, the device and its
+# certificate): one bytes object each instead of one per revision (issue 32). Bounded, so that a
+# stream of foreign revisions cannot grow it; it holds identifiers, never content.
+_SHARED: dict[bytes, bytes] = {}
+_SHARED_MAX = 4096
+
+
+def _shared(value: Any) -> Any:
+    if value.__class__ is not bytes or len(value) > 64:
+        return value
+    kept = _SHARED.get(value)
+    if kept is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        kept = _SHARED[value] = value
+    return kept
+
+
+def _need(value: Any, key: str) -> Any:
+    if value is _MISSING:
+        raise KeyError(key)
+    return value
 
 
 class Revision:
-    """A signed revision. ``signed`` holds the exact signed bytes (never re-encoded)."""
+    """A signed revision. ``signed`` holds the exact signed bytes (never re-encoded).
 
-    __slots__ = ("body", "body_seqs", "rev_id", "seq", "signature", "signed", "summary_cache")
+    An unlocked 100k-note vault holds 100k of these, so only the fields read per revision on
+    common paths (listing, indexing, checks at unlock) are kept, as they were decoded and without
+    conversion (a malformed foreign revision fails where it used to: when a field is read, after
+    the shape check sync runs first). ``body`` decodes the signed bytes again for the rest (issue
+    32: the decoded dict was 1.4 KB a revision, more than the signed bytes). A decrypted summary
+    is kept packed (``summary_cache``), not as a dict of Python objects.
+    """
+
+    __slots__ = (
+        "_asset",
+        "_cert",
+        "_created",
+        "_device",
+        "_epoch",
+        "_kind",
+        "_parents",
+        "_policy",
+        "_restored_changed",
+        "_restored_created",
+        "_summary",
+        "_tombstone",
+        "_vault",
+        "body_seqs",
+        "rev_id",
+        "seq",
+        "signature",
+        "signed",
+    )
 
     def __init__(
         self,
@@ -53,9 +110,61 @@ class Revision:
         self.signature = signature
         self.body_seqs = body_seqs
         self.seq = seq
-        self.body: dict[str, Any] = body if body is not None else decode_canonical_flat(signed[len(_PREFIX) :])
+        fields: Any = body if body is not None else self._decode()
+        if fields.__class__ is not dict:
+            raise TypeError("a revision body is an object")
+        get = fields.get
+        self._asset = get("asset", _MISSING)
+        self._vault = _shared(get("vault", _MISSING))
+        self._policy = _shared(get("policy", _MISSING))
+        self._device = _shared(get("device", _MISSING))
+        self._cert = _shared(get("cert", _MISSING))
+        self._epoch = get("epoch", _MISSING)
+        kind = get("kind", _MISSING)
+        self._kind = sys.intern(kind) if kind.__class__ is str else kind
+        parents = get("parents", _MISSING)
+        # Most revisions have no parent or one: a tuple, and the empty one is shared.
+        self._parents = tuple(parents) if parents.__class__ is list else parents
+        self._tombstone = get("tombstone", _MISSING)
+        self._created = get("created_ms", _MISSING)
+        self._restored_created = get("restored_created_ms")
+        self._restored_changed = get("restored_changed_ms")
         self.rev_id = hashlib.sha256(signed).digest()
+        self._summary: bytes | dict[str, Any] | None = None
         self.summary_cache = summary_cache
+
+    def _decode(self) -> Any:
+        return decode_canonical_flat(self.signed[len(_PREFIX) :])
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The signed body, decoded from ``signed`` on each call (a fresh dict)."""
+        fields: dict[str, Any] = self._decode()
+        return fields
+
+    @property
+    def summary_cache(self) -> dict[str, Any] | None:
+        """The decrypted summary once opened (a fresh dict on each read), else None."""
+        packed = self._summary
+        if isinstance(packed, bytes):
+            summary: dict[str, Any] = _unpack(packed)
+            return summary
+        return packed
+
+    @summary_cache.setter
+    def summary_cache(self, summary: dict[str, Any] | None) -> None:
+        if summary is None:
+            self._summary = None
+            return
+        try:
+            self._summary = _pack(summary)
+        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
+            self._summary = summary
+
+    @property
+    def summary_kept(self) -> bool:
+        """Whether the decrypted summary is kept (without unpacking it)."""
+        return self._summary is not None
 
     @property
     def signed_bytes(self) -> bytes:
@@ -63,40 +172,55 @@ class Revision:
 
     @property
     def asset_id(self) -> bytes:
-        return bytes(self.body["asset"])
+        return bytes(_need(self._asset, "asset"))
+
+    @property
+    def vault_id(self) -> bytes:
+        return bytes(_need(self._vault, "vault"))
+
+    @property
+    def policy_head(self) -> bytes:
+        return bytes(_need(self._policy, "policy"))
+
+    @property
+    def cert(self) -> Any:
+        return _need(self._cert, "cert")
+
+    @property
+    def epoch(self) -> int:
+        return int(_need(self._epoch, "epoch"))
 
     @property
     def parents(self) -> list[bytes]:
-        return list(self.body["parents"])
+        return list(_need(self._parents, "parents"))
 
     @property
     def tombstone(self) -> bool:
-        return bool(self.body["tombstone"])
+        return bool(_need(self._tombstone, "tombstone"))
 
     @property
     def kind(self) -> str:
-        return str(self.body["kind"])
+        return str(_need(self._kind, "kind"))
 
     @property
     def created_ms(self) -> int:
-        return int(self.body["created_ms"])
+        return int(_need(self._created, "created_ms"))
 
     @property
     def changed_ms(self) -> int:
         """When the content this revision holds was last changed: its own time, or for a
         restore's copy of a head the original head's time (BK-2). What lists sort by."""
-        return self._restored_time("restored_changed_ms")
+        return self._restored_time(self._restored_changed)
 
     @property
     def item_created_ms(self) -> int:
         """When the item was created, as its first revision says: its own time, or for a
         restore's copy the original item's first revision's time (BK-2)."""
-        return self._restored_time("restored_created_ms")
+        return self._restored_time(self._restored_created)
 
-    def _restored_time(self, key: str) -> int:
+    def _restored_time(self, value: Any) -> int:
         # Signed by the restoring device, but a revision from sync could carry anything: only
         # a time no later than the revision itself counts, else the revision's own time.
-        value = self.body.get(key)
         created = self.created_ms
         if value.__class__ is int and 0 <= value <= created:
             return int(value)
@@ -104,26 +228,40 @@ class Revision:
 
     @property
     def author(self) -> bytes:
-        return bytes(self.body["device"])
+        return bytes(_need(self._device, "device"))
 
     def verify_signature(self) -> None:
         verify(self.author, self.signed_bytes, self.signature)
 
     def data_key(self, epoch_key: bytes) -> bytes:
-        b = self.body
+        return self._data_key(epoch_key, self.body)
+
+    @staticmethod
+    def _data_key(epoch_key: bytes, b: dict[str, Any]) -> bytes:
         return open_sealed(epoch_key, b["wrapped_key"], _dek_aad(b["vault"], b["asset"], b["epoch"]))
 
-    def open_summary(self, epoch_key: bytes) -> dict[str, Any]:
-        if self.summary_cache is None:
-            return self.open_summary_with(self.data_key(epoch_key))
-        return self.summary_cache
+    def open_summary(self, epoch_key: bytes, *, keep: bool = True) -> dict[str, Any]:
+        """The decrypted summary; ``keep`` False: not kept for the next call if not kept already
+        (a listing of every item would otherwise keep every summary until the lock)."""
+        cached = self.summary_cache
+        if cached is None:
+            b = self.body  # decoded once for both the data key and the summary's chunks
+            return self._open_summary(self._data_key(epoch_key, b), b, keep=keep)
+        return cached
 
     def open_summary_with(self, dek: bytes) -> dict[str, Any]:
         """The summary opened with the data key itself (a caller that needs the key anyway)."""
-        if self.summary_cache is None:
-            plain = open_chunks(dek, list(self.body["summary"]), self.asset_id + b"summary")
-            self.summary_cache = decode_canonical(plain)
-        return self.summary_cache
+        cached = self.summary_cache
+        if cached is None:
+            return self._open_summary(dek, self.body)
+        return cached
+
+    def _open_summary(self, dek: bytes, b: dict[str, Any], *, keep: bool = True) -> dict[str, Any]:
+        plain = open_chunks(dek, list(b["summary"]), self.asset_id + b"summary")
+        summary: dict[str, Any] = decode_canonical(plain)
+        if keep:
+            self.summary_cache = summary
+        return summary
 
     def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
         digests = [hashlib.sha256(c).digest() for c in chunks]

@@ -13,7 +13,7 @@ from engine.search.documents import Document, prepare
 from engine.search.index import Limits, VaultIndex
 from engine.search.query import parse_query
 from engine.search.segment import Segmenter
-from engine.search.snapshot import dump, load
+from engine.search.snapshot import dump, dump_pieces, load
 
 VAULT, POLICY = b"v" * 16, b"p" * 32
 SEGMENTER = Segmenter()
@@ -67,14 +67,41 @@ def test_bytes_that_are_not_a_dump_are_refused(cut: int) -> None:
         load(broken, VAULT, POLICY, Limits())
 
 
+def _with_frame(pieces: list[bytes], frame: int, data: bytes) -> bytes:
+    """The payload with its ``frame``-th frame (0: the head) replaced by ``data``."""
+    pieces = list(pieces)
+    pieces[2 * frame : 2 * frame + 2] = [len(data).to_bytes(8, "big"), data]
+    return b"".join(pieces)
+
+
 def test_a_dump_with_a_damaged_database_image_is_refused() -> None:
+    pieces = dump_pieces(_index(20))  # head, bookkeeping, FTS5 image, postings, assets, chunks
+    with pytest.raises(ValueError):
+        load(_with_frame(pieces, 2, b"SQLite format 3\x00" + b"\x00" * 100), VAULT, POLICY, Limits())
+    with pytest.raises(ValueError):
+        load(_with_frame(pieces, 3, b"\x01\x02"), VAULT, POLICY, Limits())
+
+
+def test_a_dump_read_in_pieces_of_any_size_loads_the_same() -> None:
+    """Issue 32: the unlock loads the payload as the store opens it, piece by piece, without ever
+    holding it whole; where the pieces are cut does not matter, and trailing bytes are refused."""
+    index = _index(120)
+    data = dump(index)
+    for size in (1, 7, 4096, len(data)):
+        loaded = load((data[i : i + size] for i in range(0, len(data), size)), VAULT, POLICY, Limits())
+        assert loaded is not None
+        assert loaded.chunks.keys() == index.chunks.keys() and loaded.by_key == index.by_key
+        assert [loaded.chunks[r].text for r in loaded.chunks] == [index.chunks[r].text for r in index.chunks]
+        assert {a: (i.doc, i.folded_title, i.stamp) for a, i in loaded.assets.items()} == {
+            a: (i.doc, i.folded_title, i.stamp) for a, i in index.assets.items()
+        }
+    with pytest.raises(ValueError):
+        load([data, b"\x00"], VAULT, POLICY, Limits())
+
+
+def test_a_version_1_snapshot_is_not_used() -> None:
+    """A snapshot saved before the payload was framed (one msgpack map) is rebuilt, not refused."""
     import msgspec
 
-    fields = msgspec.msgpack.decode(dump(_index(20)))
-    fields["fts"] = b"SQLite format 3\x00" + b"\x00" * 100
-    with pytest.raises(ValueError):
-        load(msgspec.msgpack.encode(fields), VAULT, POLICY, Limits())
-    fields = msgspec.msgpack.decode(dump(_index(20)))
-    fields["postings"] = b"\x01\x02"
-    with pytest.raises(ValueError):
-        load(msgspec.msgpack.encode(fields), VAULT, POLICY, Limits())
+    old = msgspec.msgpack.encode({"version": "x/snapshot-1", "vault": VAULT, "policy": POLICY, "fts": b"", "postings": b""})
+    assert load(old, VAULT, POLICY, Limits()) is None

@@ -417,8 +417,8 @@ def file_read(service: Service, request: rq.FileRead, caller: Caller) -> dict[st
     with transfers.lock:
         read = transfers.read(request.read, caller)
     rev = read.rev
-    vault = state.vaults[bytes(rev.body["vault"])]
-    epoch_key = vault.epoch_keys[int(rev.body["epoch"])]
+    vault = state.vaults[rev.vault_id]
+    epoch_key = vault.epoch_keys[rev.epoch]
     store = service.vault.require_store()
     total = len(rev.body["body"])
     end = min(total, request.index + request.count)
@@ -490,7 +490,7 @@ def file_edit(service: Service, request: rq.FileEdit, caller: Caller) -> dict[st
         raise MemoriesError("conflict")
     head = max((r for r in state.index.head_revisions(entry) if not r.tombstone), key=lambda r: (r.created_ms, r.seq))
     vault = service.vault.writable_vault(state, entry.asset_id, None)
-    if int(head.body["epoch"]) != vault.policy.epoch:
+    if head.epoch != vault.policy.epoch:
         raise MemoriesError(
             "invalid_input",
             "The vault's key changed since this file was saved; add it again with "
@@ -518,7 +518,7 @@ def file_edit(service: Service, request: rq.FileEdit, caller: Caller) -> dict[st
         kind=FILE_KIND,
         parents=list(entry.heads),
         summary=summary,
-        dek=head.data_key(vault.epoch_keys[int(head.body["epoch"])]),
+        dek=head.data_key(vault.epoch_keys[head.epoch]),
         body_digests=list(head.body["body"]),
         body_len=int(head.body["body_len"]),
         content_seqs=list(head.body_seqs),

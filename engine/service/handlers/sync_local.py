@@ -46,8 +46,8 @@ def _vault(state: Unlocked, name: str | None) -> VaultKeys:
 
 def _opened(state: Unlocked, record: dict[str, Any]) -> tuple[Revision, dict[str, Any] | None, bytes | None]:
     rev = Revision(bytes(record["signed"]), bytes(record["sig"]), [])
-    vault = state.vaults.get(bytes(rev.body["vault"]))
-    key = vault.epoch_keys.get(int(rev.body["epoch"])) if vault is not None else None
+    vault = state.vaults.get(rev.vault_id)
+    key = vault.epoch_keys.get(rev.epoch) if vault is not None else None
     if key is None:
         return rev, None, None
     try:
@@ -65,7 +65,7 @@ def _view(state: Unlocked, record: dict[str, Any], *, body: bool) -> dict[str, A
         "kind": rev.kind,
         "author": rev.author.hex(),
         "created_ms": rev.created_ms,
-        "epoch": int(rev.body["epoch"]),
+        "epoch": rev.epoch,
         "reason": str(record["reason"]),
         "title": summary.get("title") if summary else None,
         "readable": summary is not None,
@@ -98,7 +98,7 @@ def quarantine_reapply(service: Service, request: rq.QuarantineReapply, caller: 
     rev, summary, plain = _opened(state, record)
     if summary is None or plain is None:
         raise MemoriesError("invalid_input", "This device cannot open the quarantined content; discard it instead.")
-    vault = state.vaults.get(bytes(rev.body["vault"]))
+    vault = state.vaults.get(rev.vault_id)
     if vault is None:
         raise MemoriesError("not_found", "The quarantined revision's vault is not on this device.")
     entry = state.index.assets.get(rev.asset_id)

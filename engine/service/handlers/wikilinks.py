@@ -141,7 +141,7 @@ def _link_writes(service: Service, state: Unlocked, writes: list[tuple[Revision,
     by_vault: dict[bytes, list[tuple[Revision, str, str]]] = {}
     for rev, title, body in writes:
         if rev.kind in ORDINARY_KINDS and not rev.tombstone:
-            by_vault.setdefault(bytes(rev.body["vault"]), []).append((rev, title, body))
+            by_vault.setdefault(rev.vault_id, []).append((rev, title, body))
     for vault_id, items in by_vault.items():
         # Only a write that names something, or had wikilinks before, needs the title map.
         busy = [i for i in items if "[[" in i[2] or _has_wikilinks(service, i[0].asset_id)]
