@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from nacl.signing import SigningKey
 
 from engine.crypto.canonical import domain_bytes
 from engine.crypto.libsodium import ed25519_sign_detached, ed25519_verify_detached
+from engine.crypto.two_cores import map_in_two_halves
 
 __all__ = [
     "DeviceIdentity",
@@ -56,27 +56,7 @@ def sign_many(key: SigningKey, messages: Sequence[bytes]) -> list[bytes]:
     few microseconds per ~25 us signature, so the two seldom wait for each other (a thread
     beside Python-heavy work would wait for the GIL at every signature instead).
     """
-    if len(messages) < _SIGN_MANY_PARALLEL:
-        return [sign(key, message) for message in messages]
-    half = len(messages) // 2
-    second: list[bytes] = []
-    failure: list[BaseException] = []
-
-    def sign_second() -> None:
-        try:
-            second.extend(sign(key, message) for message in messages[half:])
-        except BaseException as exc:  # handed to the caller below
-            failure.append(exc)
-
-    helper = threading.Thread(target=sign_second, name="memories-sign", daemon=True)
-    helper.start()
-    try:
-        first = [sign(key, message) for message in messages[:half]]
-    finally:
-        helper.join()
-    if failure:
-        raise failure[0]
-    return first + second
+    return map_in_two_halves(lambda _, message: sign(key, message), messages, minimum=_SIGN_MANY_PARALLEL, name="memories-sign")
 
 
 def verify(public_key: bytes, message: bytes, signature: bytes) -> None:

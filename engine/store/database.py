@@ -44,6 +44,7 @@ from engine.crypto.aead import AeadError, new_key, open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import DerivationAhead, KdfParams, derive_key
 from engine.crypto.libsodium import RowOpener
+from engine.crypto.two_cores import map_in_two_halves
 from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
 from engine.store.room import ensure_reserve, free_bytes, release_reserve
@@ -264,27 +265,11 @@ def _seal_records(
     without the GIL, and what each loop does in Python is small beside them, so a large commit
     takes about half the time on two cores (issue 32: a restore commits ~20k records at once).
     """
-    if len(records) < _PARALLEL_SEAL:
-        return [_seal_record(key, record, first_seq + i, deferred_kinds) for i, record in enumerate(records)]
-    half = len(records) // 2
-    second: list[bytes] = []
-    failure: list[BaseException] = []
 
-    def seal_second() -> None:
-        try:
-            second.extend(_seal_record(key, records[i], first_seq + i, deferred_kinds) for i in range(half, len(records)))
-        except BaseException as exc:  # handed to the caller below
-            failure.append(exc)
+    def seal_one(i: int, record: dict[str, Any]) -> bytes:
+        return _seal_record(key, record, first_seq + i, deferred_kinds)
 
-    helper = threading.Thread(target=seal_second, name="memories-seal", daemon=True)
-    helper.start()
-    try:
-        first = [_seal_record(key, records[i], first_seq + i, deferred_kinds) for i in range(half)]
-    finally:
-        helper.join()
-    if failure:
-        raise failure[0]
-    return first + second
+    return map_in_two_halves(seal_one, records, minimum=_PARALLEL_SEAL, name="memories-seal")
 
 
 def _chain_next(chain: bytes, seq: int, blob: bytes) -> bytes:
