@@ -51,11 +51,22 @@ def xdisplay(tmp_path: Path) -> Iterator[str]:
 
 
 def clipboard(display: str) -> str:
+    """The clipboard's text as `xclip -o` reads it.
+
+    A read that asks an owner which then exits (the clearer replacing or dropping the value at
+    that moment) never gets its answer: xclip has no timeout of its own and waits forever (seen
+    once on a loaded CI run). Such a read is abandoned and asked again of the current owner.
+    """
     env = {**os.environ, "DISPLAY": display}
-    out = subprocess.run(
-        ["xclip", "-selection", "clipboard", "-o"], env=env, capture_output=True, timeout=10, stdin=subprocess.DEVNULL
-    )
-    return out.stdout.decode("utf-8", "replace")
+    for _ in range(3):
+        try:
+            out = subprocess.run(
+                ["xclip", "-selection", "clipboard", "-o"], env=env, capture_output=True, timeout=10, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            continue
+        return out.stdout.decode("utf-8", "replace")
+    raise AssertionError("xclip -o got no answer three times: the clipboard's owner is stuck")
 
 
 def set_clipboard(display: str, value: str) -> None:
