@@ -166,6 +166,7 @@ def build_gtk(form: Form[Any]) -> Any:
     box.pack_start(intro, False, False, 0)
     grid = Gtk.Grid(row_spacing=6, column_spacing=8)
     fields: list[tuple[Row, Any]] = []
+    shown: list[Any] = []  # the selectable values (a person may copy a fingerprint)
     for line, row in enumerate(form.rows):
         if row.kind == "text":
             grid.attach(Gtk.Label(label=row.label, xalign=1, yalign=0), 0, line, 1, 1)
@@ -175,6 +176,7 @@ def build_gtk(form: Form[Any]) -> Any:
             if row.monospace:
                 value.get_style_context().add_class("monospace")
             grid.attach(value, 1, line, form.columns - 1, 1)
+            shown.append(value)
             continue
         label = Gtk.Label(label=row.label, xalign=1)
         entry = Gtk.Entry(text=row.value, visibility=row.kind != "secret", activates_default=True, hexpand=True)
@@ -235,6 +237,11 @@ def build_gtk(form: Form[Any]) -> Any:
     win.show_all()
     win.present()
     focus.grab_focus()
+    # GTK gives the first selectable label the focus while the window is built and selects its
+    # whole text, which stays highlighted after the password field takes the focus: the window
+    # would open with the target looking chosen. Nothing is selected until the person selects it.
+    for value in shown:
+        value.select_region(0, 0)
     return win
 
 
