@@ -9,6 +9,9 @@ The notes are bench/scale.py's (mixed English/Chinese, ~500 characters, tags, li
   entries as KeePass XML, `keepassxc-cli import` with a 100 ms KDF, like our test KDF), one
   entry shown (`get` / `show`), a search (`search` / `search`), and the size at rest (our
   store and its log / the .kdbx file).
+* KeePassXC's own database (`--only keepassxc-kdbx`): `memories import keepassxc` of the .kdbx
+  `keepassxc-cli import` wrote (KDBX 3.1, AES-KDF at its 100 ms target) from bench/moving.py's
+  10k logins, against that `keepassxc-cli import` of their XML.
 * tar: our backup and restore of that vault against `tar cf` / `tar xf` of the same home.
 * age: `file add` of a random file against `age -e -r` of the same file (and `file get`
   against `age -d`).
@@ -20,6 +23,14 @@ and after. A missing peer is reported and skipped. Prints; asserts nothing.
 One run (issue 32, after the second pass on bulk paths), 10k notes: import 2.32× keepassxc-cli's
 time at load 10 (the index of each import waited for, untimed, before the next step);
 restore 6.5 s, 72× `tar xf` at load 9–10 (backup 7.1× `tar cf`).
+
+Issue 32, third pass, `--only keepassxc-kdbx --repeat 2` (two rounds each), the commit before
+and this one back to back: 47.96 s against keepassxc-cli's 7.65 s (0.16×) at load 13.4, then
+37.23 s against 9.57 s (0.26×) at load 13.7 (native AES-KDF, the decrypted tree read directly,
+login batches signed on two cores). `--only keepassxc --repeat 1` at load 11–12 (one round,
+the notes' [[wikilinks]] name no note, so every batch asks the title map): 4.02× the peer's
+time after, 3.58× before; one round at that load does not separate them (in process, the
+engine's CPU for these 10k notes was 3.73 / 4.80 s after and 4.05 / 4.90 s before).
 """
 
 from __future__ import annotations
