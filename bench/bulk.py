@@ -19,6 +19,19 @@ the load. Printed per step: median wall seconds, the ratio peer ÷ ours (speed r
 peer: 1.0 is as fast, above is faster), and the CPU seconds each side used (our CLI plus our
 engine; on a shared, loaded machine wall time mostly measures the scheduler, CPU time does
 not), with the load average at the start and end. Prints; asserts nothing.
+
+Issue 32, third pass (AES-KDF in native code, the KDBX tree read directly, login batches signed
+on two cores, the wikilink title map kept current), ``--before`` the commit before it, one
+round at load 13–14 (loadavg 13.0 12.0 9.4 at the start, 14.2 12.8 10.2 at the end):
+
+* kdbx (this bench's pykeepass-built file, Argon2id, which the native AES-KDF does not touch):
+  peer 2.28 CPU-s; after 10.57, before 9.93 CPU-s: 0.22× / 0.23× CPU (0.47× wall both, the
+  wall of a machine at load 13 is the scheduler's). The KDBX 3.1 file keepassxc-cli writes
+  is measured by ``bench/peers.py --only keepassxc-kdbx``: 0.16× → 0.26×.
+* notes (no wikilinks: the title map is not asked for): peer 1.77 CPU-s; after 4.75, before
+  4.50: 0.37× / 0.39× CPU (1.10× / 1.08× wall). The 1.0× goal is not reached: the engine's
+  per-revision work (canonical encoding, three seals and a signature per note, the store's
+  sealing of each row) and the search index catching up beside the import are most of it.
 """
 
 from __future__ import annotations

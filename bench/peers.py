@@ -9,6 +9,9 @@ The notes are bench/scale.py's (mixed English/Chinese, ~500 characters, tags, li
   entries as KeePass XML, `keepassxc-cli import` with a 100 ms KDF, like our test KDF), one
   entry shown (`get` / `show`), a search (`search` / `search`), and the size at rest (our
   store and its log / the .kdbx file).
+* KeePassXC's own database (`--only keepassxc-kdbx`): `memories import keepassxc` of the .kdbx
+  `keepassxc-cli import` wrote (KDBX 3.1, AES-KDF at its 100 ms target) from bench/moving.py's
+  10k logins, against that `keepassxc-cli import` of their XML.
 * tar: our backup and restore of that vault against `tar cf` / `tar xf` of the same home.
 * age: `file add` of a random file against `age -e -r` of the same file (and `file get`
   against `age -d`).
@@ -20,6 +23,14 @@ and after. A missing peer is reported and skipped. Prints; asserts nothing.
 One run (issue 32, after the second pass on bulk paths), 10k notes: import 2.32× keepassxc-cli's
 time at load 10 (the index of each import waited for, untimed, before the next step);
 restore 6.5 s, 72× `tar xf` at load 9–10 (backup 7.1× `tar cf`).
+
+Issue 32, third pass, `--only keepassxc-kdbx --repeat 2` (two rounds each), the commit before
+and this one back to back: 47.96 s against keepassxc-cli's 7.65 s (0.16×) at load 13.4, then
+37.23 s against 9.57 s (0.26×) at load 13.7 (native AES-KDF, the decrypted tree read directly,
+login batches signed on two cores). `--only keepassxc --repeat 1` at load 11–12 (one round,
+the notes' [[wikilinks]] name no note, so every batch asks the title map): 4.02× the peer's
+time after, 3.58× before; one round at that load does not separate them (in process, the
+engine's CPU for these 10k notes was 3.73 / 4.80 s after and 4.05 / 4.90 s before).
 """
 
 from __future__ import annotations
@@ -179,6 +190,48 @@ def with_keepassxc(work: Path, notes: Path, count: int, repeat: int) -> None:
     _print("size at rest (MB)", size / 1e6, kdbx.stat().st_size / 1e6, "MB")
 
 
+def with_keepassxc_kdbx(work: Path, entries: int, repeat: int) -> None:
+    """`memories import keepassxc` of the .kdbx `keepassxc-cli import` wrote (KDBX 3.1, AES-KDF,
+    100 ms) against that `keepassxc-cli import` of the XML: the same logins both ways."""
+    if shutil.which("keepassxc-cli") is None:
+        print("keepassxc-cli not installed (apt-get install keepassxc): the KDBX pair skipped")
+        return
+    from bench.moving import PASSWORD as MOVING_PASSWORD
+    from bench.moving import build_kdbx
+
+    source = Path(tempfile.gettempdir()) / "memories-bench-moving" / f"bench-{entries}.kdbx"  # bench/moving.py's cache
+    if not source.exists():
+        source.parent.mkdir(parents=True, exist_ok=True)
+        build_kdbx(source, entries)
+    xml = work / "logins.xml"
+    with open(xml, "w", encoding="utf-8") as out:
+        subprocess.run(
+            ["keepassxc-cli", "export", "-q", "-f", "xml", str(source)],
+            input=MOVING_PASSWORD + "\n", stdout=out, text=True, check=True, timeout=3600,
+        )  # fmt: skip
+    rounds = max(1, min(repeat, 3))  # each import builds a whole vault
+    kdbxs = [work / f"logins-{i}.kdbx" for i in range(rounds)]
+    homes = [work / f"kdbx-{i}" for i in range(rounds)]
+
+    def theirs(i: int) -> None:
+        kdbxs[i].unlink(missing_ok=True)
+        _run("keepassxc-cli", "import", "-q", "-p", "-t", "100", str(xml), str(kdbxs[i]), stdin=f"{KDBX_PASSWORD}\n" * 2)
+
+    made = work / "logins-made.kdbx"  # the database ours reads: keepassxc-cli's, made once, untimed
+    _run("keepassxc-cli", "import", "-q", "-p", "-t", "100", str(xml), str(made), stdin=f"{KDBX_PASSWORD}\n" * 2)
+    for home in homes:
+        _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
+
+    def ours(i: int) -> None:
+        _memories(homes[i], "import", "keepassxc", str(made), "--kdbx-password-stdin", stdin=KDBX_PASSWORD + "\n")
+
+    mine, peer = _pair(rounds, ours, theirs, lambda i: _memories(homes[i], "search", "zyxwvquartz", "--wait", "600"))
+    _print(f"import keepassxc {entries:,}-entry .kdbx (s)", mine, peer)
+    print(f"{'':44s} speed relative to keepassxc-cli import: {peer / mine:.2f}×", flush=True)
+    for home in homes:
+        _memories(home, "daemon", "stop")
+
+
 def with_tar(work: Path, notes: Path, repeat: int) -> None:
     home = work / "backup-home"
     _memories(home, "init", "--password-stdin", stdin=PASSWORD + "\n")
@@ -254,7 +307,11 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--file-mib", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", choices=["keepassxc", "tar", "age"], help="run one peer's pairs (tar: backup and restore)")
+    parser.add_argument(
+        "--only",
+        choices=["keepassxc", "keepassxc-kdbx", "tar", "age"],
+        help="run one peer's pairs (tar: backup and restore; keepassxc-kdbx: import of the .kdbx keepassxc-cli wrote)",
+    )
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="memories-bench-peers-") as tmp:
@@ -264,6 +321,8 @@ def main() -> None:
         try:
             if args.only in (None, "keepassxc"):
                 with_keepassxc(work, notes, args.notes, args.repeat)
+            if args.only in (None, "keepassxc-kdbx"):
+                with_keepassxc_kdbx(work, args.notes, args.repeat)
             if args.only in (None, "tar"):
                 with_tar(work, notes, min(args.repeat, 3))
             if args.only in (None, "age"):

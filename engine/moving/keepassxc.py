@@ -18,6 +18,7 @@ import binascii
 from pathlib import Path
 from typing import Any
 
+from engine.moving.aes_kdf import transformed_key
 from engine.moving.entry import MAX_FILE_BYTES, Entry, Loaded, add_password_history, fail, guarded, normalise_totp, when_text
 from engine.moving.onepassword import parse_csv_logins
 
@@ -54,7 +55,10 @@ def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded
     kp: Any = None
     for candidate in candidates:
         try:
-            kp = PyKeePass(str(path), password=candidate, keyfile=str(keyfile) if keyfile else None)
+            # AES-KDF (KDBX 3.1, what `keepassxc-cli import` writes) derived in native code;
+            # pykeepass's own loop is one Python call per round (engine/moving/aes_kdf.py).
+            derived = transformed_key(path, candidate, keyfile) if candidate is not None or keyfile else None
+            kp = PyKeePass(str(path), password=candidate, keyfile=str(keyfile) if keyfile else None, transformed_key=derived)
             break
         except CredentialsError:
             continue
@@ -75,13 +79,16 @@ def parse_kdbx(path: Path, password: str | None, keyfile: Path | None) -> Loaded
             + ("" if keyfile else ", or its key file with --keyfile")
             + ".",
         )
-    from lxml import etree  # pykeepass's own dependency
-
     try:
-        xml: bytes = etree.tostring(kp.tree)
+        # The tree pykeepass parsed is read as it is (no second serialise and parse, issue 32),
+        # with the same refusal of a document type as an XML export gets.
+        root = kp.tree.getroot()
+        doctype = bool(kp.tree.docinfo.doctype)
     except Exception as exc:  # a database pykeepass half-read: typed, never a traceback
         raise fail("the file", f"is not a readable KDBX database ({exc.__class__.__name__}).") from None
-    return _from_xml(xml)
+    if doctype:
+        raise fail("the file", _DOCTYPE_REFUSED)
+    return _from_tree(root)
 
 
 _KDBX_SIGNATURE = bytes.fromhex("03d9a29a67fb4bb5")
@@ -122,6 +129,9 @@ def parse_keepass_xml(data: bytes) -> Loaded:
     return _from_xml(data)
 
 
+_DOCTYPE_REFUSED = "has a DOCTYPE (document type or entity declarations); a KeePass XML export has none."
+
+
 class _DoctypeRefused(Exception):
     """Raised by the parser at the start of a DOCTYPE, before its internal subset is read."""
 
@@ -146,9 +156,15 @@ def _from_xml(data: bytes) -> Loaded:
         parser.feed(data)
         root = parser.close()
     except _DoctypeRefused:
-        raise fail("the file", "has a DOCTYPE (document type or entity declarations); a KeePass XML export has none.") from None
+        raise fail("the file", _DOCTYPE_REFUSED) from None
     except (ET.ParseError, ValueError):
         raise fail("the file", "is not well-formed XML; it may be truncated.") from None
+    return _from_tree(root)
+
+
+def _from_tree(root: Any) -> Loaded:
+    """Entries of a parsed KeePass document: an ElementTree element (an XML export) or an lxml
+    one (the tree pykeepass decrypted), read through the API both share."""
     top = root.find("Root")
     if root.tag != "KeePassFile" or top is None:
         raise fail("the file", "is not a KeePass XML file (no KeePassFile/Root).")

@@ -64,8 +64,12 @@ def prepare_credential(
     asset_id: bytes | None = None,
     parents: list[bytes] | None = None,
     reserved: list[int] | None = None,
+    unsigned: bool = False,
 ) -> tuple[Revision, list[tuple[int, bytes]]]:
-    """Build (not commit) a credential revision, e.g. to commit with a card in one transaction (CD-4)."""
+    """Build (not commit) a credential revision, e.g. to commit with a card in one transaction (CD-4).
+
+    ``unsigned``: for a batch that signs all its revisions at once (``sign_revisions``) before
+    it commits them."""
     _check_name(name)
     if asset_id is None:
         existing = _by_name(core, state, name)
@@ -80,6 +84,7 @@ def prepare_credential(
         summary=summary,
         body=canonical_bytes(secret).decode("utf-8"),
         reserved=reserved,
+        unsigned=unsigned,
     )
 
 

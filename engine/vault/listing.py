@@ -134,6 +134,10 @@ class ListOrder:
         self._tags_of: dict[bytes, tuple[str, ...]] = {}
         self._tagged: dict[str, set[bytes]] | None = None
         self._changed: set[bytes] = set()  # items whose title and tags must be read again
+        # Case-folded title -> the listed items holding it (one ID, or a list when several do):
+        # what [[wikilinks]] resolve by. Built on first use, then kept current with the title
+        # order (each batch of an import asks again: a rebuild each time was O(vault) per batch).
+        self._holders: dict[str, bytes | list[bytes]] | None = None
 
     def listed(self, asset_id: bytes, vault_id: bytes, kind: str, updated_ms: int, conflict: bool) -> None:
         self.by_time.put(asset_id, vault_id, kind, updated_ms)
@@ -152,10 +156,14 @@ class ListOrder:
         """Title order and tag sets, current; ``summary`` gives the summary an item's list row shows."""
         if self._by_title is None or self._tagged is None:
             self._by_title, self._tagged, self._tags_of = SortedGroups(), {}, {}
+            self._holders = None  # built again from the new title order when next asked for
             changed: Iterable[bytes] = list(self.by_time.keys)
         else:
             changed = self._changed
+        titled = self._holders
         for asset_id in changed:
+            if titled is not None and (old := self._by_title.keys.get(asset_id)) is not None:
+                _unhold(titled, old[2][0], asset_id)
             for tag in self._tags_of.pop(asset_id, ()):
                 holders = self._tagged[tag]
                 holders.discard(asset_id)
@@ -167,10 +175,55 @@ class ListOrder:
                 continue
             fields = summary(asset_id)
             vault_id, kind, _ = where
-            self._by_title.put(asset_id, vault_id, kind, str(fields.get("title", "")).casefold())
+            folded = str(fields.get("title", "")).casefold()
+            self._by_title.put(asset_id, vault_id, kind, folded)
+            if titled is not None:
+                _hold(titled, folded, asset_id)
             tags = tuple(dict.fromkeys(t for t in fields.get("tags", []) if isinstance(t, str)))
             self._tags_of[asset_id] = tags
             for tag in tags:
                 self._tagged.setdefault(tag, set()).add(asset_id)
         self._changed = set()
         return self._by_title, self._tagged
+
+    def title_holders(self, summary: Callable[[bytes], dict[str, Any]], folded: str) -> list[bytes]:
+        """The listed items (any vault, any kind) whose case-folded title is ``folded``, current."""
+        by_title, _ = self.derived(summary)
+        if self._holders is None:
+            self._holders = {}
+            for asset_id, (_, _, (title, _)) in by_title.keys.items():
+                _hold(self._holders, title, asset_id)
+        found = self._holders.get(folded)
+        if found is None:
+            return []
+        return [found] if isinstance(found, bytes) else list(found)
+
+    def held_titles(self) -> dict[str, list[bytes]]:
+        """The holders map as kept, each entry as a sorted list (tests compare it with a fresh build)."""
+        kept = self._holders or {}
+        return {title: sorted([ids] if isinstance(ids, bytes) else ids) for title, ids in kept.items()}
+
+
+def _hold(holders: dict[str, bytes | list[bytes]], title: str, asset_id: bytes) -> None:
+    found = holders.get(title)
+    if found is None:
+        holders[title] = asset_id  # most titles have one holder: no list for it
+    elif isinstance(found, bytes):
+        if found != asset_id:
+            holders[title] = [found, asset_id]
+    elif asset_id not in found:
+        found.append(asset_id)
+
+
+def _unhold(holders: dict[str, bytes | list[bytes]], title: str, asset_id: bytes) -> None:
+    found = holders.get(title)
+    if found is None:
+        return
+    if isinstance(found, bytes):
+        if found == asset_id:
+            del holders[title]
+        return
+    if asset_id in found:
+        found.remove(asset_id)
+    if len(found) == 1:
+        holders[title] = found[0]

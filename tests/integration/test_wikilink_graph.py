@@ -6,6 +6,10 @@ back with `memories graph` and `memories card connections` (the graph the rest u
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from engine.cli.transfer_commands import BATCH_ITEMS
 from tests.helpers import Cli
 
 
@@ -67,3 +71,36 @@ def test_restoring_an_old_revision_restores_its_links(vault: Cli) -> None:
     assert _targets(vault, note["id"]) == set()
     vault.ok("history", note["id"], "--restore", first)
     assert _targets(vault, note["id"]) == {"Target"}
+
+
+def _wikilink_graph(cli: Cli) -> set[tuple[str, str]]:
+    """Every wikilink as (source title, target title), from `memories graph`."""
+    graph = cli.ok("graph")
+    titles = {n["id"]: n["title"] for n in graph["nodes"]}
+    return {(titles[e["src"]], titles[e["dst"]]) for e in graph["edges"] if e["rel"] == "wikilink"}
+
+
+def test_an_import_in_batches_links_like_one_write_at_a_time(vault: Cli, tmp_path: Path) -> None:
+    """DT-8 across import batches (issue 32: the title map is kept current, not rebuilt per batch):
+    names of notes in the same batch, in an earlier batch, in a later batch and already in the
+    vault all resolve; after a rename and a deletion the map answers as a fresh one would."""
+    vault.put("Before", "in the vault before the import")
+    count = BATCH_ITEMS + 120  # two batches
+    notes = tmp_path / "notes.jsonl"
+    with open(notes, "w", encoding="utf-8") as out:
+        for i in range(count):
+            links = [f"N{i - 1}"] if i else [f"N{count - 1}", "Before"]  # earlier / later batch, the vault
+            body = "see " + " ".join(f"[[{name}]]" for name in links) + (" and [[Nowhere]]" if i == 7 else "")
+            out.write(json.dumps({"title": f"N{i}", "body": body}) + "\n")
+    result = vault.ok("import", str(notes))
+    assert result["created"] == count
+    assert result["wikilinks"]["unresolved"] == 1  # [[Nowhere]]
+    expected = {(f"N{i}", f"N{i - 1}") for i in range(1, count)} | {("N0", f"N{count - 1}"), ("N0", "Before")}
+    assert _wikilink_graph(vault) == expected
+
+    ids = {n["title"]: n["id"] for n in vault.ok("graph")["nodes"]}
+    vault.ok("edit", ids["N10"], "--title", "Renamed")
+    vault.ok("delete", ids["N20"])
+    renamed = vault.put("Points at the rename", "[[Renamed]] and [[n10]] and [[N20]] and [[N30]]")
+    assert renamed["wikilinks"]["unresolved"] == ["N20", "n10"]  # old title and deleted note: no item
+    assert _targets(vault, renamed["id"]) == {"Renamed", "N30"}

@@ -57,26 +57,33 @@ class _Outcome:
 
 
 class _Titles:
-    """Case-folded title → items, for one vault, from the list order the index keeps current."""
+    """Case-folded title → items, for one vault, from the title map the list order keeps current
+    (engine/vault/listing.py: built once, then updated for the items changed since, so each
+    batch of an import costs its own notes, not the vault's)."""
 
     def __init__(self, service: Service, state: Unlocked, vault_id: bytes, pending: Iterable[tuple[bytes, str]]) -> None:
         self._state = state
-        by_title, _ = state.index.listing.derived(
-            lambda asset_id: service.vault.summary_of(state, newest_head(state, state.index.assets[asset_id]))
-        )
-        self._keys: dict[str, list[bytes]] = {}
-        for asset_id, (vid, kind, (folded, _)) in by_title.keys.items():
-            if vid == vault_id and kind in ORDINARY_KINDS:
-                self._keys.setdefault(str(folded), []).append(asset_id)
+        self._vault_id = vault_id
+        self._summary = lambda asset_id: service.vault.summary_of(state, newest_head(state, state.index.assets[asset_id]))
+        self._listed = state.index.listing
+        self._keys = self._listed.derived(self._summary)[0].keys  # kept current by the list order
         # Items of the write in hand are not listed yet; their titles count already.
+        self._pending: dict[str, list[bytes]] = {}
         for asset_id, title in pending:
-            holders = self._keys.setdefault(title.casefold(), [])
+            holders = self._pending.setdefault(title.casefold(), [])
             if asset_id not in holders:
                 holders.append(asset_id)
 
+    def _holders(self, key: str) -> list[bytes]:
+        keys = self._keys
+        listed = self._listed.title_holders(self._summary, key)
+        found = [a for a in listed if keys[a][0] == self._vault_id and keys[a][1] in ORDINARY_KINDS]
+        found += [a for a in self._pending.get(key, ()) if a not in found]
+        return found
+
     def resolve(self, name: str, source: bytes) -> bytes | None:
         for key in wikilinks.name_variants(name):
-            found = [a for a in self._keys.get(key, ()) if a != source]
+            found = [a for a in self._holders(key) if a != source]
             if found:
                 return max(found, key=self._changed_ms)
         return None
