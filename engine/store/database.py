@@ -6,7 +6,9 @@ Tables:
   salt (clear), the master key sealed by the password key (header fields are its
   associated data, so they cannot be changed undetected).
 * ``state`` — append-only encrypted records keyed by a row sequence number; each
-  sealed with the master key, the sequence number bound into the associated data.
+  sealed with the master key, the sequence number bound into the associated data. Large
+  records are compressed first, alone or with their kind's dictionary (issue 32), which is
+  itself a sealed state row written before the first row that uses it.
 * ``content`` — content chunks, already sealed by a revision's data key.
 * ``checkpoints`` — one sealed row: last sequence number, record count and a hash
   chain over every state row, so dropped, reordered or rolled-back rows are caught.
@@ -84,16 +86,51 @@ _DEFERRED_ROW_VERSION = b"\x02"
 # compressed length reveals.
 _ZROW_VERSION = b"\x03"
 _DEFERRED_ZROW_VERSION = b"\x04"
+# Dictionary rows and rows compressed with one (see _DICT_BYTES below).
+_DICT_ROW_VERSION = b"\x05"
+_DROW_VERSION = b"\x06"
+_DEFERRED_DROW_VERSION = b"\x07"
 _COMPRESSED = {_ROW_VERSION: _ZROW_VERSION, _DEFERRED_ROW_VERSION: _DEFERRED_ZROW_VERSION}
-_DEFERRED_VERSIONS = (_DEFERRED_ROW_VERSION, _DEFERRED_ZROW_VERSION)
 _COMPRESS_MIN = 1024
 _ROW_AAD_SUFFIX = {
     _ROW_VERSION: b"",
     _DEFERRED_ROW_VERSION: b"/deferred",
     _ZROW_VERSION: b"/z",
     _DEFERRED_ZROW_VERSION: b"/deferred/z",
+    _DICT_ROW_VERSION: b"/dictionary",
+    _DROW_VERSION: b"/zd",
+    _DEFERRED_DROW_VERSION: b"/deferred/zd",
 }
 _COMPRESS_KEEP = 0.8
+# Dictionary compression (issue 32). A record alone compresses poorly: a revision's signed bytes
+# are mostly base64 ciphertext and identifiers every revision repeats, a token stream is ~2.4 KB of
+# a vocabulary its neighbours share. Compressed against a dictionary taken from records of its
+# own kind in this store, a revision row shrinks to ~55% and a token row to ~40% of what the zlib
+# of the record alone gave, and each row stays one sealed record. A dictionary is a state row of
+# its own (version 5): sealed, chained and counted like any other, never handed to readers of
+# records, written once per kind and never changed. A row compressed with it (versions 6 and 7:
+# 1 and 2 with the record so compressed) names its dictionary's sequence number, in clear after
+# the version byte and again in the associated data, so the dictionary a row is opened with is
+# the very one it was written with. (Versions: _DICT_ROW_VERSION, _DROW_VERSION, _DEFERRED_DROW_VERSION.)
+_DICT_COMPRESSED = {_ROW_VERSION: _DROW_VERSION, _DEFERRED_ROW_VERSION: _DEFERRED_DROW_VERSION}
+_DICT_SEQ = struct.Struct(">I")
+_DICT_SEQ_MAX = 2**32 - 1
+# A dictionary is made for a kind once this many of its records were committed since the unlock
+# (one import batch, or notes written one by one): from samples of them, at most zlib's window.
+_DICT_TRAIN_RECORDS = 64
+# The kinds that get one. Not any kind: a dictionary makes a row's size depend on how much it
+# shares with other records (SECURITY.md). A revision's content is ciphertext under its data key
+# before the store sees it; token rows never hold credentials or protected values; audit entries
+# hold operation names and IDs. (Spelled here: the store imports no feature module.)
+_DICTIONARY_KINDS = frozenset({"revision", "search_tokens", "audit"})
+_DICT_BYTES = 32 * 1024
+_DICT_SAMPLES = 64
+# Level 3 with the dictionary primed once and copied per row: ~50 us a record, what the level-1
+# zlib of the record alone cost (a fresh compressor would hash the 32 KiB dictionary every time).
+_DICT_LEVEL = 3
+_DICT_MEM_LEVEL = 8
+_DICT_MIN = 128
+_DEFERRED_VERSIONS = (_DEFERRED_ROW_VERSION, _DEFERRED_ZROW_VERSION, _DEFERRED_DROW_VERSION)
 
 
 def _compress_row(plain: bytes) -> bytes:
@@ -114,8 +151,9 @@ _CHAIN_START = hashlib.sha256(b"memories.chain\x00\x01").digest()
 CHAIN_START = _CHAIN_START
 _SNAPSHOT_AAD = b"memories.snapshot\x00\x01"
 _SNAPSHOT_CHUNK = 1024 * 1024
-# zlib's fastest level: a search index image shrinks ~3-4x, at ~100 MB/s of one core.
-_SNAPSHOT_LEVEL = 1
+# zlib's default level (issue 32): on a 10k-note index 7.2 MB where level 1 gave 8.4 (the payload
+# is 23.9 MB), for ~1.4 s more of one core in a background job that runs after the index changed.
+_SNAPSHOT_LEVEL = 6
 
 SCHEMA = """
 CREATE TABLE header (
@@ -188,11 +226,82 @@ class _NewerRowVersion(Exception):
 _OPEN_CHUNK = 1024  # rows per hand-over from the opening thread to the decoder
 
 
-def _open_row(opener: RowOpener, seq: int, blob: bytes) -> bytes:
+class _Dictionary:
+    """One kind's compression dictionary (a state row of version 5 at ``seq``), with a compressor
+    primed with it once: each row compresses with a copy of it."""
+
+    __slots__ = ("_base", "seq", "zdict")
+
+    def __init__(self, seq: int, zdict: bytes) -> None:
+        self.seq = seq
+        self.zdict = zdict
+        self._base = zlib.compressobj(_DICT_LEVEL, zlib.DEFLATED, 15, _DICT_MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, zdict)
+
+    def compress(self, plain: bytes) -> bytes:
+        compressor = self._base.copy()  # zlib serializes copies of one object: safe on two threads
+        return compressor.compress(plain) + compressor.flush()
+
+
+def _train_dictionary(samples: Iterable[bytes]) -> bytes:
+    """A zlib dictionary from records of one kind: samples joined up to the window's size.
+
+    zlib looks for matches in the dictionary as in earlier input, so records themselves are the
+    dictionary; samples spread over a commit rather than its first records cover more of it."""
+    joined = bytearray()
+    for sample in samples:
+        joined += sample
+        if len(joined) >= _DICT_BYTES:
+            break
+    return bytes(joined[-_DICT_BYTES:])
+
+
+def _dictionary_row(key: bytes, kind: str, book: _Dictionary) -> bytes:
+    plain = encode_record({"kind": kind, "dict": book.zdict})
+    return _DICT_ROW_VERSION + seal(key, plain, _row_aad(_DICT_ROW_VERSION, book.seq))
+
+
+def _open_dictionary(opener: RowOpener, seq: int, blob: bytes) -> tuple[str, bytes]:
+    """A dictionary row's kind and dictionary; AeadError or ValueError when it is not one of ours."""
+    plain = _open_row(opener, seq, blob)
+    entry = decode_record(plain)
+    kind, zdict = entry.get("kind"), entry.get("dict")
+    if not isinstance(kind, str) or not isinstance(zdict, bytes) or not 0 < len(zdict) <= _DICT_BYTES:
+        raise ValueError("malformed dictionary row")
+    return kind, zdict
+
+
+def _inflate(data: bytes, zdict: bytes) -> bytes:
+    """``data`` decompressed with ``zdict``, which must be exactly one whole zlib stream."""
+    try:
+        inflater = zlib.decompressobj(zdict=zdict)
+        plain = inflater.decompress(data) + inflater.flush()
+    except zlib.error as exc:  # authenticated, so only our own writer could have made it
+        raise ValueError("malformed compressed row") from exc
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("malformed compressed row")
+    return plain
+
+
+_NO_DICTIONARIES: dict[int, bytes] = {}
+
+
+def _open_row(opener: RowOpener, seq: int, blob: bytes, dictionaries: dict[int, bytes] = _NO_DICTIONARIES) -> bytes:
     """A state row's plaintext, under the associated data of its version; raises AeadError, or
-    _NewerRowVersion for a version this Memories does not know."""
+    _NewerRowVersion for a version this Memories does not know. ``dictionaries``: the store's,
+    by their sequence number (a row compressed with one names it)."""
     version = blob[:1]
-    if version not in (_ROW_VERSION, _DEFERRED_ROW_VERSION, _ZROW_VERSION, _DEFERRED_ZROW_VERSION):
+    if version in (_DROW_VERSION, _DEFERRED_DROW_VERSION):
+        if len(blob) < 1 + _DICT_SEQ.size:
+            raise AeadError("authentication failed")
+        (book,) = _DICT_SEQ.unpack_from(blob, 1)
+        plain = opener.open(blob, 1 + _DICT_SEQ.size, _row_aad(version, seq) + _DICT_SEQ.pack(book))
+        if plain is None:
+            raise AeadError("authentication failed")
+        zdict = dictionaries.get(book)
+        if zdict is None:  # the chain holds the row as written: its dictionary row went missing
+            raise ValueError("a row names a dictionary the store does not hold")
+        return _inflate(plain, zdict)
+    if version not in (_ROW_VERSION, _DEFERRED_ROW_VERSION, _ZROW_VERSION, _DEFERRED_ZROW_VERSION, _DICT_ROW_VERSION):
         raise _NewerRowVersion
     plain = opener.open(blob, 1, _row_aad(version, seq))
     if plain is None:
@@ -210,6 +319,7 @@ def _open_rows(
     parts: list[list[tuple[int, bytes]]],
     opened: queue.SimpleQueue[list[tuple[int, bytes]] | BaseException | None],
     stop: threading.Event,
+    dictionaries: dict[int, bytes],
 ) -> None:
     """Open (AEAD) the rows of ``parts`` (last part first) onto ``opened``; an error or ``None``
     (done) ends it. Each part's ciphertext is let go once opened: at 100k notes the rows are
@@ -220,7 +330,7 @@ def _open_rows(
             if stop.is_set():
                 return
             part = parts.pop()
-            opened.put([(seq, _open_row(opener, seq, blob)) for seq, blob in part])
+            opened.put([(seq, _open_row(opener, seq, blob, dictionaries)) for seq, blob in part])
             del part
         opened.put(None)
     except (AeadError, ValueError, TypeError, _NewerRowVersion) as exc:
@@ -241,10 +351,25 @@ def _row_aad(version: bytes, seq: int) -> bytes:
     return _state_aad(seq) + _ROW_AAD_SUFFIX[version]
 
 
-def _seal_record(key: bytes, record: dict[str, Any], seq: int, deferred_kinds: frozenset[str] | set[str]) -> bytes:
-    """One state row: the record encoded, compressed when that pays, sealed under its version."""
-    version = _DEFERRED_ROW_VERSION if record.get("t") in deferred_kinds else _ROW_VERSION
+def _seal_record(
+    key: bytes,
+    record: dict[str, Any],
+    seq: int,
+    deferred_kinds: frozenset[str] | set[str],
+    dictionaries: dict[str, _Dictionary] | None = None,
+) -> bytes:
+    """One state row: the record encoded, compressed when that pays (with its kind's dictionary
+    if the store has one), sealed under its version."""
+    kind = record.get("t")
+    version = _DEFERRED_ROW_VERSION if kind in deferred_kinds else _ROW_VERSION
     plain = encode_record(record)
+    book = dictionaries.get(kind) if dictionaries and isinstance(kind, str) and len(plain) >= _DICT_MIN else None
+    if book is not None:
+        packed = book.compress(plain)
+        if len(packed) <= len(plain) * _COMPRESS_KEEP:
+            version = _DICT_COMPRESSED[version]
+            named = _DICT_SEQ.pack(book.seq)
+            return version + named + seal(key, packed, _row_aad(version, seq) + named)
     if len(plain) >= _COMPRESS_MIN:
         packed = _compress_row(plain)
         if len(packed) <= len(plain) * _COMPRESS_KEEP:
@@ -257,7 +382,11 @@ _PARALLEL_SEAL = 512
 
 
 def _seal_records(
-    key: bytes, records: Sequence[dict[str, Any]], first_seq: int, deferred_kinds: frozenset[str] | set[str]
+    key: bytes,
+    records: Sequence[dict[str, Any]],
+    first_seq: int,
+    deferred_kinds: frozenset[str] | set[str],
+    dictionaries: dict[str, _Dictionary] | None = None,
 ) -> list[bytes]:
     """The rows of ``records``, numbered from ``first_seq``.
 
@@ -267,7 +396,7 @@ def _seal_records(
     """
 
     def seal_one(i: int, record: dict[str, Any]) -> bytes:
-        return _seal_record(key, record, first_seq + i, deferred_kinds)
+        return _seal_record(key, record, first_seq + i, deferred_kinds, dictionaries)
 
     return map_in_two_halves(seal_one, records, minimum=_PARALLEL_SEAL, name="memories-seal")
 
@@ -309,17 +438,20 @@ class SealedRows:
         key: bytes,
         refs: list[tuple[int, bytes, bytes]],
         fetch: Callable[[int, int], list[tuple[int, bytes]]],
+        dictionaries: dict[int, bytes] | None = None,
     ) -> None:
         self._key = key
         self.refs = refs  # (seq, chain before the row, chain after it), ascending
         self._fetch = fetch
+        # The store's dictionaries as the unlock opened them (their rows are in the chain too).
+        self._dictionaries = dictionaries if dictionaries is not None else {}
 
     def __len__(self) -> int:
         return len(self.refs)
 
     def since(self, seq: int) -> SealedRows:
         """The rows written after state row ``seq`` (what a search snapshot of then lacks)."""
-        return SealedRows(self._key, [ref for ref in self.refs if ref[0] > seq], self._fetch)
+        return SealedRows(self._key, [ref for ref in self.refs if ref[0] > seq], self._fetch, self._dictionaries)
 
     def open(self) -> list[tuple[int, bytes]]:
         """Every row's (seq, plaintext), in order; store_corrupt if one is not the row the unlock
@@ -338,7 +470,7 @@ class SealedRows:
                 if not isinstance(blob, bytes) or not hmac.compare_digest(_chain_next(chains[0], seq, blob), chains[1]):
                     raise corrupt
                 try:
-                    out.append((seq, _open_row(opener, seq, blob)))
+                    out.append((seq, _open_row(opener, seq, blob, self._dictionaries)))
                 except (AeadError, ValueError, _NewerRowVersion):
                     raise corrupt from None
                 found += 1
@@ -383,6 +515,7 @@ class _ReadRows:
 
     rows: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, blob) of the rows to open now
     later: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # deferred rows: (seq, chain before, after)
+    dictionaries: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, blob) of dictionary rows
     chain: bytes = _CHAIN_START
     count: int = 0
     last_seq: int = 0
@@ -395,7 +528,9 @@ def read_state_rows(rows: Iterable[tuple[int, bytes]], *, keep_deferred: bool = 
     chain = _CHAIN_START
     for seq, blob in rows:
         before, chain = chain, _chain_next(chain, seq, blob)
-        if not keep_deferred and blob[:1] in _DEFERRED_VERSIONS:
+        if blob[:1] == _DICT_ROW_VERSION:
+            read.dictionaries.append((seq, blob))
+        elif not keep_deferred and blob[:1] in _DEFERRED_VERSIONS:
             read.later.append((seq, before, chain))
         else:
             read.rows.append((seq, blob))
@@ -440,6 +575,14 @@ class StoreFile:
     _deferred_kinds: frozenset[str] = field(default=frozenset(), repr=False)
     # Copies the write-ahead log into the file on its own thread (set by ``open``).
     _checkpointer: WalCheckpointer | None = field(default=None, repr=False)
+    # The store's compression dictionaries (set by ``load``, added to by commits): by sequence
+    # number for opening rows, by kind for sealing new ones. Plaintext fragments of records:
+    # dropped with the master key.
+    _dictionaries: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _kind_dictionaries: dict[str, _Dictionary] = field(default_factory=dict, repr=False)
+    # Per kind still without a dictionary: how many of its records commits wrote since the unlock,
+    # and samples of their plaintext (at most _DICT_BYTES), until there are enough to make one.
+    _samples: dict[str, tuple[int, list[bytes]]] = field(default_factory=dict, repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -492,6 +635,9 @@ class StoreFile:
         """Forget the master key (ST-10). Python cannot zero immutable bytes; we drop them."""
         self._master = None
         self._prefetched = None
+        self._dictionaries = {}  # a reader still holding the old mapping fails closed, never reads a new one
+        self._kind_dictionaries = {}
+        self._samples = {}
 
     # -- keys ------------------------------------------------------------------------
     def check_password(self, password: str, *, prefetch: bool = False, ahead: DerivationAhead | None = None) -> bytes:
@@ -627,16 +773,31 @@ class StoreFile:
             if not self._matches(checkpoint, read):
                 raise MemoriesError("store_corrupt", "The state rows do not match the checkpoint.")
             last_content = self._max_content_seq()
+            dictionaries, kinds = self._open_dictionaries(key, read.dictionaries)
         except (AeadError, ValueError, TypeError, IndexError, sqlite3.DatabaseError) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
+        self._dictionaries, self._kind_dictionaries = dictionaries, kinds
         last_seq, chain = read.last_seq, read.chain
         with self._content_lock:
             self._cursor = _Cursor(last_seq, read.count, chain, max(last_content, checkpoint.get("last_content_seq", 0)))
         self._loaded_refs = (frozenset(), 0)  # set once every record has been read
         deferred: dict[str, list[tuple[int, bytes]]] = {}
-        sealed = SealedRows(key, read.later, self._fetch_rows) if read.later else None
-        records = self._open_records(key, read.rows, prefixes, deferred)
+        sealed = SealedRows(key, read.later, self._fetch_rows, dictionaries) if read.later else None
+        records = self._open_records(key, read.rows, prefixes, deferred, dictionaries)
         return Loaded([], last_seq, read.count, chain, self._cursor.last_content_seq, deferred, sealed), records
+
+    @staticmethod
+    def _open_dictionaries(key: bytes, rows: list[tuple[int, bytes]]) -> tuple[dict[int, bytes], dict[str, _Dictionary]]:
+        """The dictionary rows, opened before any row compressed with them (they are few: one per
+        kind that ever had a large commit). A kind's newest dictionary seals its new rows."""
+        opener = RowOpener(key)
+        by_seq: dict[int, bytes] = {}
+        by_kind: dict[str, _Dictionary] = {}
+        for seq, blob in rows:
+            kind, zdict = _open_dictionary(opener, seq, blob)
+            by_seq[seq] = zdict
+            by_kind[kind] = _Dictionary(seq, zdict)
+        return by_seq, by_kind
 
     def _open_records(
         self,
@@ -644,6 +805,7 @@ class StoreFile:
         rows: list[tuple[int, bytes]],
         prefixes: list[tuple[str, bytes]],
         deferred: dict[str, list[tuple[int, bytes]]],
+        dictionaries: dict[int, bytes],
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every record, in order, as its row is opened; raises store_corrupt at a bad row.
 
@@ -657,7 +819,9 @@ class StoreFile:
         parts = [rows[i : i + _OPEN_CHUNK] for i in range(0, len(rows), _OPEN_CHUNK)]
         parts.reverse()  # popped from the end: first rows first
         rows.clear()  # the opening thread owns them now, part by part
-        threading.Thread(target=_open_rows, args=(key, parts, opened, stop), name="memories-open-rows", daemon=True).start()
+        threading.Thread(
+            target=_open_rows, args=(key, parts, opened, stop, dictionaries), name="memories-open-rows", daemon=True
+        ).start()
         named: set[int] = set()
         try:
             while (chunk := opened.get()) is not None:
@@ -999,7 +1163,11 @@ class StoreFile:
         key = self._key()
         cursor = self._cursor
         seq, chain = cursor.last_seq, cursor.chain
-        rows = list(enumerate(_seal_records(key, records, seq + 1, self._deferred_kinds), start=seq + 1))
+        fresh = self._train(records, seq + 1)
+        rows = [(book.seq, _dictionary_row(key, kind, book)) for kind, book in fresh.items()]
+        first = seq + 1 + len(rows)
+        kinds = {**self._kind_dictionaries, **fresh} if fresh else self._kind_dictionaries
+        rows += enumerate(_seal_records(key, records, first, self._deferred_kinds, kinds), start=first)
         for seq, blob in rows:
             chain = _chain_next(chain, seq, blob)
         last_content = max([cursor.last_content_seq, *(s for s, _ in content)])
@@ -1023,7 +1191,36 @@ class StoreFile:
             raise
         with self._content_lock:  # numbers an upload claimed meanwhile stay claimed
             self._cursor = _Cursor(seq, cursor.count + len(rows), chain, max(last_content, self._cursor.last_content_seq))
-        return [s for s, _ in rows]
+        if fresh:  # only once their rows are written: no later row names a dictionary that is not there
+            self._dictionaries = {**self._dictionaries, **{book.seq: book.zdict for book in fresh.values()}}
+            self._kind_dictionaries = kinds
+            for kind in fresh:
+                self._samples.pop(kind, None)
+        return [s for s, _ in rows[len(fresh) :]]
+
+    def _train(self, records: Sequence[dict[str, Any]], first_seq: int) -> dict[str, _Dictionary]:
+        """Dictionaries for the kinds of _DICTIONARY_KINDS that have none yet, once their records
+        committed since the unlock (these included) number _DICT_TRAIN_RECORDS, numbered from
+        ``first_seq`` (their rows precede the records). Samples are spread over each commit."""
+        by_kind: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            kind = record.get("t")
+            if isinstance(kind, str) and kind in _DICTIONARY_KINDS and kind not in self._kind_dictionaries:
+                by_kind.setdefault(kind, []).append(record)
+        fresh: dict[str, _Dictionary] = {}
+        for kind, same in by_kind.items():
+            seen, kept = self._samples.get(kind, (0, []))
+            held = sum(len(sample) for sample in kept)
+            for record in same[:: max(1, len(same) // _DICT_SAMPLES)]:
+                if held >= _DICT_BYTES:
+                    break
+                kept.append(encode_record(record))
+                held += len(kept[-1])
+            self._samples[kind] = (seen + len(same), kept)
+            if seen + len(same) < _DICT_TRAIN_RECORDS or held < _DICT_BYTES // 4 or first_seq + len(fresh) > _DICT_SEQ_MAX:
+                continue  # too few records yet, or too small to be worth a dictionary
+            fresh[kind] = _Dictionary(first_seq + len(fresh), _train_dictionary(kept))
+        return fresh
 
     @contextlib.contextmanager
     def _transaction(self, written: int = 0) -> Iterator[None]:

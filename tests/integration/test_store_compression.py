@@ -116,3 +116,212 @@ def test_the_compression_flag_is_authenticated(tmp_path: Path, old: int, new: in
         _open(path)
     assert caught.value.code == "store_corrupt"
     assert caught.value.message == "A state row failed authentication."
+
+
+# -- dictionary compression (issue 32) ---------------------------------------------------------
+
+
+def _notes(count: int, start: int = 0, kind: str = "revision") -> list[dict[str, object]]:
+    """Records that share a vocabulary, as the notes of one vault do, each different."""
+    words = ["harbor", "lantern", "meadow", "长期", "记忆", "passport", "marathon", "kyoto", "budget", "garden"]
+    return [
+        {"t": kind, "n": i, "text": " ".join(words[(i * 7 + j * 3) % len(words)] + str(j % 5) for j in range(120))}
+        for i in range(start, start + count)
+    ]
+
+
+def _rows(path: Path) -> dict[int, bytes]:
+    conn = sqlite3.connect(path)
+    try:
+        return {seq: bytes(blob) for seq, blob in conn.execute("SELECT seq, blob FROM state")}
+    finally:
+        conn.close()
+
+
+def _reseal(path: Path, master: bytes, rows: dict[int, bytes]) -> None:
+    """Make the state exactly ``rows`` and re-seal the checkpoint over their chain (with the real
+    master key, which an attacker does not have): only each row's own checks are left."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("DELETE FROM state")
+        conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", sorted(rows.items()))
+        chain = db.chain_over(sorted(rows.items()))
+        last = max(rows)
+        checkpoint = {"v": 1, "last_seq": last, "count": len(rows), "chain": chain, "last_content_seq": 0}
+        sealed = db._ROW_VERSION + seal(master, db.encode_record(checkpoint), db._CHECKPOINT_AAD)
+        conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (sealed,))
+    finally:
+        conn.close()
+
+
+def test_a_large_commit_makes_a_dictionary_and_later_rows_use_it(tmp_path: Path) -> None:
+    """Issue 32: a commit of 64+ records of one kind writes that kind's dictionary as a sealed
+    state row (version 5) before them; the records are stored dictionary-compressed (version 6,
+    naming the dictionary's row), smaller than compressed alone, and come back equal after a
+    reopen; a later commit of that kind uses the same dictionary (no second one), and so does a
+    commit after the next unlock. The dictionary row is never handed out as a record."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    alone = store.commit(_notes(3))  # too few yet for a dictionary: compressed alone (version 3)
+    first = store.commit(_notes(100, 3))  # 103 since the unlock: the dictionary comes first
+    later = store.commit(_notes(2, 103))
+    store.close()
+    rows = _rows(path)
+    assert [rows[s][0] for s in alone] == [3, 3, 3]
+    (book,) = [seq for seq, blob in rows.items() if blob[0] == 5]
+    assert book == first[0] - 1  # written just before the first row that uses it
+    for seq in [*first, *later]:
+        assert rows[seq][0] == 6 and int.from_bytes(rows[seq][1:5], "big") == book
+    alone_size = sum(len(rows[s]) for s in alone) / len(alone)
+    with_dict = sum(len(rows[s]) for s in first) / len(first)
+    assert with_dict < alone_size * 0.7
+    store, records = _open(path)
+    again = store.commit(_notes(1, 105))
+    store.close()
+    assert _rows(path)[again[0]][0] == 6 and int.from_bytes(_rows(path)[again[0]][1:5], "big") == book
+    store, records = _open(path)
+    store.close()
+    assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(106)]
+
+
+def test_deferred_rows_with_a_dictionary_are_opened_by_their_reader(tmp_path: Path) -> None:
+    """Issue 32: records of a deferred kind use their dictionary too (version 7): the load leaves
+    them sealed and ``SealedRows.open`` opens them with the dictionary the unlock opened."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store = StoreFile.open(path)
+    store.install_master(store.check_password(PASSWORD))
+    store.load(frozenset({"search_tokens"}))
+    seqs = store.commit(_notes(80, kind="search_tokens"))
+    store.close()
+    assert {_rows(path)[s][0] for s in seqs} == {7}
+    store = StoreFile.open(path)
+    store.install_master(store.check_password(PASSWORD))
+    loaded = store.load(frozenset({"search_tokens"}))
+    assert loaded.records == [(1, {"t": "identity-ish", "n": 0})]
+    assert loaded.sealed is not None
+    opened = loaded.sealed.open()
+    store.close()
+    assert [(seq, db.decode_record(plain)) for seq, plain in opened] == list(
+        zip(seqs, _notes(80, kind="search_tokens"), strict=True)
+    )
+
+
+def test_a_store_written_before_dictionaries_reads_and_gains_one(tmp_path: Path) -> None:
+    """Issue 32, old stores keep opening: rows of versions 1 and 3 written as before dictionaries
+    existed (here by sealing them the old way) are read as they are beside new dictionary rows."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    old_style = _notes(100)
+    key = store._key()
+    store.close()
+    rows = _rows(path)
+    first = max(rows) + 1
+    rows.update({first + i: db._seal_record(key, record, first + i, frozenset()) for i, record in enumerate(old_style)})
+    _reseal(path, key, rows)
+    assert {blob[0] for blob in _rows(path).values()} <= {1, 3}
+    store, records = _open(path)
+    new = store.commit(_notes(70, 100))
+    store.close()
+    assert {_rows(path)[s][0] for s in new} == {6}
+    store, records = _open(path)
+    store.close()
+    assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(170)]
+
+
+def _dictionary_store(tmp_path: Path) -> tuple[Path, bytes, int, list[int]]:
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    key = store._key()
+    seqs = store.commit(_notes(70))
+    store.commit(_notes(70, 70, kind="audit"))  # a second kind, a second dictionary
+    store.close()
+    (book,) = [seq for seq, blob in _rows(path).items() if blob[0] == 5 and seq < seqs[0]]
+    return path, key, book, seqs
+
+
+def _refused(path: Path) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        _open(path)
+    assert caught.value.code == "store_corrupt"
+
+
+def test_a_changed_dictionary_row_is_refused(tmp_path: Path) -> None:
+    """ST-1: a dictionary row whose sealed bytes changed fails its AEAD: the unlock refuses the
+    store, even with the chain and the sealed checkpoint made to match."""
+    path, key, book, _ = _dictionary_store(tmp_path)
+    rows = _rows(path)
+    rows[book] = rows[book][:-1] + bytes([rows[book][-1] ^ 1])
+    _reseal(path, key, rows)
+    _refused(path)
+
+
+def test_a_row_pointed_at_another_dictionary_is_refused(tmp_path: Path) -> None:
+    """ST-1: the dictionary a row names is in its associated data: a row made to name another
+    dictionary of the store (which would decompress it differently) fails its AEAD."""
+    path, key, book, seqs = _dictionary_store(tmp_path)
+    rows = _rows(path)
+    other = next(seq for seq, blob in rows.items() if blob[0] == 5 and seq != book)
+    rows[seqs[0]] = rows[seqs[0]][:1] + other.to_bytes(4, "big") + rows[seqs[0]][5:]
+    _reseal(path, key, rows)
+    _refused(path)
+
+
+def test_a_dropped_dictionary_row_is_refused(tmp_path: Path) -> None:
+    """ST-1: without its dictionary row (dropped, chain and checkpoint made to match) a row that
+    names it cannot be opened: the unlock refuses the store instead of reading it otherwise."""
+    path, key, book, _ = _dictionary_store(tmp_path)
+    rows = _rows(path)
+    del rows[book]
+    _reseal(path, key, rows)
+    _refused(path)
+
+
+@pytest.mark.parametrize("new", [3, 1])
+def test_a_dictionary_row_read_as_another_version_is_refused(tmp_path: Path, new: int) -> None:
+    """ST-1: a dictionary-compressed row relabelled as compressed alone or plain (its version
+    byte switched, chain and checkpoint made to match) fails its AEAD: the version is bound."""
+    path, key, _, seqs = _dictionary_store(tmp_path)
+    rows = _rows(path)
+    rows[seqs[0]] = bytes([new]) + rows[seqs[0]][5:]
+    _reseal(path, key, rows)
+    _refused(path)
+
+
+def test_a_sealed_row_that_does_not_inflate_with_its_dictionary_is_refused(tmp_path: Path) -> None:
+    """ST-1, defence in depth: a row that authenticates (sealed here with the real master key and
+    the right associated data) but whose content is not one whole zlib stream under its
+    dictionary (cut short, or with bytes after it) is refused as corrupt, never half read."""
+    path, key, book, seqs = _dictionary_store(tmp_path)
+    for content in (b"\x78\x9c\x01\x02", db._Dictionary(book, b"x" * 64).compress(b"y" * 300) + b"tail"):
+        rows = _rows(path)
+        version = db._DROW_VERSION
+        named = book.to_bytes(4, "big")
+        rows[seqs[0]] = version + named + seal(key, content, db._row_aad(version, seqs[0]) + named)
+        _reseal(path, key, rows)
+        _refused(path)
+
+
+def test_records_written_a_few_at_a_time_get_a_dictionary_once_there_are_enough(tmp_path: Path) -> None:
+    """Issue 32: a vault written note by note gets its dictionary too: commits of 10 records are
+    compressed alone until the commit that brings the records since the unlock to 64, which
+    writes the dictionary (from samples of all of them) before its records; every later one
+    uses it, and everything reads back. A kind outside the dictionary kinds never gets one
+    (a dictionary makes a row's size depend on other records: SECURITY.md)."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    batches = [store.commit(_notes(10, i * 10)) for i in range(8)]
+    other = store.commit(_notes(100, kind="grant-ish"))
+    store.close()
+    rows = _rows(path)
+    (book,) = [seq for seq, blob in rows.items() if blob[0] == 5]
+    assert [{rows[s][0] for s in batch} for batch in batches] == [{3}] * 6 + [{6}] * 2
+    assert book == batches[6][0] - 1
+    assert {rows[s][0] for s in other} == {3}
+    store, records = _open(path)
+    store.close()
+    assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(80), *_notes(100, kind="grant-ish")]

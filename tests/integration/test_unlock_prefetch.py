@@ -276,7 +276,7 @@ def test_a_row_of_a_newer_version_is_refused_as_newer_not_as_corrupt(tmp_path: P
     store.commit([{"t": "note", "n": 2}])
     rows = _state_rows(path)
     seq, blob = rows[-1]
-    rows[-1] = (seq, b"\x05" + blob[1:])  # versions 1-4 are known (3, 4: compressed, issue 32)
+    rows[-1] = (seq, b"\x08" + blob[1:])  # versions 1-7 are known (3-7: compressed, issue 32)
     _reseal_checkpoint_over(path, store.check_password(PASSWORD), rows)
     before = path.read_bytes()
     for kinds in (frozenset[str](), frozenset({"search_tokens"})):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from engine.crypto.envelope import open_envelope, seal_envelope
 from engine.crypto.keys import CERT_TAG, certificate_body, sign
 from engine.errors import MemoriesError
 from engine.service.handlers import sync as sync_handlers
+from engine.sync import pages
 from engine.sync.transport import (
     PROTOCOL,
     PROTOCOL_MAX,
@@ -423,3 +425,59 @@ def test_a_busy_side_keeps_a_protocol_2_peer_waiting_past_the_message_deadline(t
 
     step, header, waits = asyncio.run(both())
     assert step == "done" and header["t"] == "report" and waits == 2
+
+
+def _chunk_peer(b: Device, a: Device, vmax: int, header: dict[str, Any], data: bytes) -> Script:
+    """B offering protocol ``vmax``: a true handshake and an empty inventory in one page, then one
+    bundle chunk with ``header`` and ``data``, sealed by B's real keys."""
+    a_exchange = bytes(a.state.identity.exchange_key.public_key)
+    key = b.state.identity.device_key
+
+    def seal(head: dict[str, Any], payload: bytes = b"") -> bytes:
+        return seal_envelope(key, a_exchange, canonical_bytes(head) + b"\n" + payload, purpose=PURPOSE)
+
+    async def script(pipe: _Pipe) -> None:
+        mine = {**_own_hello(b), "vmax": vmax}
+        await pipe.send(canonical_bytes(mine))
+        theirs = await _expect(pipe, "hello")
+        await pipe.send(canonical_bytes({"t": "auth", "sig": sign(key, _transcript(mine, theirs, _negotiated(mine)))}))
+        await _expect(pipe, "auth")
+        slices = pages.paginate([], pages.MAX_PAGE_BYTES)
+        for index, page in enumerate(slices):
+            await pipe.send(seal({"t": "inv_page", "i": index, "n": len(slices)}, page))
+        await pipe.send(seal(header, data))
+        while True:  # A's pages and chunks, until A ends the session
+            await pipe.recv(30)
+
+    return script
+
+
+_BOMB_LIMITS = Limits(frame_bytes=256 * 1024, message_seconds=30.0, session_seconds=60.0)
+
+
+@pytest.mark.parametrize(
+    ("vmax", "z", "data", "sentence"),
+    [
+        # ~256 bytes that inflate past a frame: refused before more than a frame is ever held
+        (3, 1, zlib.compress(bytes(_BOMB_LIMITS.frame_bytes + 1), 9), "larger than a frame"),
+        (3, 1, zlib.compress(b"MEMSYNC\x01" * 100)[:-3], "cut short"),
+        (3, 1, zlib.compress(b"MEMSYNC\x01" * 100) + b"more", "bytes after it"),
+        (3, 1, b"not a zlib stream at all", "does not inflate"),
+        (3, 2, zlib.compress(b"MEMSYNC\x01"), "did not agree on"),
+        # a session of protocol 2 never carries compressed chunks
+        (2, 1, zlib.compress(b"MEMSYNC\x01"), "did not agree on"),
+    ],
+)
+def test_a_compressed_chunk_that_is_not_one_bounded_stream_is_refused(
+    trio: tuple[Device, Device, Device], vmax: int, z: int, data: bytes, sentence: str
+) -> None:
+    """SY-4, SY-1 (issue 32): under protocol 3 a bundle chunk may come compressed. A chunk that
+    inflates past a frame (a decompression bomb), is cut short, has bytes after its stream, is no
+    stream, names another compression, or comes compressed in a session that did not agree on
+    protocol 3 ends the session with sync_invalid before anything is merged."""
+    a, b, _ = trio
+    a.put("a note that stays as it is", "body")
+    header = {"t": "chunk", "vault": a.state.default_vault, "z": z}
+    result = _run(a, _chunk_peer(b, a, vmax, header, data), _BOMB_LIMITS)
+    assert isinstance(result, MemoriesError), result
+    assert result.code == "sync_invalid" and sentence in result.message, result.message
