@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,6 +13,20 @@ from typing import Any
 import pytest
 
 from tests.helpers import Cli, require
+
+
+def clearers(display: str) -> list[int]:
+    """The clipboard-clearing children (engine/cli/clipboard.py) waiting on X ``display``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"engine.cli.clipboard" in cmdline and f"DISPLAY={display}\0".encode() in environ + b"\0":
+            found.append(int(proc.name))
+    return found
 
 
 def state_rows(cli: Cli) -> int:
@@ -38,16 +54,31 @@ def xdisplay(tmp_path: Path) -> Iterator[str]:
             if not chunk:
                 break
             number += chunk
+    display = f":{number.decode().strip()}"
     try:
         assert number.strip(), "Xvfb did not report a display"
-        yield f":{number.decode().strip()}"
+        yield display
     finally:
+        # A copy's clearing child may still be waiting (READ_BACK). The next test's Xvfb can get
+        # this display number, where that child would find (and clear) the same value copied
+        # again, or be taken for that test's own clearer: it ends with its display.
+        for pid in clearers(display):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# How long a copy that a test reads back stays before its clearer runs. On a loaded machine the
+# read can come seconds after the CLI returns, and with a 1 s clear it found the clipboard
+# already empty. The clearer empties only its own value, so a later copy is never disturbed.
+READ_BACK = "60"
+# The same for a test that reads the value and then waits (wait_for) for the clearing itself.
+READ_THEN_CLEAR = "10"
 
 
 def clipboard(display: str) -> str:

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from engine.cards.otp import totp
-from tests.cards.conftest import clipboard, state_rows, wait_for
+from tests.cards.conftest import READ_BACK, READ_THEN_CLEAR, clipboard, state_rows, wait_for
 from tests.helpers import PASSWORD, Cli, raw, raw_error
 from tests.mcp.support import grant, stdio_client, text_of
 
@@ -78,20 +78,20 @@ def test_copy_password_username_and_otp_through_the_clipboard(vault: Cli, xdispl
     assert vault.err("login", "copy-password", made["id"])["code"] == "elevation_required"
     assert clipboard(xdisplay) == ""
     vault.sudo()
-    proc = vault.run("login", "copy-password", made["id"], "--clear-after", "2", "--json")
+    proc = vault.run("login", "copy-password", made["id"], "--clear-after", READ_THEN_CLEAR, "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["copied"] is True
     assert PASSWORD_CANARY not in proc.stdout + proc.stderr
     assert clipboard(xdisplay) == PASSWORD_CANARY
     assert wait_for(lambda: clipboard(xdisplay) == "")
-    vault.ok("login", "copy-username", made["id"], "--clear-after", "1")
+    vault.ok("login", "copy-username", made["id"], "--clear-after", READ_BACK)
     assert clipboard(xdisplay) == "me@example.cn"
-    vault.ok("login", "copy-otp", made["id"], "--clear-after", "1")
+    vault.ok("login", "copy-otp", made["id"], "--clear-after", READ_BACK)
     code = clipboard(xdisplay)
     key = base64.b32decode(SEED)
     now = int(time.time())
     assert code in {totp(key, now + d) for d in (-30, 0, 30)}
     # The generic `copy` and `otp` commands reach a login's credential too.
-    vault.ok("copy", made["id"], "--clear-after", "1")
+    vault.ok("copy", made["id"], "--clear-after", READ_BACK)
     assert clipboard(xdisplay) == PASSWORD_CANARY
     bare = vault.ok("login", "new", "--title", "no secret", "--username", "u")
     assert vault.err("login", "copy-password", bare["id"])["code"] == "nothing_to_copy"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import MemoriesError
-from tests.cards.conftest import clipboard
+from tests.cards.conftest import READ_BACK, clipboard
 from tests.cards.conftest import xdisplay as xdisplay  # the private Xvfb fixture, for `copy`
 from tests.helpers import PASSWORD, Cli, raw, raw_error
 from tests.mcp.support import grant, ipc, result_of, stdio_client
@@ -208,7 +208,7 @@ def test_no_secret_in_the_audit_view(vault: Cli, xdisplay: str) -> None:
     raw(vault, {**credential, "password": PASSWORD_CANARY})
     vault.sudo()
     vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
-    assert vault.ok("copy", "db_password", "--clear-after", "1") == {"copied": True}
+    assert vault.ok("copy", "db_password", "--clear-after", READ_BACK) == {"copied": True}
     assert clipboard(xdisplay) == CANARY  # the copy did reach the secret
     vault.ok("get", card["id"])
 

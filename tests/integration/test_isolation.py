@@ -18,7 +18,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 
 from engine.launch import child_env, python_command, working_directory
-from tests.cards.conftest import clipboard, wait_for, xdisplay
+from tests.cards.conftest import READ_THEN_CLEAR, clipboard, wait_for, xdisplay
 from tests.helpers import PASSWORD, Cli
 from tests.hostile_cwd import assert_isolated_engine, hostile_dir, markers, memories_exe, ok_from
 from tests.mcp.support import grant, result_of
@@ -63,7 +63,7 @@ def test_st11_clipboard_clearer_runs_isolated(vault: Cli, xdisplay: str, tmp_pat
     vault.sudo()
     made = ok_from(work, vault, "protected", "new", "--title", "Token", "--token-stdin", input="tok-isolated-4242\n")
     vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
-    assert ok_from(work, vault, "copy", made["id"], "--clear-after", "1") == {"v": 1, "copied": True}
+    assert ok_from(work, vault, "copy", made["id"], "--clear-after", READ_THEN_CLEAR) == {"v": 1, "copied": True}
     assert clipboard(xdisplay) == "tok-isolated-4242"
     assert wait_for(lambda: clipboard(xdisplay) == ""), "the clearing child did not run"
     assert markers(work) == []

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tests.cards.conftest import clipboard, xdisplay
+from tests.cards.conftest import READ_BACK, clipboard, xdisplay
 from tests.helpers import PASSWORD, Cli, raw, raw_error
 
 __all__ = ["xdisplay"]  # the fixture, used by name
@@ -166,11 +166,11 @@ def test_im2_1pux_credential_items_become_logins(vault: Cli, tmp_path: Path, xdi
     }
     for (title, name), value in expected.items():
         ref = logins[title]["id"] + (f":{name}" if name else "")
-        vault.ok("copy", ref, "--clear-after", "1")
+        vault.ok("copy", ref, "--clear-after", READ_BACK)
         assert clipboard(xdisplay) == value, title
-    vault.ok("login", "copy-password", server["id"], "--previous", "1", "--clear-after", "1")
+    vault.ok("login", "copy-password", server["id"], "--previous", "1", "--clear-after", READ_BACK)
     assert clipboard(xdisplay) == "op-server-old-canary"
-    vault.ok("login", "copy-password", server["id"], "--clear-after", "1")
+    vault.ok("login", "copy-password", server["id"], "--clear-after", READ_BACK)
     assert clipboard(xdisplay) == "op-server-canary"
     missing = vault.err("login", "copy-password", server["id"], "--previous", "2")
     assert missing["code"] == "nothing_to_copy" and "only 1 earlier password" in missing["message"]
@@ -194,9 +194,9 @@ def test_im2_bitwarden_org_collections_history_passkeys_reprompt(vault: Cli, xdi
     # Re-prompt: each read of its secrets spends a fresh `sudo`; ordinary elevation is not enough.
     for number, value in ((1, "bw-org-canary-old2"), (2, "bw-org-canary-old1")):
         vault.sudo()
-        vault.ok("login", "copy-password", login["id"], "--previous", str(number), "--clear-after", "1")
+        vault.ok("login", "copy-password", login["id"], "--previous", str(number), "--clear-after", READ_BACK)
         assert clipboard(xdisplay) == value
-        again = vault.err("login", "copy-password", login["id"], "--clear-after", "1")
+        again = vault.err("login", "copy-password", login["id"], "--clear-after", READ_BACK)
         assert again["code"] == "reprompt_required" and "memories sudo" in again["message"]
         assert "bw-org-canary" not in json.dumps(again)
 
@@ -210,7 +210,7 @@ def test_im2_1password7_mac_csv_backslash_quotes(vault: Cli, tmp_path: Path, xdi
     assert vault.ok("login", "show", logins['Router "home"']["id"])["body"] == 'said "reset" twice'
     vault.env.update({"DISPLAY": xdisplay, "MEMORIES_CLIPBOARD": "xclip"})
     vault.sudo()
-    vault.ok("copy", logins['Router "home"']["id"], "--clear-after", "1")
+    vault.ok("copy", logins['Router "home"']["id"], "--clear-after", READ_BACK)
     assert clipboard(xdisplay) == 'op7-mac-"canary"-19'
 
 

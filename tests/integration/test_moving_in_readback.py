@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.cards.conftest import clipboard, xdisplay
+from tests.cards.conftest import READ_BACK, clipboard, xdisplay
 
 __all__ = ["xdisplay"]  # the fixture, used by name
 from tests.helpers import Cli
@@ -74,7 +74,7 @@ def test_im2_every_protected_field_is_listed_copied_and_run(vault: Cli, tmp_path
     vault.sudo()
     expected = {"PIN": PIN, "Backup TOTP": SECOND, "Security: answer": ANSWER, "pin": PIN}
     for name, value in expected.items():
-        assert vault.ok("copy", f"{short}:{name}", "--clear-after", "1") == {"copied": True}
+        assert vault.ok("copy", f"{short}:{name}", "--clear-after", READ_BACK) == {"copied": True}
         assert clipboard(xdisplay) == value, name
     missing = vault.err("copy", f"{short}:nope")
     assert missing["code"] == "not_found" and "'PIN'" in missing["message"] and PIN not in missing["message"]
@@ -84,7 +84,7 @@ def test_im2_every_protected_field_is_listed_copied_and_run(vault: Cli, tmp_path
     proc = vault.run("run", "--no-masking", "--env", f"A={short}:Security: answer", *_py_env("A"))
     assert proc.returncode == 0 and proc.stdout == ANSWER + "\n", proc.stderr
     # The password and the visible field come back too: nothing that went in is lost.
-    assert vault.ok("copy", short, "--clear-after", "1") == {"copied": True}
+    assert vault.ok("copy", short, "--clear-after", READ_BACK) == {"copied": True}
     assert clipboard(xdisplay) == PASSWORD
     assert vault.ok("login", "show", login["id"])["meta"]["x_branch"] == VISIBLE
 
