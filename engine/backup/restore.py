@@ -120,17 +120,18 @@ class _SignatureChecks:
             raise _invalid("a revision's signature, policy or content")
 
 
-def _parsed(item: dict[str, Any]) -> tuple[Revision, int]:
-    """A revision item's signed revision and its chunk count; malformed items are refused here,
-    before their signature is considered."""
+def _parsed(item: dict[str, Any]) -> tuple[Revision, dict[str, Any], int]:
+    """A revision item's signed revision, its signed body (decoded once: every later step reads
+    it from here, issue 32) and its chunk count; malformed items are refused here, before their
+    signature is considered."""
     try:
-        rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
+        rev, body = Revision.with_body(bytes(item["signed"]), bytes(item["sig"]), [])
         n = int(item["n"])
     except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
         raise _invalid("a malformed revision") from None
     if not 1 <= n <= 1_000_000:
         raise _invalid("a malformed revision")
-    return rev, n
+    return rev, body, n
 
 
 def _invalid(detail: str) -> MemoriesError:
@@ -153,6 +154,8 @@ class _Head:
     dek: bytes
     content_seqs: list[int]
     body_len: int
+    body_digests: list[bytes]
+    sealed_summary: list[bytes]
 
 
 @dataclass
@@ -220,9 +223,9 @@ class Restorer:
             elif kind == "link":
                 links.append(item)
             elif kind == "revision":
-                rev, n = _parsed(item)
+                rev, body, n = _parsed(item)
                 signatures.add(rev)
-                yield from self._revision(rev, _content(items, n), n, bool(item.get("head")), heads, known)
+                yield from self._revision(rev, body, _content(items, n), n, bool(item.get("head")), heads, known)
                 if item.get("head"):
                     flagged.add(rev.rev_id)
             else:
@@ -293,6 +296,7 @@ class Restorer:
     def _revision(
         self,
         rev: Revision,
+        body: dict[str, Any],
         chunks: Iterator[bytes],
         n: int,
         head: bool,
@@ -306,9 +310,10 @@ class Restorer:
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
             vault = self.old_vaults[rev.vault_id]
             epoch_key = vault.epoch_keys[rev.epoch]
-            dek = rev.data_key(epoch_key)
-            summary = rev.open_summary_with(dek)
-            digests = [bytes(d) for d in rev.body["body"]]
+            dek = rev.data_key(epoch_key, body)
+            summary = rev.open_summary_with(dek, body, keep=False)
+            digests = [bytes(d) for d in body["body"]]
+            sealed_summary = [bytes(c) for c in body["summary"]]
         except (SignatureError, ChunkError, AeadError, KeyError, TypeError, ValueError):
             raise _invalid("a revision's signature, policy or content") from None
         if len(digests) != n:
@@ -337,7 +342,7 @@ class Restorer:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
-        if body_len != rev.body.get("body_len", body_len):
+        if body_len != body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
         if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
             raise _invalid("a revision's body is not cut into chunks as a head's must be")
@@ -355,7 +360,7 @@ class Restorer:
             return
         self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
         if head:
-            self._heads.append(_Head(rev, summary, dek, archived, body_len))
+            self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary))
 
     def _sign_heads(self) -> Iterator[tuple[int, bytes]]:
         """Sign the new vaults' heads (after the whole file verified), oldest change first:
@@ -386,12 +391,12 @@ class Restorer:
                     build_streamed_revision(
                         **common,
                         dek=head.dek,
-                        body_digests=[bytes(d) for d in rev.body["body"]],
+                        body_digests=head.body_digests,
                         body_len=head.body_len,
                         content_seqs=head.content_seqs,
                         # The original's sealed summary: the same key, asset and plaintext, opened
                         # and authenticated above, so it is carried instead of sealed again.
-                        sealed_summary=[bytes(c) for c in rev.body["summary"]],
+                        sealed_summary=head.sealed_summary,
                     )
                 )
             else:  # a tombstone head: an empty body
