@@ -17,8 +17,10 @@ flags against the DAG it rebuilt. With ``build=True`` it also produces the new s
   large, and both signatures verify the same bytes. Heads are signed last, once the whole
   file verified, oldest change first, so conflict heads keep their original order;
 * the original signed history, read-only: ``archived_vault`` rows (old ID, new ID, policy
-  history, epoch keys) and ``archived_revision`` rows (signed bytes, signature, content rows),
-  which history and diff read (engine/backup/archive.py);
+  history, epoch keys) and ``archived_revisions`` rows of up to ``_ARCHIVE_BATCH`` revisions
+  each (signed bytes, signature, content rows), which history and diff read
+  (engine/backup/archive.py; stores restored before issue 32's third pass hold one
+  ``archived_revision`` row per revision, still read);
 * the card links, with their vault field mapped to the new vault ID.
 
 Nothing is written here: the caller publishes the rows atomically (create_store) only after
@@ -46,11 +48,16 @@ from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
 from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
 
-__all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
+__all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "ARCHIVED_BATCH", "RESTORED_FROM"]
 
 ARCHIVED_VAULT = "archived_vault"
-ARCHIVED_REVISION = "archived_revision"
+ARCHIVED_REVISION = "archived_revision"  # one revision a row: stores restored before the batches
+ARCHIVED_BATCH = "archived_revisions"
 RESTORED_FROM = "restored_from"
+# Archived revisions per state row (issue 32): a row each cost a restore as much in the store
+# (encoding, deflate set-up, sealing, chaining; opening it again at every unlock) as the rest of
+# the revision's handling; 256 revisions of ~1.4 KB make rows of ~350 KB before deflate.
+_ARCHIVE_BATCH = 256
 
 
 def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
@@ -183,6 +190,7 @@ class Restorer:
     _defaults: int = 0
     _heads: list[_Head] = field(default_factory=list)
     _first_ms: dict[bytes, int] = field(default_factory=dict)  # asset -> its first revision's time
+    _archived: list[dict[str, Any]] = field(default_factory=list)  # the archive batch being filled
 
     def records(self) -> Iterable[dict[str, Any]]:
         """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
@@ -241,6 +249,7 @@ class Restorer:
         for item in links:
             self._link(item)
         self.counts["assets"] = len(heads) - len(self._left_assets)
+        self._close_archive_batch()
         yield from self._sign_heads()
 
     def _vault(self, item: dict[str, Any]) -> None:
@@ -358,9 +367,20 @@ class Restorer:
         self.counts["revisions"] += 1
         if not self.build:
             return
-        self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
+        self._archived.append({"signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
+        if len(self._archived) >= _ARCHIVE_BATCH:
+            self._close_archive_batch()
         if head:
             self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary))
+
+    def _close_archive_batch(self) -> None:
+        """One ``archived_revisions`` row for the revisions gathered so far. Its own ``body_seqs``
+        names every content row its revisions name: the store keeps a content row only while
+        a record names it there (StoreFile.orphan_content sweeps the others at unlock)."""
+        if self._archived:
+            seqs = [seq for entry in self._archived for seq in entry["body_seqs"]]
+            self.archive_records.append({"t": ARCHIVED_BATCH, "revisions": self._archived, "body_seqs": seqs})
+            self._archived = []
 
     def _sign_heads(self) -> Iterator[tuple[int, bytes]]:
         """Sign the new vaults' heads (after the whole file verified), oldest change first:
