@@ -3,8 +3,9 @@
 A restore (engine/backup/restore.py) keeps the backed-up vaults' policy histories and epoch
 keys as ``archived_vault`` rows and every original revision with its content rows, in
 ``archived_revisions`` rows of many revisions (one ``archived_revision`` row per revision in
-stores restored before issue 32's third pass; both are read). They are outside the live DAG (new writes, sync and the index never
-see them); history and diff read them through this index. Nothing here writes.
+stores restored before issue 32's third pass; both are read). They are outside the live DAG
+(new writes, sync and the index never see them); history and diff read them through this
+index. Nothing here writes.
 """
 
 from __future__ import annotations
