@@ -1,9 +1,11 @@
 """The read-only archive of a restored store: the original signed history (BK-2).
 
 A restore (engine/backup/restore.py) keeps the backed-up vaults' policy histories and epoch
-keys as ``archived_vault`` rows and every original revision as an ``archived_revision`` row
-with its content rows. They are outside the live DAG (new writes, sync and the index never
-see them); history and diff read them through this index. Nothing here writes.
+keys as ``archived_vault`` rows and every original revision with its content rows, in
+``archived_revisions`` rows of many revisions (one ``archived_revision`` row per revision in
+stores restored before issue 32's third pass; both are read). They are outside the live DAG
+(new writes, sync and the index never see them); history and diff read them through this
+index. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.backup.restore import ARCHIVED_REVISION, ARCHIVED_VAULT
+from engine.backup.restore import ARCHIVED_BATCH, ARCHIVED_REVISION, ARCHIVED_VAULT
 from engine.crypto.chunks import ChunkError
 from engine.errors import MemoriesError
 from engine.vault.core import Unlocked
@@ -26,8 +28,12 @@ class ArchiveIndex:
         for _seq, record in state.extra_records.get(ARCHIVED_VAULT, []):
             self._keys[bytes(record["old"])] = {int(e["epoch"]): bytes(e["key"]) for e in record["epoch_keys"]}
         self._by_asset: dict[bytes, list[Revision]] = {}
-        for seq, record in state.extra_records.get(ARCHIVED_REVISION, []):
-            rev = Revision(bytes(record["signed"]), bytes(record["sig"]), list(record["body_seqs"]), seq=seq)
+        # A store holds one of the two kinds. In a batch, revisions share its row number and keep
+        # the file's order (parents first), which history's stable sort keeps for equal times.
+        entries = [(seq, record) for seq, record in state.extra_records.get(ARCHIVED_REVISION, [])]
+        entries += [(seq, entry) for seq, batch in state.extra_records.get(ARCHIVED_BATCH, []) for entry in batch["revisions"]]
+        for seq, entry in entries:
+            rev = Revision(bytes(entry["signed"]), bytes(entry["sig"]), list(entry["body_seqs"]), seq=seq)
             self._by_asset.setdefault(rev.asset_id, []).append(rev)
 
     def __len__(self) -> int:

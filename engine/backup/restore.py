@@ -17,8 +17,10 @@ flags against the DAG it rebuilt. With ``build=True`` it also produces the new s
   large, and both signatures verify the same bytes. Heads are signed last, once the whole
   file verified, oldest change first, so conflict heads keep their original order;
 * the original signed history, read-only: ``archived_vault`` rows (old ID, new ID, policy
-  history, epoch keys) and ``archived_revision`` rows (signed bytes, signature, content rows),
-  which history and diff read (engine/backup/archive.py);
+  history, epoch keys) and ``archived_revisions`` rows of up to ``_ARCHIVE_BATCH`` revisions
+  each (signed bytes, signature, content rows), which history and diff read
+  (engine/backup/archive.py; stores restored before issue 32's third pass hold one
+  ``archived_revision`` row per revision, still read);
 * the card links, with their vault field mapped to the new vault ID.
 
 Nothing is written here: the caller publishes the rows atomically (create_store) only after
@@ -46,11 +48,16 @@ from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
 from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
 
-__all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "RESTORED_FROM"]
+__all__ = ["Restorer", "ARCHIVED_VAULT", "ARCHIVED_REVISION", "ARCHIVED_BATCH", "RESTORED_FROM"]
 
 ARCHIVED_VAULT = "archived_vault"
-ARCHIVED_REVISION = "archived_revision"
+ARCHIVED_REVISION = "archived_revision"  # one revision a row: stores restored before the batches
+ARCHIVED_BATCH = "archived_revisions"
 RESTORED_FROM = "restored_from"
+# Archived revisions per state row (issue 32): a row each cost a restore as much in the store
+# (encoding, deflate set-up, sealing, chaining; opening it again at every unlock) as the rest of
+# the revision's handling; 256 revisions of ~1.4 KB make rows of ~350 KB before deflate.
+_ARCHIVE_BATCH = 256
 
 
 def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
@@ -120,17 +127,18 @@ class _SignatureChecks:
             raise _invalid("a revision's signature, policy or content")
 
 
-def _parsed(item: dict[str, Any]) -> tuple[Revision, int]:
-    """A revision item's signed revision and its chunk count; malformed items are refused here,
-    before their signature is considered."""
+def _parsed(item: dict[str, Any]) -> tuple[Revision, dict[str, Any], int]:
+    """A revision item's signed revision, its signed body (decoded once: every later step reads
+    it from here, issue 32) and its chunk count; malformed items are refused here, before their
+    signature is considered."""
     try:
-        rev = Revision(bytes(item["signed"]), bytes(item["sig"]), [])
+        rev, body = Revision.with_body(bytes(item["signed"]), bytes(item["sig"]), [])
         n = int(item["n"])
     except (KeyError, TypeError, ValueError, msgspec.MsgspecError):
         raise _invalid("a malformed revision") from None
     if not 1 <= n <= 1_000_000:
         raise _invalid("a malformed revision")
-    return rev, n
+    return rev, body, n
 
 
 def _invalid(detail: str) -> MemoriesError:
@@ -153,6 +161,8 @@ class _Head:
     dek: bytes
     content_seqs: list[int]
     body_len: int
+    body_digests: list[bytes]
+    sealed_summary: list[bytes]
 
 
 @dataclass
@@ -180,6 +190,7 @@ class Restorer:
     _defaults: int = 0
     _heads: list[_Head] = field(default_factory=list)
     _first_ms: dict[bytes, int] = field(default_factory=dict)  # asset -> its first revision's time
+    _archived: list[dict[str, Any]] = field(default_factory=list)  # the archive batch being filled
 
     def records(self) -> Iterable[dict[str, Any]]:
         """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
@@ -220,9 +231,9 @@ class Restorer:
             elif kind == "link":
                 links.append(item)
             elif kind == "revision":
-                rev, n = _parsed(item)
+                rev, body, n = _parsed(item)
                 signatures.add(rev)
-                yield from self._revision(rev, _content(items, n), n, bool(item.get("head")), heads, known)
+                yield from self._revision(rev, body, _content(items, n), n, bool(item.get("head")), heads, known)
                 if item.get("head"):
                     flagged.add(rev.rev_id)
             else:
@@ -238,6 +249,7 @@ class Restorer:
         for item in links:
             self._link(item)
         self.counts["assets"] = len(heads) - len(self._left_assets)
+        self._close_archive_batch()
         yield from self._sign_heads()
 
     def _vault(self, item: dict[str, Any]) -> None:
@@ -293,6 +305,7 @@ class Restorer:
     def _revision(
         self,
         rev: Revision,
+        body: dict[str, Any],
         chunks: Iterator[bytes],
         n: int,
         head: bool,
@@ -306,9 +319,10 @@ class Restorer:
             VaultCore.check_revision(rev, self.identity, self.old_vaults)
             vault = self.old_vaults[rev.vault_id]
             epoch_key = vault.epoch_keys[rev.epoch]
-            dek = rev.data_key(epoch_key)
-            summary = rev.open_summary_with(dek)
-            digests = [bytes(d) for d in rev.body["body"]]
+            dek = rev.data_key(epoch_key, body)
+            summary = rev.open_summary_with(dek, body, keep=False)
+            digests = [bytes(d) for d in body["body"]]
+            sealed_summary = [bytes(c) for c in body["summary"]]
         except (SignatureError, ChunkError, AeadError, KeyError, TypeError, ValueError):
             raise _invalid("a revision's signature, policy or content") from None
         if len(digests) != n:
@@ -337,7 +351,7 @@ class Restorer:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
-        if body_len != rev.body.get("body_len", body_len):
+        if body_len != body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
         if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
             raise _invalid("a revision's body is not cut into chunks as a head's must be")
@@ -353,9 +367,20 @@ class Restorer:
         self.counts["revisions"] += 1
         if not self.build:
             return
-        self.archive_records.append({"t": ARCHIVED_REVISION, "signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
+        self._archived.append({"signed": rev.signed, "sig": rev.signature, "body_seqs": archived})
+        if len(self._archived) >= _ARCHIVE_BATCH:
+            self._close_archive_batch()
         if head:
-            self._heads.append(_Head(rev, summary, dek, archived, body_len))
+            self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary))
+
+    def _close_archive_batch(self) -> None:
+        """One ``archived_revisions`` row for the revisions gathered so far. Its own ``body_seqs``
+        names every content row its revisions name: the store keeps a content row only while
+        a record names it there (StoreFile.orphan_content sweeps the others at unlock)."""
+        if self._archived:
+            seqs = [seq for entry in self._archived for seq in entry["body_seqs"]]
+            self.archive_records.append({"t": ARCHIVED_BATCH, "revisions": self._archived, "body_seqs": seqs})
+            self._archived = []
 
     def _sign_heads(self) -> Iterator[tuple[int, bytes]]:
         """Sign the new vaults' heads (after the whole file verified), oldest change first:
@@ -386,12 +411,12 @@ class Restorer:
                     build_streamed_revision(
                         **common,
                         dek=head.dek,
-                        body_digests=[bytes(d) for d in rev.body["body"]],
+                        body_digests=head.body_digests,
                         body_len=head.body_len,
                         content_seqs=head.content_seqs,
                         # The original's sealed summary: the same key, asset and plaintext, opened
                         # and authenticated above, so it is carried instead of sealed again.
-                        sealed_summary=[bytes(c) for c in rev.body["summary"]],
+                        sealed_summary=head.sealed_summary,
                     )
                 )
             else:  # a tombstone head: an empty body

@@ -136,6 +136,15 @@ class Revision:
     def _decode(self) -> Any:
         return decode_canonical_flat(self.signed[len(_PREFIX) :])
 
+    @classmethod
+    def with_body(cls, signed: bytes, signature: bytes, body_seqs: list[int]) -> tuple[Revision, dict[str, Any]]:
+        """The revision and its signed body decoded once, for a caller that reads several of the
+        body's other fields (a restore: ``body`` decodes again on every read)."""
+        if not signed.startswith(_PREFIX):
+            raise ValueError("not a version-1 revision")
+        body = decode_canonical_flat(signed[len(_PREFIX) :])
+        return cls(signed, signature, body_seqs, body=body), body
+
     @property
     def body(self) -> dict[str, Any]:
         """The signed body, decoded from ``signed`` on each call (a fresh dict)."""
@@ -233,8 +242,9 @@ class Revision:
     def verify_signature(self) -> None:
         verify(self.author, self.signed_bytes, self.signature)
 
-    def data_key(self, epoch_key: bytes) -> bytes:
-        return self._data_key(epoch_key, self.body)
+    def data_key(self, epoch_key: bytes, body: dict[str, Any] | None = None) -> bytes:
+        """``body``: this revision's signed body if the caller holds it decoded (:meth:`with_body`)."""
+        return self._data_key(epoch_key, self.body if body is None else body)
 
     @staticmethod
     def _data_key(epoch_key: bytes, b: dict[str, Any]) -> bytes:
@@ -249,11 +259,12 @@ class Revision:
             return self._open_summary(self._data_key(epoch_key, b), b, keep=keep)
         return cached
 
-    def open_summary_with(self, dek: bytes) -> dict[str, Any]:
-        """The summary opened with the data key itself (a caller that needs the key anyway)."""
+    def open_summary_with(self, dek: bytes, body: dict[str, Any] | None = None, *, keep: bool = True) -> dict[str, Any]:
+        """The summary opened with the data key itself (a caller that needs the key anyway);
+        ``body`` as for :meth:`data_key`, ``keep`` as for :meth:`open_summary`."""
         cached = self.summary_cache
         if cached is None:
-            return self._open_summary(dek, self.body)
+            return self._open_summary(dek, self.body if body is None else body, keep=keep)
         return cached
 
     def _open_summary(self, dek: bytes, b: dict[str, Any], *, keep: bool = True) -> dict[str, Any]:
