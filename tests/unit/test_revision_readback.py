@@ -128,3 +128,13 @@ def test_after_a_lock_nothing_is_read_back_and_unlock_reads_again(tmp_path: Path
     again = service.require_unlocked().index.revisions[rev.rev_id]
     assert hashlib.sha256(again.signed).digest() == rev.rev_id
     again.verify_signature()
+
+
+def test_body_rows_read_back_as_they_were_set(tmp_path: Path) -> None:
+    """``body_seqs`` is kept compact (one int, a range, a tuple) but reads as the list it was."""
+    service = _service(tmp_path / "home")
+    rev = _put(service, "rows")
+    for seqs in ([5], [5, 6, 7], [9, 3], [4, 4], []):
+        rev.body_seqs = list(seqs)
+        assert rev.body_seqs == seqs
+        assert rev.to_record()["body_seqs"] == seqs
