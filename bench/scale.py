@@ -65,6 +65,19 @@ content rows (note bodies sealed under each revision's data key) 7.8 / 7.8, free
 2.8 / 1.3. Beside KeePassXC's .kdbx of the same notes (1.54 MB, bench/peers.py): 26.4x / 17.7x
 at rest, first sync 12.0x / 8.9x. The final code on a vault it built again, load average
 12.6-14.0: store 27.5 MB, first sync 13.7 MB. Left: content rows and the snapshot (see issue 32).
+
+Engine memory at 100k ≤ 600 MiB (issue 32), the code before and after measured one after the
+other on the same cached vaults, load average 10-13 on the 2 cores: RSS steady 188 / 706 MiB
+before, 186 / 573 MiB after; peak 209 / 723 MiB before, 202 / 591 MiB after. What went: the
+signed bytes and signatures of stored revisions (read back from their sealed rows when a summary,
+a body, the signature check, sync or a backup needs them, a batch at a time), the folded heads
+(folded per query for the rerank candidates only), and per item a list of row IDs, two lists of
+revision IDs and the snapshot's copies of each revision's ID and time. Search rare/common/3
+words 0.29/0.29/0.35 s before, 0.35/0.47/0.37 s after (whole commands at load 10 and 13; the
+10k figures moved as much, 0.21/0.21/0.40 to 0.48/0.47/0.28). list --all engine CPU first/again
+8.5/6.8 s before, 9.7/10.3 s after: each row's head is read back from the store (one query per
+256 rows, then the AEAD and a decode per row) where its bytes used to be in memory. First sync
+162 s before, 172 s after, the same 185 MB.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from engine.cards.links import LINK_RECORD
 from engine.crypto.kdf import KdfParams
 from engine.crypto.keys import sign
 from engine.vault.core import Unlocked
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, holding
 
 __all__ = ["write_backup", "BackupCounts"]
 
@@ -65,10 +65,9 @@ def write_backup(
     # they are no head, so a restore that rebuilt heads from them refused the whole file.
     revisions: list[Revision] = state.index.shown_revisions(ids)
     total = len(revisions)
-    for done, rev in enumerate(revisions, 1):
-        writer.add(
-            {"t": "revision", "signed": rev.signed, "sig": rev.signature, "n": len(rev.body_seqs), "head": rev.rev_id in heads}
-        )
+    for done, rev in enumerate(holding(revisions), 1):  # signed bytes read back in batches (issue 32)
+        signed, sig = rev.signed_pair()
+        writer.add({"t": "revision", "signed": signed, "sig": sig, "n": len(rev.body_seqs), "head": rev.rev_id in heads})
         for seq in rev.body_seqs:
             writer.add({"t": "content", "data": read_content([seq])[0]})
         if progress is not None and (done % 200 == 0 or done == total):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES"]
+__all__ = ["Limits", "VaultIndex", "Hit", "Mode", "CANDIDATES", "folded_head", "compact_rowids"]
 
 Mode = Literal["lexical", "vector", "hybrid"]
 CANDIDATES = 100  # chunk rows fetched per retriever before grouping by asset
@@ -59,17 +59,30 @@ class ChunkInfo:
 @dataclass(slots=True)
 class AssetInfo:
     doc: Document
-    rowids: list[int]
+    # Its chunks' row IDs, consecutive as ``_stage`` numbers them: a range (48 bytes) instead of
+    # a list of int objects (~110 bytes an asset at 100k notes, issue 32).
+    rowids: Sequence[int]
     text_bytes: int
-    # The folded title, a line break and the folded metadata, precomputed so reranking does not
-    # fold per query; the title is its first ``title_end`` characters (not kept twice, issue 32).
-    folded_head: str = ""
-    title_end: int = 0
     stamp: int = 0  # eviction order among equal ``doc.updated_ms`` (unique, increasing)
 
     @property
     def folded_title(self) -> str:
-        return self.folded_head[: self.title_end]
+        return folded_head(self.doc)[0]
+
+
+def compact_rowids(rowids: list[int]) -> Sequence[int]:
+    """``rowids`` as a range when they are consecutive (always, as the index numbers them)."""
+    if rowids and rowids == list(range(rowids[0], rowids[0] + len(rowids))):
+        return range(rowids[0], rowids[0] + len(rowids))
+    return tuple(rowids)
+
+
+def folded_head(doc: Document) -> tuple[str, str]:
+    """The folded title, and the folded title, a line break and the folded metadata: what
+    reranking compares a query with besides the chunk. Folded per query for the candidates only
+    (~30 us each): kept for every asset they were 27 MiB at 100k notes (issue 32)."""
+    title = to_simplified(fold(doc.title))
+    return title, title + "\n" + to_simplified(fold(doc.meta_text))
 
 
 @dataclass(slots=True)
@@ -160,12 +173,10 @@ class VaultIndex:
                     prepared.meta.bigrams,
                 )
             )
-        folded_title = to_simplified(fold(doc.title))
         # The chunk texts hold the body; keeping the whole body too would double memory.
         kept = Document(doc.asset_id, doc.rev_id, doc.kind, doc.title, "", doc.tags, doc.meta, doc.updated_ms)
-        folded_head = folded_title + "\n" + to_simplified(fold(doc.meta_text))
         stamp = self._next_rowid  # unique and increasing: ties on updated_ms keep insertion order
-        self.assets[doc.asset_id] = AssetInfo(kept, rowids, size, folded_head, len(folded_title), stamp)
+        self.assets[doc.asset_id] = AssetInfo(kept, compact_rowids(rowids), size, stamp)
         self.text_bytes += size
         if self._age_heap is not None:
             heapq.heappush(self._age_heap, (doc.updated_ms, stamp, doc.asset_id))
@@ -334,15 +345,11 @@ class VaultIndex:
         han_query = any(has_cjk(t) for t in (*query.terms, *query.phrases))
         # rerank reorders the first RERANK_WINDOW and keeps the tail's order below them, so the
         # best ``limit`` come from the first max(limit, RERANK_WINDOW) candidates alone.
-        candidates = [
-            Candidate(
-                asset,
-                score,
-                self._candidate_text(asset, best_row[asset], han_query) if i < RERANK_WINDOW else "",
-                self.assets[asset].folded_title,
-            )
-            for i, (asset, score) in enumerate(fused[: max(limit, RERANK_WINDOW)])
-        ]
+        candidates = []
+        for i, (asset, score) in enumerate(fused[: max(limit, RERANK_WINDOW)]):
+            title, head = folded_head(self.assets[asset].doc)
+            text = self._candidate_text(head, best_row[asset], han_query) if i < RERANK_WINDOW else ""
+            candidates.append(Candidate(asset, score, text, title))
         ranked = rerank(query, candidates) if query.terms or query.phrases else candidates
         hits = [Hit(c.key, best_row[c.key], c.score, lex_rank.get(c.key), vec_rank.get(c.key)) for c in ranked[:limit]]
         total = len(fused) if mode == "vector" or (mode == "hybrid" and vector) else lexical_total
@@ -421,14 +428,14 @@ class VaultIndex:
             counted.update(asset_id for asset_id, _, _ in self._best_per_asset(iterator, kinds, keep, skip=counted))
         return picked, len(counted)
 
-    def _candidate_text(self, asset_id: bytes, rowid: int, han_query: bool = False) -> str:
+    def _candidate_text(self, head: str, rowid: int, han_query: bool = False) -> str:
         # Folded per query for the few candidates only: a folded copy of every chunk would double memory.
         text = fold_fast(self.chunks[rowid].text)
         if not han_query:
-            return self.assets[asset_id].folded_head + "\n" + text
+            return head + "\n" + text
         # SR-8: Han query terms are Simplified; compare with the chunk's Simplified form, converted
         # once per chunk and kept only where it differs (Traditional text).
         if rowid not in self._simplified:
             converted = to_simplified(text)
             self._simplified[rowid] = converted if converted != text else None
-        return self.assets[asset_id].folded_head + "\n" + (self._simplified[rowid] or text)
+        return head + "\n" + (self._simplified[rowid] or text)

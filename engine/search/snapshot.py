@@ -24,7 +24,7 @@ import msgspec
 
 from engine.search.documents import PREPARED_VERSION, Document
 from engine.search.fts import FtsIndex
-from engine.search.index import AssetInfo, ChunkInfo, Limits, VaultIndex
+from engine.search.index import AssetInfo, ChunkInfo, Limits, VaultIndex, compact_rowids, folded_head
 
 __all__ = ["SNAPSHOT_VERSION", "dump", "dump_pieces", "load"]
 
@@ -56,7 +56,7 @@ class _Asset(msgspec.Struct, array_like=True):
     aux: bool
     rowids: list[int]
     text_bytes: int
-    folded_head: str
+    folded_head: str  # written for engines before issue 32's memory work; not read
     title_end: int
     stamp: int  # eviction order (AssetInfo.stamp)
 
@@ -97,6 +97,9 @@ def dump_pieces(index: VaultIndex) -> list[bytes]:
     for asset_id, info in index.assets.items():
         position[asset_id] = len(assets)
         doc = info.doc
+        # Not kept by the index any more (issue 32), but still written: an engine of before
+        # that reads this snapshot reranks with them.
+        title, head = folded_head(doc)
         assets.append(
             _Asset(
                 asset_id,
@@ -107,10 +110,10 @@ def dump_pieces(index: VaultIndex) -> list[bytes]:
                 list(doc.meta),
                 doc.updated_ms,
                 doc.aux,
-                info.rowids,
+                list(info.rowids),
                 info.text_bytes,
-                info.folded_head,
-                info.title_end,
+                head,
+                len(title),
                 info.stamp,
             )
         )
@@ -237,7 +240,8 @@ def _fill(index: VaultIndex, frames: _Frames) -> None:
                 doc = Document(a.asset_id, a.rev_id, kind, a.title, "", tags, tuple(a.meta), a.updated_ms, a.aux)
                 if not 0 <= a.title_end <= len(a.folded_head):
                     raise ValueError("not a search snapshot")
-                info = AssetInfo(doc, a.rowids, a.text_bytes, a.folded_head, a.title_end, a.stamp)
+                # The folded head is folded again per query from the title and tags (issue 32).
+                info = AssetInfo(doc, compact_rowids(a.rowids), a.text_bytes, a.stamp)
                 assets.append(info)
                 index.assets[a.asset_id] = info
         chunks = 0

@@ -25,7 +25,7 @@ from engine.crypto.keys import DeviceIdentity, SignatureError, verify
 from engine.errors import MemoriesError
 from engine.jobs.background import BackgroundWork, JobContext, JobHandle
 from engine.vault.core import AUDIT_TAG
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, holding
 
 __all__ = ["AUDIT_TAG", "verify_all", "verify_audit", "BackgroundVerifier", "UnlockWork"]
 
@@ -44,7 +44,7 @@ def verify_audit(record: dict[str, Any], identity: DeviceIdentity) -> None:
 
 def verify_all(identity: DeviceIdentity, revisions: Sequence[Revision], audits: Sequence[dict[str, Any]]) -> None:
     """Raise SignatureError (or KeyError/TypeError on a malformed record) at the first bad signature."""
-    for rev in revisions:
+    for rev in holding(revisions):  # stored revisions' bytes read back in batches (issue 32)
         rev.verify_signature()
     for record in audits:
         verify_audit(record, identity)

@@ -247,6 +247,11 @@ class PgStoreFile(StoreFile):
             fetched = conn.execute("SELECT seq, blob FROM state WHERE seq BETWEEN %s AND %s ORDER BY seq", (low, high))
             return [(int(s), bytes(b)) for s, b in fetched.fetchall()]
 
+    def _state_rows_at(self, seqs: Sequence[int]) -> list[tuple[int, bytes]]:
+        with self._conn() as conn:
+            fetched = conn.execute("SELECT seq, blob FROM state WHERE seq = ANY(%s)", (list(seqs),))
+            return [(int(s), bytes(b)) for s, b in fetched.fetchall()]
+
     def _prefetch(self) -> None:
         with self._db_lock:
             try:

@@ -35,7 +35,7 @@ from engine.crypto.canonical import canonical_bytes
 from engine.crypto.envelope import seal_envelope
 from engine.errors import MemoriesError
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, holding
 
 __all__ = [
     "MAGIC",
@@ -240,9 +240,10 @@ def make_bundle(core: VaultCore, state: Unlocked, vault_id: bytes, peer: Invento
         epochs = {rev.epoch for rev in missing} | {vault.policy.epoch}
         for item in _epoch_key_items(state, vault, epochs, peer.device):
             packer.add(item)
-    for rev in missing:
+    for rev in holding(missing):  # signed bytes read back a batch at a time (issue 32)
         content = store.read_content(rev.body_seqs)
-        packer.add({"k": "rev", "signed": rev.signed, "sig": rev.signature, "parts": len(content)})
+        signed, sig = rev.signed_pair()
+        packer.add({"k": "rev", "signed": signed, "sig": sig, "parts": len(content)})
         for index, data in enumerate(content):
             packer.add({"k": "part", "rev": rev.rev_id, "i": index, "data": data})
     if _same_user_peer(vault, state, peer):

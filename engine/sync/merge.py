@@ -595,6 +595,7 @@ def _own_offline(
         offline = rev.rev_id not in peer_holds if peer_holds is not None else rev.policy_head == vault.policy.head
         if not offline:
             continue
+        signed, sig = rev.signed_pair()  # one read back of the stored row for both (issue 32)
         rows.append(
             {
                 "t": QUARANTINE_RECORD,
@@ -603,8 +604,8 @@ def _own_offline(
                 "rev": rev.rev_id,
                 "reason": OWN_REASON,
                 "origin": "local",
-                "signed": rev.signed,
-                "sig": rev.signature,
+                "signed": signed,
+                "sig": sig,
                 "parts": store.read_content(rev.body_seqs),
                 HIDE_FIELD: rev.rev_id,
             }

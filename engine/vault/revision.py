@@ -7,11 +7,14 @@ hash. Its ID is the SHA-256 of the signed bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
 import os
 import struct
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +24,19 @@ from engine.crypto.aead import open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, sign_many, verify
+from engine.errors import MemoriesError
 
-__all__ = ["Revision", "REVISION_TAG", "build_revision", "NewContent", "Restored", "sign_revisions"]
+__all__ = [
+    "Revision",
+    "REVISION_TAG",
+    "build_revision",
+    "NewContent",
+    "Restored",
+    "sign_revisions",
+    "StoredRevisions",
+    "holding",
+    "held",
+]
 
 REVISION_TAG = "memories.revision"
 _DEK_AAD = b"memories.dek\x00\x01"
@@ -62,15 +76,95 @@ def _need(value: Any, key: str) -> Any:
     return value
 
 
+class StoredRevisions:
+    """Reads stored revisions' signed bytes and signatures back from their sealed state rows.
+
+    An unlocked 100k-note vault held ~85 MiB of signed bytes (issue 32), read only when a summary
+    or a body is opened, a file is read, or a revision is checked or sent (sync, backup). A
+    revision whose row is stored keeps neither: both are read again from its row, which the store
+    opens under the master key (its AEAD binds the row's sequence number and version), and are
+    accepted only if they hash to the revision's ID, which the unlock took from the row the
+    checkpoint's chain covered. So what is read back is exactly what was loaded and checked.
+    Holds only the store's reader: a lock, which drops the store's key, ends every read.
+    """
+
+    def __init__(self, read: Callable[[Sequence[int]], dict[int, dict[str, Any]]]) -> None:
+        # state row seq -> record, every one opened and authenticated (StoreFile.read_records)
+        self._read = read
+
+    def read(self, revisions: Sequence[Revision]) -> list[tuple[bytes, bytes]]:
+        """(signed bytes, signature) of each revision, read in one batch; store_corrupt if a row
+        is not the revision it was at the unlock."""
+        records = self._read(sorted({rev.seq for rev in revisions}))
+        out: list[tuple[bytes, bytes]] = []
+        for rev in revisions:
+            record = records.get(rev.seq)
+            signed = record.get("signed") if record is not None and record.get("t") == "revision" else None
+            sig = record.get("sig") if record is not None else None
+            if (
+                signed.__class__ is not bytes
+                or sig.__class__ is not bytes
+                or not hmac.compare_digest(hashlib.sha256(signed).digest(), rev.rev_id)
+            ):
+                raise MemoriesError("store_corrupt", "A stored revision is not the one the unlock read.")
+            out.append((signed, sig))
+        return out
+
+
+_HOLD_BATCH = 256  # revisions read back per query (holding)
+
+
+def holding(revisions: Iterable[Revision], batch: int = _HOLD_BATCH) -> Iterator[Revision]:
+    """``revisions`` in order, each with its signed bytes and signature held while the caller has
+    it: a stored revision's are read back a batch at a time (one query for many, not one each),
+    and let go again when the caller moves past the batch. For callers that read many revisions'
+    bytes: a list page, a sync bundle, a backup, the signature check."""
+    pending: list[Revision] = []
+    for rev in revisions:
+        pending.append(rev)
+        if len(pending) >= batch:
+            with held(pending):
+                yield from pending
+            pending = []
+    if pending:
+        with held(pending):
+            yield from pending
+
+
+@contextlib.contextmanager
+def held(revisions: Sequence[Revision]) -> Iterator[None]:
+    """Within the block, these revisions hold their signed bytes and signatures (those stored
+    are read back together, :class:`StoredRevisions`); afterwards they let them go again."""
+    taken = [rev for rev in revisions if rev._signed is None and rev._rows is not None]
+    groups: dict[int, tuple[StoredRevisions, list[Revision]]] = {}
+    for rev in taken:
+        rows = rev._rows
+        assert rows is not None
+        groups.setdefault(id(rows), (rows, []))[1].append(rev)
+    try:
+        for rows, group in groups.values():
+            for start in range(0, len(group), _HOLD_BATCH):
+                part = group[start : start + _HOLD_BATCH]
+                for rev, (signed, sig) in zip(part, rows.read(part), strict=True):
+                    rev._signed, rev._sig = signed, sig
+        yield
+    finally:
+        for rev in taken:
+            if rev._rows is not None:  # another thread may hold it too: it then reads its own copy
+                rev._signed = rev._sig = None
+
+
 class Revision:
-    """A signed revision. ``signed`` holds the exact signed bytes (never re-encoded).
+    """A signed revision. ``signed`` is the exact signed bytes (never re-encoded).
 
     An unlocked 100k-note vault holds 100k of these, so only the fields read per revision on
     common paths (listing, indexing, checks at unlock) are kept, as they were decoded and without
     conversion (a malformed foreign revision fails where it used to: when a field is read, after
     the shape check sync runs first). ``body`` decodes the signed bytes again for the rest (issue
     32: the decoded dict was 1.4 KB a revision, more than the signed bytes). A decrypted summary
-    is kept packed (``summary_cache``), not as a dict of Python objects.
+    is kept packed (``summary_cache``), not as a dict of Python objects. Once its row is stored
+    (:meth:`stored`), neither the signed bytes nor the signature are kept: they are read back
+    from the row when needed (:class:`StoredRevisions`, :func:`holding` for many).
     """
 
     __slots__ = (
@@ -84,14 +178,15 @@ class Revision:
         "_policy",
         "_restored_changed",
         "_restored_created",
+        "_rows",
+        "_seqs",
+        "_sig",
+        "_signed",
         "_summary",
         "_tombstone",
         "_vault",
-        "body_seqs",
         "rev_id",
         "seq",
-        "signature",
-        "signed",
     )
 
     def __init__(
@@ -106,11 +201,12 @@ class Revision:
     ) -> None:
         if not signed.startswith(_PREFIX):
             raise ValueError("not a version-1 revision")
-        self.signed = signed
-        self.signature = signature
+        self._signed: bytes | None = signed
+        self._sig: bytes | None = signature
+        self._rows: StoredRevisions | None = None
         self.body_seqs = body_seqs
         self.seq = seq
-        fields: Any = body if body is not None else self._decode()
+        fields: Any = body if body is not None else decode_canonical_flat(signed[len(_PREFIX) :])
         if fields.__class__ is not dict:
             raise TypeError("a revision body is an object")
         get = fields.get
@@ -132,6 +228,69 @@ class Revision:
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
         self.summary_cache = summary_cache
+
+    @property
+    def body_seqs(self) -> list[int]:
+        """The content rows of the body, in order (a fresh list on each read)."""
+        seqs = self._seqs
+        return [seqs] if isinstance(seqs, int) else list(seqs)
+
+    @body_seqs.setter
+    def body_seqs(self, seqs: list[int]) -> None:
+        # Kept compact (issue 32): nearly every body is one row, or rows numbered one after
+        # another; a list of ints was ~90 bytes a revision, one int is 28.
+        if len(seqs) == 1 and seqs[0].__class__ is int:
+            self._seqs: int | range | tuple[int, ...] = seqs[0]
+        elif len(seqs) > 1 and all(s.__class__ is int for s in seqs) and seqs == list(range(seqs[0], seqs[0] + len(seqs))):
+            self._seqs = range(seqs[0], seqs[0] + len(seqs))
+        else:
+            self._seqs = tuple(seqs)
+
+    def stored(self, rows: StoredRevisions) -> None:
+        """Its row is stored (``seq``) and ``rows`` reads it back: let the signed bytes and the
+        signature go (issue 32). A revision not signed yet keeps them."""
+        if self.seq > 0 and self._sig:
+            self._rows = rows
+            self._signed = self._sig = None
+
+    @property
+    def signed_kept(self) -> bool:
+        """Whether the signed bytes are held in memory now (else read back from the stored row)."""
+        return self._signed is not None
+
+    @property
+    def signed(self) -> bytes:
+        signed = self._signed
+        if signed is None:
+            signed = self._read_back()[0]
+        return signed
+
+    @property
+    def signature(self) -> bytes:
+        sig = self._sig
+        if sig is None:
+            sig = self._read_back()[1]
+        return sig
+
+    @signature.setter
+    def signature(self, value: bytes) -> None:
+        self._sig = value
+
+    def signed_pair(self) -> tuple[bytes, bytes]:
+        """(signed bytes, signature), with at most one read back for both."""
+        signed, sig = self._signed, self._sig
+        if signed is not None and sig is not None:
+            return signed, sig
+        return self._read_back()
+
+    def _read_back(self) -> tuple[bytes, bytes]:
+        rows = self._rows
+        signed, sig = self._signed, self._sig
+        if signed is not None and sig is not None:  # held meanwhile by another thread
+            return signed, sig
+        if rows is None:
+            raise MemoriesError("store_corrupt", "A revision's signed bytes are not held.")
+        return rows.read([self])[0]
 
     def _decode(self) -> Any:
         return decode_canonical_flat(self.signed[len(_PREFIX) :])
@@ -240,7 +399,8 @@ class Revision:
         return bytes(_need(self._device, "device"))
 
     def verify_signature(self) -> None:
-        verify(self.author, self.signed_bytes, self.signature)
+        signed, signature = self.signed_pair()
+        verify(self.author, signed, signature)
 
     def data_key(self, epoch_key: bytes, body: dict[str, Any] | None = None) -> bytes:
         """``body``: this revision's signed body if the caller holds it decoded (:meth:`with_body`)."""
@@ -276,16 +436,18 @@ class Revision:
 
     def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
         digests = [hashlib.sha256(c).digest() for c in chunks]
-        if digests != list(self.body["body"]):
+        b = self.body  # decoded once for the digests and the data key
+        if digests != list(b["body"]):
             from engine.crypto.chunks import ChunkError
 
             raise ChunkError("body chunks do not match the signed digests")
-        return open_chunks(self.data_key(epoch_key), chunks, self.asset_id + b"body")
+        return open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
 
     def to_record(self) -> dict[str, Any]:
-        if not self.signature:
+        signed, signature = self.signed_pair()
+        if not signature:
             raise ValueError("a revision built unsigned was not signed (sign_revisions)")
-        return {"t": "revision", "signed": self.signed, "sig": self.signature, "body_seqs": self.body_seqs}
+        return {"t": "revision", "signed": signed, "sig": signature, "body_seqs": self.body_seqs}
 
     @classmethod
     def from_record(cls, record: dict[str, Any], seq: int) -> Revision:

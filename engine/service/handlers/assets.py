@@ -28,7 +28,9 @@ from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, held
+
+LIST_BATCH = 256  # list rows whose heads are read back together
 
 # Kinds a generic put may create; later features (cards, files, credentials) add theirs.
 # Ordinary cards (CD-1) share memory authorization and every generic op; "protected"
@@ -294,8 +296,15 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
     # 10k figure for 10x the notes). The summaries a page decrypts are not kept (issue 32): kept,
     # a `list --all` of 100k notes left them all in memory until the lock (+67 MiB resident, most
     # of it the fragments between them), to spare the next `list --all` ~20 µs of decryption a row.
+    entries = [state.index.assets[asset_id] for asset_id in ids]
+    page: list[dict[str, Any]] = []
     with gc_paused():
-        page = [asset_summary(service, state, state.index.assets[asset_id], keep=False) for asset_id in ids]
+        for start in range(0, len(entries), LIST_BATCH):
+            part = entries[start : start + LIST_BATCH]
+            # The signed bytes of the heads whose summary is opened, read back in one query for
+            # the batch, not one each (issue 32: revisions no longer hold them).
+            with held([head for entry in part if not (head := newest_head(state, entry)).summary_kept]):
+                page.extend(asset_summary(service, state, entry, keep=False) for entry in part)
     return {"items": page, "total": total, "conflicts": conflicts}
 
 

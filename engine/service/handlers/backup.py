@@ -51,7 +51,7 @@ from engine.vault.core import Unlocked
 from engine.vault.credentials import CREDENTIAL_KIND
 from engine.vault.diff import text_projection
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision, chunk_count
+from engine.vault.revision import Revision, chunk_count, held
 
 __all__ = ["archive_of"]
 
@@ -339,18 +339,20 @@ def export_memories_json(service: Service, request: brq.ExportJson, caller: Call
     )
     page = entries[request.offset : request.offset + request.limit]
     items = []
-    for entry in page:
-        heads = []
-        for rev in sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.rev_id)):
-            if rev.tombstone:
-                continue
-            body: str | None
-            if entry.kind == CREDENTIAL_KIND:
-                body = service.vault.body_of(state, rev) if request.include_secrets else None
-            else:
-                body = visible_body(service, state, rev)
-            heads.append({"summary": _json_summary(service.vault.summary_of(state, rev)), "body": body})
-        items.append({"id": entry.asset_id.hex(), "kind": entry.kind, "heads": heads})
+    # The page's heads' signed bytes read back together, not once per summary and body (issue 32).
+    with held([rev for entry in page for rev in state.index.head_revisions(entry)]):
+        for entry in page:
+            heads = []
+            for rev in sorted(state.index.head_revisions(entry), key=lambda r: (r.created_ms, r.rev_id)):
+                if rev.tombstone:
+                    continue
+                body: str | None
+                if entry.kind == CREDENTIAL_KIND:
+                    body = service.vault.body_of(state, rev) if request.include_secrets else None
+                else:
+                    body = visible_body(service, state, rev)
+                heads.append({"summary": _json_summary(service.vault.summary_of(state, rev)), "body": body})
+            items.append({"id": entry.asset_id.hex(), "kind": entry.kind, "heads": heads})
     links: list[dict[str, Any]] = []
     if request.offset == 0:
         for link in sorted(link_index(service).by_id.values(), key=lambda k: (k.created_ms, k.link_id)):
