@@ -856,6 +856,9 @@ class StoreFile:
         back by a caller that did not keep them (a revision's signed bytes, issue 32). The caller
         checks that a record is the one it loaded (a revision: its ID is the hash of its bytes)."""
         key = self._key()
+        # Taken with the key: a lock empties both, and a row compressed with its kind's dictionary
+        # (issue 32) opens only with the dictionaries of this unlock.
+        dictionaries = self._dictionaries
         rows: list[tuple[int, bytes]] = []
         with self._db_lock:
             try:
@@ -869,7 +872,7 @@ class StoreFile:
             for seq, blob in rows:
                 if not isinstance(blob, bytes):
                     raise ValueError("not a sealed row")
-                out[seq] = decode_record(_open_row(opener, seq, blob))
+                out[seq] = decode_record(_open_row(opener, seq, blob, dictionaries))
         except (AeadError, ValueError, _NewerRowVersion) as exc:
             raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
         return out

@@ -185,6 +185,26 @@ def test_a_large_commit_makes_a_dictionary_and_later_rows_use_it(tmp_path: Path)
     assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(106)]
 
 
+def test_rows_with_a_dictionary_read_back_by_sequence(tmp_path: Path) -> None:
+    """Issue 32: ``read_records`` (how a revision's signed bytes come back once they are no longer
+    held) opens dictionary-compressed rows, those of this unlock's new dictionary and, after a
+    reopen, of the stored one; a lock ends it."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    seqs = store.commit(_notes(100))
+    assert all(_rows(path)[seq][0] == 6 for seq in seqs)
+    assert store.read_records(seqs) == dict(zip(seqs, _notes(100), strict=True))
+    store.close()
+    store, _ = _open(path)
+    assert store.read_records(seqs[::7]) == dict(zip(seqs[::7], _notes(100)[::7], strict=True))
+    store.wipe()  # what a lock does to the store
+    with pytest.raises(MemoriesError) as refused:
+        store.read_records(seqs[:1])
+    assert refused.value.code == "locked"
+    store.close()
+
+
 def test_deferred_rows_with_a_dictionary_are_opened_by_their_reader(tmp_path: Path) -> None:
     """Issue 32: records of a deferred kind use their dictionary too (version 7): the load leaves
     them sealed and ``SealedRows.open`` opens them with the dictionary the unlock opened."""
