@@ -244,7 +244,9 @@ def test_large_file_streams_with_bounded_memory(files_vault: Cli, tmp_path: Path
 CHILD = r"""
 import hashlib, os, pathlib, sys, time
 path, signal_dir = sys.argv[1], pathlib.Path(sys.argv[2])
-(signal_dir / "path").write_text(path + "\n" + str(os.getpid()))
+# Written aside and renamed: the test waits for "path" to exist and then reads it whole.
+(signal_dir / "path.new").write_text(path + "\n" + str(os.getpid()))
+os.replace(signal_dir / "path.new", signal_dir / "path")
 stat = os.stat(os.path.dirname(path))
 print("mode", oct(stat.st_mode & 0o777), oct(os.stat(path).st_mode & 0o777), flush=True)
 while not (signal_dir / "go").exists():
