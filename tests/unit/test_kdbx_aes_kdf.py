@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,11 +22,11 @@ PASSWORD = "kdbx password 密码"
 CANARY = "canary-aes-kdf-secret"
 
 
-def _entries(kp: object) -> None:
-    group = kp.add_group(kp.root_group, "组")  # type: ignore[attr-defined]
-    entry = kp.add_entry(group, "邮箱", "zhang", CANARY, url="https://mail.example.cn", notes="备注")  # type: ignore[attr-defined]
+def _entries(kp: Any) -> None:  # a PyKeePass (untyped library)
+    group = kp.add_group(kp.root_group, "组")
+    entry = kp.add_entry(group, "邮箱", "zhang", CANARY, url="https://mail.example.cn", notes="备注")
     entry.set_custom_property("PIN", "canary-pin", protect=True)
-    kp.add_entry(kp.root_group, "Root entry", "root", "pw-2")  # type: ignore[attr-defined]
+    kp.add_entry(kp.root_group, "Root entry", "root", "pw-2")
 
 
 def _kdbx4_aes(path: Path, rounds: int) -> None:
