@@ -214,7 +214,9 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
         store = StoreFile.open(target)
         try:
             store.install_master(master)
-            state = service.load_state(store)
+            # The new heads as built and their bodies as opened: the unlock takes those objects
+            # for the rows that hold exactly them, and the index build the bodies (issue 32).
+            state = service.load_state(store, {rev.signed: rev for rev in restorer.new_heads}, restorer.opened_bodies)
         except MemoriesError:
             store.close()
             _unpublish(target)
