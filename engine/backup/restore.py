@@ -199,8 +199,11 @@ class Restorer:
     # The re-signed heads as built (their records are in head_records): the unlock that ends the
     # restore takes these objects for the rows that hold exactly them instead of decoding again.
     new_heads: list[Revision] = field(default_factory=list)
-    # Their bodies as opened and checked here, by the new head's revision ID (_OPENED_BODIES_BUDGET).
+    # Their bodies as opened and checked here, by the new head's revision ID (_OPENED_BODIES_BUDGET),
+    # of the kinds whose bodies the index reads whole (the caller names them; none by default, so
+    # no credential's body is held beyond its check).
     opened_bodies: dict[bytes, str] = field(default_factory=dict)
+    body_kinds: frozenset[str] = frozenset()
     _opened_bytes: int = 0
 
     def records(self) -> Iterable[dict[str, Any]]:
@@ -350,7 +353,14 @@ class Restorer:
         body_len = 0
         context = asset + b"body"
         skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
-        keep = self.build and head and not skip and not rev.tombstone and self._opened_bytes < _OPENED_BODIES_BUDGET
+        keep = (
+            self.build
+            and head
+            and not skip
+            and not rev.tombstone
+            and rev.kind in self.body_kinds
+            and self._opened_bytes < _OPENED_BODIES_BUDGET
+        )
         opened: list[bytes] = []
         for index, chunk in enumerate(chunks):
             if hashlib.sha256(chunk).digest() != digests[index]:

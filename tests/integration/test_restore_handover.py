@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from engine.backup.envelope import BackupReader
+from engine.backup.restore import Restorer
 from engine.config import EngineConfig, Paths
 from engine.crypto.chunks import CHUNK_BYTES
 from engine.service import handlers  # noqa: F401  (registers every op)
@@ -31,6 +33,7 @@ BACKUP_PW = "hand-over backup password"
 WORDS = ["harbor", "lantern", "meadow", "copper", "violet", "granite", "长期记忆", "护照", "灯塔"]
 QUERIES = ["harbor", "lantern meadow", "copper violet", "长期记忆", "护照 harbor", "tailmarker", "edited"]
 NOTES = 40
+CANARY = "handover-canary-secret-7f3a"
 
 
 def _service(home: Path) -> Service:
@@ -65,6 +68,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
         base = service.dispatch({"op": "get", "id": ids[0]}, CALLER)["revision"]
         service.dispatch({"op": "edit", "id": ids[0], "body": "edited harbor body", "base": base}, CALLER)
         service.dispatch({"op": "delete", "id": ids[1]}, CALLER)
+        service.dispatch({"op": "login_new", "title": "bank", "password": CANARY}, CALLER)
         bodies = {item: service.dispatch({"op": "get", "id": item}, CALLER)["body"] for item in [*ids[2:], ids[0], long_id]}
         answers = _answers(service)
         service.dispatch({"op": "sudo", "password": PASSWORD}, CALLER)
@@ -87,7 +91,7 @@ def test_the_index_built_from_the_handed_bodies_answers_as_the_source(
         answer = service.dispatch(
             {"op": "restore", "path": str(path), "backup_password": BACKUP_PW, "password": PASSWORD}, CALLER
         )
-        assert answer["heads"] == NOTES + 1  # the deleted note's head is its tombstone
+        assert answer["heads"] == NOTES + 3  # the deleted note's tombstone, the login and its credential
         assert _answers(service) == answers
         status = service.dispatch({"op": "rag_status"}, CALLER)
         assert status["build"]["bodies_from_restore"] == len(bodies)
@@ -137,3 +141,17 @@ def test_the_unlock_takes_a_handed_revision_only_for_the_row_that_holds_exactly_
         assert len(decoded.revisions) == 4 and absent["signed"] not in written
     finally:
         service.lock_now("test")
+
+
+def test_only_bodies_of_the_kinds_named_are_handed_over(source: tuple[Path, dict[str, str], dict[str, dict[str, float]]]) -> None:
+    """A credential's body (the login's password) is checked and not kept: only the kinds the
+    caller names are handed over (the handler names those the index reads whole), none by default."""
+    path, bodies, _answers = source
+    for kinds, expected in ((frozenset(), set()), (frozenset({"memory"}), set(bodies.values()))):
+        with open(path, "rb") as src:
+            restorer = Restorer(BackupReader(src, BACKUP_PW), build=True, body_kinds=kinds)
+            for _row in restorer.content_rows():
+                pass
+        assert set(restorer.opened_bodies.values()) == expected
+        assert set(restorer.opened_bodies) <= {rev.rev_id for rev in restorer.new_heads}
+        assert not any(CANARY in body for body in restorer.opened_bodies.values())
