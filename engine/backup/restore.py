@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,7 +62,7 @@ _ARCHIVE_BATCH = 256
 # The heads' bodies, opened here to check them, are handed to the index build that follows the
 # restore (Unlocked.opened_bodies) up to this many bytes in all: it then neither reads nor opens
 # them again (issue 32). Beyond it the build reads them from the store, as after any unlock.
-_OPENED_BODIES_BUDGET = 64 * 1024 * 1024
+_OPENED_BODIES_BUDGET = 64 * 1024 * 1024  # bytes of memory the kept bodies take
 
 
 def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
@@ -353,6 +354,7 @@ class Restorer:
         body_len = 0
         context = asset + b"body"
         skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
+        claimed = body.get("body_len")  # checked against the chunks below; here it only bounds what is kept
         keep = (
             self.build
             and head
@@ -360,6 +362,9 @@ class Restorer:
             and not rev.tombstone
             and rev.kind in self.body_kinds
             and self._opened_bytes < _OPENED_BODIES_BUDGET
+            # One body at most a sixteenth of it: a str takes up to 4 bytes a character.
+            and claimed.__class__ is int
+            and claimed <= _OPENED_BODIES_BUDGET // 16
         )
         opened: list[bytes] = []
         for index, chunk in enumerate(chunks):
@@ -400,7 +405,7 @@ class Restorer:
             if keep:
                 try:
                     text = b"".join(opened).decode("utf-8")
-                    self._opened_bytes += body_len
+                    self._opened_bytes += sys.getsizeof(text)  # what it holds in memory
                 except UnicodeDecodeError:  # left to the store, which says so when it is read
                     pass
             self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary, text))
