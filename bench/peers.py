@@ -41,6 +41,11 @@ them): restore 15.5 → 14.3 s, 146× → 130× `tar xf` (0.11 s both), engine C
 its answer 7.47 → 5.09 s (medians of three). At that load the wall time is mostly waiting for
 a core: the CPU seconds are the figure that moved. The goal of 1.5 s is not reached
 (docs/architecture.md says where the rest goes).
+Fourth pass (the unlock after a restore takes the new heads as built, the index build the bodies
+the restore opened), `--only tar --repeat 3`, the commit before then this one, back to back:
+before 21.1 s wall, engine CPU 4.89 s per restore (load 8.9–11; `tar xf` 0.65 s in that run,
+32.6×); after 15.6 s, 4.07 s (load 10.8 → 9.0; `tar xf` 0.10 s, 162×). `tar xf` itself moved
+6× between the runs: at this load the ratios are the scheduler's; the engine CPU is the figure.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -141,10 +141,27 @@ class Unlocked:
     sealed: SealedRows | None = None
     # Reads a stored revision's signed bytes back from its row: revisions do not keep them (issue 32).
     stored: StoredRevisions | None = None
+    # Bodies a restore has just opened and checked against their signed digests, by revision ID,
+    # each taken once by ``body_of`` (the index build after the restore) instead of reading and
+    # opening its rows again (issue 32). Plaintext held like the index's own; dropped with the state.
+    opened_bodies: dict[bytes, str] = field(default_factory=dict)
 
     @property
     def vault(self) -> VaultKeys:
         return self.vaults[self.default_vault]
+
+
+def _written(written: Mapping[bytes, Revision], record: dict[str, Any], seq: int) -> Revision | None:
+    """The revision of ``written`` this row holds, exactly (signed bytes, signature and content
+    rows), now numbered ``seq``; None if the row holds anything else."""
+    try:
+        rev = written.get(record["signed"])
+    except (KeyError, TypeError):  # malformed: from_record raises the store's own error
+        return None
+    if rev is None or rev.seq not in (0, seq) or rev.signature != record.get("sig") or rev.body_seqs != record.get("body_seqs"):
+        return None
+    rev.seq = seq  # its summary stays kept, as a revision an import commits keeps it
+    return rev
 
 
 @dataclass
@@ -197,11 +214,18 @@ class VaultCore:
         self.state = None
 
     # -- loading -------------------------------------------------------------------------
-    def decode(self, store: StoreFile, *, open_deferred: bool = False) -> DecodedState:
+    def decode(
+        self, store: StoreFile, *, open_deferred: bool = False, written: Mapping[bytes, Revision] | None = None
+    ) -> DecodedState:
         """Open and authenticate every row; check policy, device and certificate of each revision.
 
         Ed25519 signatures are verified in bulk by the caller (in the background, or at once
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
+
+        ``written``: revisions this engine has just built and stored, by their signed bytes (a
+        restore's new heads, issue 32). A row whose signed bytes, signature and content rows are
+        those of one of them yields that object instead of decoding the same bytes again; the
+        row itself is opened and authenticated, and the revision checked, like any other.
         """
         # Rows are opened on a helper thread while this loop decodes those already opened.
         loaded, records = store.load_stream(frozenset(self.deferred_kinds), open_deferred=open_deferred)
@@ -248,7 +272,9 @@ class VaultCore:
                 elif kind == "revision":
                     if identity is None:
                         raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
-                    rev = Revision.from_record(record, seq)
+                    rev = _written(written, record, seq) if written else None
+                    if rev is None:
+                        rev = Revision.from_record(record, seq)
                     self.check_revision(rev, identity, vaults)
                     # Read back when needed (the signature check reads them in batches): at
                     # 100k notes they were ~85 MiB held from the unlock to the lock.
@@ -319,6 +345,10 @@ class VaultCore:
 
     def body_of(self, state: Unlocked, rev: Revision) -> str:
         """The signed body as stored. Clients are shown ``projections.visible_body`` instead."""
+        if state.opened_bodies:
+            opened = state.opened_bodies.pop(rev.rev_id, None)
+            if opened is not None:
+                return opened
         store = self.require_store()
         vault = state.vaults[rev.vault_id]
         try:
