@@ -8,7 +8,8 @@ figures for each and their ratio, through the real CLI and real engines.
 Each vault (mixed English/Chinese notes of ~500 characters, two tags each, a link to an earlier
 note) is imported from one JSONL file into device A of a pair (device B joined A before the
 import), and built once: the pair is cached under $TMPDIR/memories-bench-scale-cache/, keyed by
-the parameters (notes, generator, token-stream and snapshot versions, the store module's source), because a 100k vault takes
+the parameters (notes, generator, token-stream and snapshot versions, the source of the store and
+of the revision format), because a 100k vault takes
 minutes to build on a loaded 2-core machine (--rebuild builds it again). The import figures
 are those of the build.
 Every run works on a fresh copy of the cached pair (test KDF: the KDF is not what is measured).
@@ -200,7 +201,8 @@ def _wait_snapshot(cli: Cli) -> None:
 
 def cache_dir(count: int) -> Path:
     # What is stored, and how, is part of the key: a change to the store module builds again.
-    layout = hashlib.sha256((ROOT / "engine" / "store" / "database.py").read_bytes()).hexdigest()
+    sources = ("store/database.py", "vault/revision.py", "vault/body_encoding.py")
+    layout = hashlib.sha256(b"".join((ROOT / "engine" / part).read_bytes() for part in sources)).hexdigest()
     versions = [FORMAT_VERSION, PREPARED_VERSION, SNAPSHOT_VERSION]
     key = hashlib.sha256(json.dumps([count, GENERATOR, *versions, layout]).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / "memories-bench-scale-cache" / f"{count}-{key}"

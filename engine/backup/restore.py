@@ -417,6 +417,8 @@ class Restorer:
                         # The original's sealed summary: the same key, asset and plaintext, opened
                         # and authenticated above, so it is carried instead of sealed again.
                         sealed_summary=head.sealed_summary,
+                        # The chunks hold what the original's do: a compressed body (format 2) stays one.
+                        body_z=rev.body_z,
                     )
                 )
             else:  # a tombstone head: an empty body
