@@ -201,7 +201,7 @@ def _wait_snapshot(cli: Cli) -> None:
 
 def cache_dir(count: int) -> Path:
     # What is stored, and how, is part of the key: a change to the store module builds again.
-    sources = ("store/database.py", "vault/revision.py", "vault/body_encoding.py")
+    sources = ("store/database.py", "vault/revision.py", "vault/body_encoding.py", "search/fts.py", "search/snapshot.py")
     layout = hashlib.sha256(b"".join((ROOT / "engine" / part).read_bytes() for part in sources)).hexdigest()
     versions = [FORMAT_VERSION, PREPARED_VERSION, SNAPSHOT_VERSION]
     key = hashlib.sha256(json.dumps([count, GENERATOR, *versions, layout]).encode()).hexdigest()[:12]
