@@ -41,6 +41,13 @@ them): restore 15.5 → 14.3 s, 146× → 130× `tar xf` (0.11 s both), engine C
 its answer 7.47 → 5.09 s (medians of three). At that load the wall time is mostly waiting for
 a core: the CPU seconds are the figure that moved. The goal of 1.5 s is not reached
 (docs/architecture.md says where the rest goes).
+
+Size at rest, third pass (issue 32: note bodies deflated before sealing, revision format 2; the
+FTS5 image's free pages zeroed), `--only keepassxc --repeat 1`: 23.90 MB (15.5x the 1.54 MB
+.kdbx) with the bodies alone at load 7.4-8.2, 23.55 MB (15.3x) with both at load 7.7-8.7, from
+27.23 MB (17.7x) before. Import in that run 3.78x keepassxc-cli's time (2.70x in the run before,
+4.02x at load 11 in the one above: one round at load 8 does not separate them; bench/bulk.py
+prints CPU seconds).
 """
 
 from __future__ import annotations
