@@ -44,6 +44,7 @@ from engine.crypto.aead import AeadError
 from engine.crypto.chunks import ChunkError, open_chunk
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, verify
 from engine.errors import MemoriesError
+from engine.vault.body_encoding import BodyEncodingError, inflate_body
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
 from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
@@ -337,6 +338,9 @@ class Restorer:
             raise _invalid("a revision's parent is missing")
         archived: list[int] = []
         body_len = 0
+        # Format 2 (issue 32): the chunks hold a compressed body, checked below to inflate to exactly
+        # its signed length, as a merge checks it (a note's stream is held for that, not a file's).
+        stream = bytearray() if rev.body_z is not None else None
         context = asset + b"body"
         skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
         for index, chunk in enumerate(chunks):
@@ -347,12 +351,19 @@ class Restorer:
             except ChunkError:
                 raise _invalid("a content chunk failed authentication") from None
             body_len += len(plain)
+            if stream is not None:
+                stream += plain
             if not self.build or skip:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
         if body_len != body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
+        if stream is not None and rev.body_z is not None:
+            try:
+                inflate_body(bytes(stream), rev.body_z)
+            except BodyEncodingError:
+                raise _invalid("a revision's compressed body does not inflate to its signed length") from None
         if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
             raise _invalid("a revision's body is not cut into chunks as a head's must be")
         known[rev.rev_id] = asset

@@ -235,7 +235,14 @@ class Revision:
         self._restored_created = get("restored_created_ms")
         self._restored_changed = get("restored_changed_ms")
         # Only format 2 has a compressed body; a format-1 revision's "body_z", if any, means nothing.
-        self._z = get("body_z", _MISSING) if signed[len(_PREFIX) - 1] == 2 else None
+        # Checked here, so that every reader (sync's shape check, a restore, an unlock) refuses a
+        # format-2 revision without a valid one where it refuses any malformed revision.
+        self._z: int | None = None
+        if signed[len(_PREFIX) - 1] == 2:
+            z = get("body_z")
+            if z.__class__ is not int or z <= 0:
+                raise ValueError("a format-2 revision without a valid body_z")
+            self._z = z
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
         self.summary_cache = summary_cache
@@ -448,12 +455,7 @@ class Revision:
     @property
     def body_z(self) -> int | None:
         """Format 2: the body's length once inflated (its chunks hold a zlib stream); else None."""
-        z = self._z
-        if z is None:
-            return None
-        if z.__class__ is not int or z <= 0:
-            raise ValueError("a format-2 revision without a valid body_z")
-        return int(z)
+        return self._z
 
     def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
         """The body's plaintext (inflated for format 2); ChunkError when anything does not check."""
