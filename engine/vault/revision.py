@@ -466,10 +466,11 @@ class Revision:
         if digests != list(b["body"]):
             raise ChunkError("body chunks do not match the signed digests")
         stream = open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
+        if self._z is None:
+            return stream
         try:
-            z = self.body_z
-            return stream if z is None else inflate_body(stream, z)
-        except (BodyEncodingError, ValueError) as exc:
+            return inflate_body(stream, self._z)
+        except BodyEncodingError as exc:
             raise ChunkError(str(exc)) from exc
 
     def to_record(self) -> dict[str, Any]:
