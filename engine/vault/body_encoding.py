@@ -2,8 +2,8 @@
 
 A body is sealed under its revision's own data key, so nothing after that can compress it: the
 store's rows and the sync's chunks hold its ciphertext. Deflating the plaintext first takes a
-10k-note vault's bodies (mixed English/Chinese, ~740 bytes each) from 7.4 to ~4.6 MB, in the
-store, in every first sync and in backups.
+10k-note vault's bodies (mixed English/Chinese, ~740 bytes each) from 7.4 to 4.5 MB (4.9 MB
+sealed), in the store, in every first sync and in backups.
 
 The revision says so in what it signs (docs/formats.md): format 2 (``memories.revision`` with
 version byte 2 and ``"v": 2``) and ``body_z``, the body's length once inflated; ``body_len`` and
