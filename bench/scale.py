@@ -8,7 +8,8 @@ figures for each and their ratio, through the real CLI and real engines.
 Each vault (mixed English/Chinese notes of ~500 characters, two tags each, a link to an earlier
 note) is imported from one JSONL file into device A of a pair (device B joined A before the
 import), and built once: the pair is cached under $TMPDIR/memories-bench-scale-cache/, keyed by
-the parameters (notes, generator, token-stream and snapshot versions, the store module's source), because a 100k vault takes
+the parameters (notes, generator, token-stream and snapshot versions, the source of the store and
+of the revision format), because a 100k vault takes
 minutes to build on a loaded 2-core machine (--rebuild builds it again). The import figures
 are those of the build.
 Every run works on a fresh copy of the cached pair (test KDF: the KDF is not what is measured).
@@ -78,6 +79,16 @@ words 0.29/0.29/0.35 s before, 0.35/0.47/0.37 s after (whole commands at load 10
 8.5/6.8 s before, 9.7/10.3 s after: each row's head is read back from the store (one query per
 256 rows, then the AEAD and a decode per row) where its bytes used to be in memory. First sync
 162 s before, 172 s after, the same 185 MB.
+
+Store size, third pass (issue 32: note bodies deflated before their data key seals them, revision
+format 2; the in-memory FTS5 database zeroing the pages it frees), 10k notes, the commit before
+(load 1.4-6.0) and after (load 9.3-8.9), each on a vault it built: store 27.49 -> 23.78 MB, first
+sync 13.72 -> 10.78 MB; beside the 1.54 MB .kdbx 17.9x -> 15.4x at rest, 8.9x -> 7.0x for the
+first sync. bench/store_breakdown.py (SQLite dbstat pages, MB, before / after): content 8.76 /
+5.41 (7.39 MB of body text: sealed as it was / deflated first), snapshot 7.22 / 6.83 (its FTS5
+image deflated 3.92 / 3.52: free pages zeroed), state 11.31 / 11.33 (revision rows 5.60 / 5.66,
++5 B each for body_z; token rows 4.74 / 4.76). Other figures at those loads (not what changed):
+unlock + list + first get 6.1 / 12.9 s, search 0.17-0.21 / 0.25-0.43 s, RSS steady 187 / 179 MiB.
 """
 
 from __future__ import annotations
@@ -200,7 +211,8 @@ def _wait_snapshot(cli: Cli) -> None:
 
 def cache_dir(count: int) -> Path:
     # What is stored, and how, is part of the key: a change to the store module builds again.
-    layout = hashlib.sha256((ROOT / "engine" / "store" / "database.py").read_bytes()).hexdigest()
+    sources = ("store/database.py", "vault/revision.py", "vault/body_encoding.py", "search/fts.py", "search/snapshot.py")
+    layout = hashlib.sha256(b"".join((ROOT / "engine" / part).read_bytes() for part in sources)).hexdigest()
     versions = [FORMAT_VERSION, PREPARED_VERSION, SNAPSHOT_VERSION]
     key = hashlib.sha256(json.dumps([count, GENERATOR, *versions, layout]).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / "memories-bench-scale-cache" / f"{count}-{key}"

@@ -45,6 +45,7 @@ from engine.crypto.aead import AeadError
 from engine.crypto.chunks import ChunkError, open_chunk
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, verify
 from engine.errors import MemoriesError
+from engine.vault.body_encoding import BodyEncodingError, inflate_body
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
 from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
@@ -352,6 +353,9 @@ class Restorer:
             raise _invalid("a revision's parent is missing")
         archived: list[int] = []
         body_len = 0
+        # Format 2 (issue 32): the chunks hold a compressed body, checked below to inflate to exactly
+        # its signed length, as a merge checks it (a note's stream is held for that, not a file's).
+        compressed = rev.body_z is not None
         context = asset + b"body"
         skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
         claimed = body.get("body_len")  # checked against the chunks below; here it only bounds what is kept
@@ -365,6 +369,8 @@ class Restorer:
             # One body at most a sixteenth of it: a str takes up to 4 bytes a character.
             and claimed.__class__ is int
             and claimed <= _OPENED_BODIES_BUDGET // 16
+            # A compressed body (format 2) is held inflated: its signed length bounds that.
+            and (rev.body_z is None or rev.body_z <= _OPENED_BODIES_BUDGET // 16)
         )
         opened: list[bytes] = []
         for index, chunk in enumerate(chunks):
@@ -375,7 +381,7 @@ class Restorer:
             except ChunkError:
                 raise _invalid("a content chunk failed authentication") from None
             body_len += len(plain)
-            if keep:
+            if keep or compressed:
                 opened.append(plain)
             if not self.build or skip:
                 continue
@@ -383,6 +389,12 @@ class Restorer:
             yield archived[-1], chunk
         if body_len != body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
+        inflated: bytes | None = None
+        if rev.body_z is not None:
+            try:
+                inflated = inflate_body(b"".join(opened), rev.body_z)
+            except BodyEncodingError:
+                raise _invalid("a revision's compressed body does not inflate to its signed length") from None
         if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
             raise _invalid("a revision's body is not cut into chunks as a head's must be")
         known[rev.rev_id] = asset
@@ -404,7 +416,7 @@ class Restorer:
             text = None
             if keep:
                 try:
-                    text = b"".join(opened).decode("utf-8")
+                    text = (inflated if inflated is not None else b"".join(opened)).decode("utf-8")
                     self._opened_bytes += sys.getsizeof(text)  # what it holds in memory
                 except UnicodeDecodeError:  # left to the store, which says so when it is read
                     pass
@@ -454,6 +466,8 @@ class Restorer:
                     # The original's sealed summary: the same key, asset and plaintext, opened
                     # and authenticated above, so it is carried instead of sealed again.
                     sealed_summary=head.sealed_summary,
+                    # The chunks hold what the original's do: a compressed body (format 2) stays one.
+                    body_z=rev.body_z,
                 )
                 built.append(made_head)
                 if head.body_text is not None:

@@ -30,10 +30,17 @@ from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
 from engine.vault.policy import Change, Policy, RemoveMember, RevokeDevice, propose, verify_chain
 from engine.vault.revision import Revision, StoredRevisions, build_revision
 
-__all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
+__all__ = ["AUDIT_TAG", "COMPRESSED_BODY_KINDS", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
 
 # Domain tag of signed audit entries (also what the background verifier checks).
 AUDIT_TAG = "memories.audit"
+# The kinds whose bodies are deflated before they are sealed (issue 32, revision format 2): what
+# the user writes as text. Compression before encryption lets the stored length tell how much a body
+# repeats itself (SECURITY.md), so not credentials, logins or protected cards (secrets), nor agent
+# transcripts (text from tools and web pages, which someone else may choose, beside whatever the
+# redaction missed: the setting of a compression oracle); not files (streamed and read by chunk),
+# nor device-local configuration. (Spelled here: the vault imports no feature module.)
+COMPRESSED_BODY_KINDS = frozenset({"memory", "note", "knowledge", "brain", "persona"})
 
 
 class Actor(Protocol):
@@ -425,6 +432,7 @@ class VaultCore:
             body=data,
             content_seqs=seqs,
             unsigned=unsigned,
+            compress=kind in COMPRESSED_BODY_KINDS,
         )
         return built.revision, built.content_rows
 

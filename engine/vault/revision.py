@@ -25,10 +25,12 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_ca
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, sign_many, verify
 from engine.errors import MemoriesError
+from engine.vault.body_encoding import BodyEncodingError, compress_body, inflate_body
 
 __all__ = [
     "Revision",
     "REVISION_TAG",
+    "COMPRESSED_FORMAT_PREFIX",
     "build_revision",
     "NewContent",
     "Restored",
@@ -47,6 +49,12 @@ def _dek_aad(vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
 
 
 _PREFIX = REVISION_TAG.encode("ascii") + b"\x00\x01"
+# Format 2 (issue 32): the body is deflated before it is sealed, and ``body_z`` signs its length
+# once inflated (engine/vault/body_encoding.py). A revision without a compressed body stays format
+# 1, readable by every engine; an engine from before format 2 refuses a format-2 revision
+# ("not a version-1 revision"), which is why sync sends them only under protocol 4.
+_PREFIX_Z = REVISION_TAG.encode("ascii") + b"\x00\x02"
+COMPRESSED_FORMAT_PREFIX = _PREFIX_Z
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder().decode
 
@@ -185,6 +193,7 @@ class Revision:
         "_summary",
         "_tombstone",
         "_vault",
+        "_z",
         "rev_id",
         "seq",
     )
@@ -199,8 +208,8 @@ class Revision:
         body: dict[str, Any] | None = None,
         summary_cache: dict[str, Any] | None = None,
     ) -> None:
-        if not signed.startswith(_PREFIX):
-            raise ValueError("not a version-1 revision")
+        if not signed.startswith(_PREFIX) and not signed.startswith(_PREFIX_Z):
+            raise ValueError("not a revision of a known format")
         self._signed: bytes | None = signed
         self._sig: bytes | None = signature
         self._rows: StoredRevisions | None = None
@@ -225,6 +234,15 @@ class Revision:
         self._created = get("created_ms", _MISSING)
         self._restored_created = get("restored_created_ms")
         self._restored_changed = get("restored_changed_ms")
+        # Only format 2 has a compressed body; a format-1 revision's "body_z", if any, means nothing.
+        # Checked here, so that every reader (sync's shape check, a restore, an unlock) refuses a
+        # format-2 revision without a valid one where it refuses any malformed revision.
+        self._z: int | None = None
+        if signed[len(_PREFIX) - 1] == 2:
+            z = get("body_z")
+            if z.__class__ is not int or z <= 0:
+                raise ValueError("a format-2 revision without a valid body_z")
+            self._z = z
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
         self.summary_cache = summary_cache
@@ -299,8 +317,8 @@ class Revision:
     def with_body(cls, signed: bytes, signature: bytes, body_seqs: list[int]) -> tuple[Revision, dict[str, Any]]:
         """The revision and its signed body decoded once, for a caller that reads several of the
         body's other fields (a restore: ``body`` decodes again on every read)."""
-        if not signed.startswith(_PREFIX):
-            raise ValueError("not a version-1 revision")
+        if not signed.startswith(_PREFIX) and not signed.startswith(_PREFIX_Z):
+            raise ValueError("not a revision of a known format")
         body = decode_canonical_flat(signed[len(_PREFIX) :])
         return cls(signed, signature, body_seqs, body=body), body
 
@@ -434,14 +452,26 @@ class Revision:
             self.summary_cache = summary
         return summary
 
+    @property
+    def body_z(self) -> int | None:
+        """Format 2: the body's length once inflated (its chunks hold a zlib stream); else None."""
+        return self._z
+
     def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
+        """The body's plaintext (inflated for format 2); ChunkError when anything does not check."""
+        from engine.crypto.chunks import ChunkError
+
         digests = [hashlib.sha256(c).digest() for c in chunks]
         b = self.body  # decoded once for the digests and the data key
         if digests != list(b["body"]):
-            from engine.crypto.chunks import ChunkError
-
             raise ChunkError("body chunks do not match the signed digests")
-        return open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
+        stream = open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
+        if self._z is None:
+            return stream
+        try:
+            return inflate_body(stream, self._z)
+        except BodyEncodingError as exc:
+            raise ChunkError(str(exc)) from exc
 
     def to_record(self) -> dict[str, Any]:
         signed, signature = self.signed_pair()
@@ -491,12 +521,18 @@ def build_revision(
     content_seqs: list[int],
     restored: Restored | None = None,
     unsigned: bool = False,
+    compress: bool = False,
 ) -> NewContent:
     """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers.
 
     ``unsigned``: laid out but not signed yet; the caller signs it with others in one
-    :func:`sign_revisions` before it is stored or shown anywhere."""
+    :func:`sign_revisions` before it is stored or shown anywhere. ``compress``: the body may be
+    deflated before it is sealed (format 2, when that pays; only for bodies without secrets)."""
     dek = os.urandom(32)
+    packed = compress_body(body) if compress and not tombstone else None
+    body_z = None if packed is None else len(body)
+    if packed is not None:
+        body = packed
     body_chunks = seal_chunks(dek, body, asset_id + b"body")
     seqs = content_seqs[: len(body_chunks)]
     if len(seqs) != len(body_chunks):
@@ -518,6 +554,7 @@ def build_revision(
         content_seqs=seqs,
         restored=restored,
         unsigned=unsigned,
+        body_z=body_z,
     )
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
@@ -551,9 +588,12 @@ def build_streamed_revision(
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
     unsigned: bool = False,
+    body_z: int | None = None,
 ) -> Revision:
     """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
     written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`.
+    ``body_z``: the chunks hold a compressed body of this length (a restore's copy of a format-2
+    head, whose chunks it names as they are).
 
     ``sealed_summary``: ``summary`` already sealed under ``dek`` for this asset (a restore's
     copy of a head, whose original carries it under the same key and asset: the same sealed
@@ -578,6 +618,7 @@ def build_streamed_revision(
         restored=restored,
         sealed_summary=sealed_summary,
         unsigned=unsigned,
+        body_z=body_z,
     )
 
 
@@ -606,13 +647,15 @@ def _sign_revision(
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
     unsigned: bool = False,
+    body_z: int | None = None,
 ) -> Revision:
     """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies.
-    ``unsigned``: its signature is left empty, for :func:`sign_revisions` to fill."""
+    ``unsigned``: its signature is left empty, for :func:`sign_revisions` to fill. ``body_z``:
+    format 2, the body chunks hold a zlib stream of a body of this many bytes."""
     if sealed_summary is None:
         sealed_summary = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
     signed: dict[str, Any] = {
-        "v": 1,
+        "v": 1 if body_z is None else 2,
         "vault": vault_id,
         "asset": asset_id,
         "kind": kind,
@@ -628,7 +671,8 @@ def _sign_revision(
         "cert": identity.certificate_hash,
         "created_ms": int(time.time() * 1000),
         **(restored.fields() if restored is not None else {}),
+        **({"body_z": body_z} if body_z is not None else {}),
     }
-    signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
+    signed_bytes = domain_bytes(REVISION_TAG, signed["v"], signed)
     signature = b"" if unsigned else sign(identity.device_key, signed_bytes)
     return Revision(signed_bytes, signature, list(content_seqs), body=signed, summary_cache=summary)
