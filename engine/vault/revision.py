@@ -22,6 +22,7 @@ import msgspec
 
 from engine.crypto.aead import open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
+from engine.crypto.canonical import unb64_strict as _unb64
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, sign_many, verify
 from engine.errors import MemoriesError
@@ -74,6 +75,85 @@ def _need(value: Any, key: str) -> Any:
     if value is _MISSING:
         raise KeyError(key)
     return value
+
+
+class _Tagged(msgspec.Struct, forbid_unknown_fields=True):
+    """A tagged bytes value ``{"$b": "..."}`` (engine/crypto/canonical.py)."""
+
+    b: str = msgspec.field(name="$b")
+
+
+class _Kept(msgspec.Struct):
+    """The fields a revision keeps (see Revision), as they must be typed in a well-formed one;
+    the rest of the body (the sealed summary, the wrapped key, the body digests: most of its
+    bytes) is skipped, not decoded (issue 32: an unlock decodes every revision)."""
+
+    asset: _Tagged
+    vault: _Tagged
+    policy: _Tagged
+    device: _Tagged
+    cert: _Tagged
+    epoch: int
+    kind: str
+    parents: list[_Tagged]
+    tombstone: bool
+    created_ms: int
+    restored_created_ms: int | None = None
+    restored_changed_ms: int | None = None
+
+
+class _Sealed(msgspec.Struct):
+    """What opening a summary or a body reads from the signed body: the wrapped data key, the
+    sealed summary chunks and the body chunk digests (each absent in a malformed one)."""
+
+    wrapped_key: _Tagged | None = None
+    summary: list[_Tagged] | None = None
+    body: list[_Tagged] | None = None
+
+
+_kept_decoder = msgspec.json.Decoder(_Kept)
+_sealed_decoder = msgspec.json.Decoder(_Sealed)
+# Base64 text -> bytes of the identifiers most revisions share (vault, policy head, device,
+# certificate): decoded once, not once per revision. Bounded like _SHARED.
+_DECODED: dict[str, bytes] = {}
+
+
+def _shared_b64(text: str) -> bytes:
+    kept = _DECODED.get(text)
+    if kept is None:
+        if len(_DECODED) >= _SHARED_MAX:
+            _DECODED.clear()
+        kept = _DECODED[text] = _shared(_unb64(text))
+    return kept
+
+
+def _kept_fields(signed: bytes) -> dict[str, Any] | None:
+    """The kept fields of a well-formed signed body, read without decoding the rest; None when
+    it is not one (the caller then decodes the whole body, as before, and fails where it did).
+
+    Equal to what ``decode_canonical_flat`` gives for these keys: the same JSON, the same types
+    (a value of another type falls back), the same base64 rules (strict; bad text falls back)."""
+    try:
+        kept = _kept_decoder.decode(memoryview(signed)[len(_PREFIX) :])
+        fields = {
+            "asset": _unb64(kept.asset.b),
+            "vault": _shared_b64(kept.vault.b),
+            "policy": _shared_b64(kept.policy.b),
+            "device": _shared_b64(kept.device.b),
+            "cert": _shared_b64(kept.cert.b),
+            "epoch": kept.epoch,
+            "kind": kept.kind,
+            "parents": [_unb64(p.b) for p in kept.parents],
+            "tombstone": kept.tombstone,
+            "created_ms": kept.created_ms,
+        }
+    except (msgspec.DecodeError, ValueError):
+        return None
+    if kept.restored_created_ms is not None:
+        fields["restored_created_ms"] = kept.restored_created_ms
+    if kept.restored_changed_ms is not None:
+        fields["restored_changed_ms"] = kept.restored_changed_ms
+    return fields
 
 
 class StoredRevisions:
@@ -174,6 +254,7 @@ class Revision:
         "_device",
         "_epoch",
         "_kind",
+        "_listed",
         "_parents",
         "_policy",
         "_restored_changed",
@@ -206,7 +287,9 @@ class Revision:
         self._rows: StoredRevisions | None = None
         self.body_seqs = body_seqs
         self.seq = seq
-        fields: Any = body if body is not None else decode_canonical_flat(signed[len(_PREFIX) :])
+        fields: Any = body if body is not None else _kept_fields(signed)
+        if fields is None:
+            fields = decode_canonical_flat(signed[len(_PREFIX) :])
         if fields.__class__ is not dict:
             raise TypeError("a revision body is an object")
         get = fields.get
@@ -227,6 +310,7 @@ class Revision:
         self._restored_changed = get("restored_changed_ms")
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
+        self._listed: bytes | None = None
         self.summary_cache = summary_cache
 
     @property
@@ -330,6 +414,33 @@ class Revision:
             self._summary = summary
 
     @property
+    def list_fields(self) -> tuple[Any, Any] | None:
+        """(title, tags) of its summary as read once, for list rows (None: not read yet, or the
+        summary maps secrets, whose rows are masked and read whole each time)."""
+        packed = self._listed
+        if packed is None:
+            return None
+        title, tags = _unpack(packed)
+        return title, tags
+
+    @property
+    def list_fields_kept(self) -> bool:
+        """Whether :attr:`list_fields` holds them (without unpacking them)."""
+        return self._listed is not None
+
+    def keep_list_fields(self, summary: dict[str, Any]) -> None:
+        """Keep the title and tags of its (just opened) summary, packed, for the next list rows:
+        a listing shows them for every item and otherwise reads each head's signed bytes back
+        from the store and opens its summary again (issue 32: ~80 bytes an item, where the whole
+        summary kept was ~700). Not for a summary that maps secrets (see :meth:`list_fields`)."""
+        if self._listed is not None or summary.get("secrets"):
+            return
+        try:
+            self._listed = _pack([summary.get("title", ""), summary.get("tags", [])])
+        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
+            return
+
+    @property
     def summary_kept(self) -> bool:
         """Whether the decrypted summary is kept (without unpacking it)."""
         return self._summary is not None
@@ -402,9 +513,29 @@ class Revision:
         signed, signature = self.signed_pair()
         verify(self.author, signed, signature)
 
+    def _sealed_fields(self) -> dict[str, Any]:
+        """What opening its summary or body reads from the signed body (wrapped key, sealed
+        summary, body digests, and the vault, asset and epoch they are bound to), without
+        decoding the rest; the whole body, decoded as before, if it is not well formed."""
+        try:
+            sealed = _sealed_decoder.decode(memoryview(self.signed)[len(_PREFIX) :])
+            if sealed.wrapped_key is None or sealed.summary is None or sealed.body is None:
+                return self.body
+            return {
+                "wrapped_key": _unb64(sealed.wrapped_key.b),
+                "summary": [_unb64(chunk.b) for chunk in sealed.summary],
+                "body": [_unb64(digest.b) for digest in sealed.body],
+                # Read from the same signed bytes when the revision was made.
+                "vault": self.vault_id,
+                "asset": self.asset_id,
+                "epoch": self.epoch,
+            }
+        except (msgspec.DecodeError, ValueError, KeyError):
+            return self.body
+
     def data_key(self, epoch_key: bytes, body: dict[str, Any] | None = None) -> bytes:
         """``body``: this revision's signed body if the caller holds it decoded (:meth:`with_body`)."""
-        return self._data_key(epoch_key, self.body if body is None else body)
+        return self._data_key(epoch_key, self._sealed_fields() if body is None else body)
 
     @staticmethod
     def _data_key(epoch_key: bytes, b: dict[str, Any]) -> bytes:
@@ -415,7 +546,7 @@ class Revision:
         (a listing of every item would otherwise keep every summary until the lock)."""
         cached = self.summary_cache
         if cached is None:
-            b = self.body  # decoded once for both the data key and the summary's chunks
+            b = self._sealed_fields()  # read once for both the data key and the summary's chunks
             return self._open_summary(self._data_key(epoch_key, b), b, keep=keep)
         return cached
 
@@ -424,7 +555,7 @@ class Revision:
         ``body`` as for :meth:`data_key`, ``keep`` as for :meth:`open_summary`."""
         cached = self.summary_cache
         if cached is None:
-            return self._open_summary(dek, self.body if body is None else body, keep=keep)
+            return self._open_summary(dek, self._sealed_fields() if body is None else body, keep=keep)
         return cached
 
     def _open_summary(self, dek: bytes, b: dict[str, Any], *, keep: bool = True) -> dict[str, Any]:
@@ -436,7 +567,7 @@ class Revision:
 
     def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
         digests = [hashlib.sha256(c).digest() for c in chunks]
-        b = self.body  # decoded once for the digests and the data key
+        b = self._sealed_fields()  # read once for the digests and the data key
         if digests != list(b["body"]):
             from engine.crypto.chunks import ChunkError
 
