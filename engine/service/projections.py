@@ -9,7 +9,7 @@ from engine.crypto.keys import fingerprint
 from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
-from engine.vault.revision import Revision, held
+from engine.vault.revision import Revision, held, keep_list_fields
 
 __all__ = [
     "BODY_REDACTORS",
@@ -88,31 +88,38 @@ def listed_summaries(service: Service, state: Unlocked, asset_ids: Sequence[byte
             out.append({"title": fields[0], "tags": fields[1]})
     if unread:
         with held([head for head in unread if not head.summary_kept]):
-            read = iter([service.vault.summary_of(state, head, keep=False) for head in unread])
-        for at, head in enumerate(heads):
-            if out[at] is None:
-                summary = next(read)
-                head.keep_list_fields(summary)
-                out[at] = summary
+            read = [service.vault.summary_of(state, head, keep=False) for head in unread]
+        keep_list_fields(zip(unread, read, strict=True))
+        fill = iter(read)
+        out = [summary if summary is not None else next(fill) for summary in out]
     return [summary for summary in out if summary is not None]
 
 
-def asset_summary(service: Service, state: Unlocked, entry: AssetEntry, *, keep: bool = True) -> dict[str, Any]:
-    """An item's list row; ``keep`` False: its decrypted summary is not kept (a page of a listing)."""
+def asset_summary(
+    service: Service,
+    state: Unlocked,
+    entry: AssetEntry,
+    *,
+    keep: bool = True,
+    opened: list[tuple[Revision, dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """An item's list row; ``keep`` False: its decrypted summary is not kept (a page of a listing).
+    ``opened``: where to add the head and its summary when the row opened it unmasked (a listing
+    keeps their list fields, engine.vault.revision.keep_list_fields)."""
     newest = newest_head(state, entry)
     # Lists and search results show many items: the redactors (which read every revision's
     # secret map) run only where a protected value can be: a head written after a protection
     # carries the map, a head from a branch that forked before it sits beside another, and a
-    # tombstone carries none. Elsewhere the row shows the head's own title and tags, which are
-    # kept once read (never for a summary with a secret map, Revision.keep_list_fields).
+    # tombstone carries none. Elsewhere the row shows the head's own title and tags, which a
+    # listing keeps once read (never for a summary with a secret map, keep_list_fields).
     masked = len(entry.heads) > 1 or newest.tombstone
     fields = None if masked else newest.list_fields
     if fields is None:
         summary = service.vault.summary_of(state, newest, keep=keep)
         if summary.get("secrets") or masked:
             summary = visible_summary(service, state, newest)
-        else:
-            newest.keep_list_fields(summary)
+        elif opened is not None:
+            opened.append((newest, summary))
         fields = (summary.get("title", ""), summary.get("tags", []))
     first = state.index.revisions[entry.revisions[0]]
     return {

@@ -174,9 +174,21 @@ class AssetIndex:
     def listing(self) -> ListOrder:
         if self._listing_stale:
             self._listing_stale = False
-            for entry in self.assets.values():
-                self._relist(entry)
+            self._listing.load(self._listed_rows())
         return self._listing
+
+    def _listed_rows(self) -> Iterator[tuple[bytes, bytes, str, int, bool]]:
+        """What ``_relist`` tells the list order of each item not deleted, for all of them at once
+        (the first list after an unlock: issue 32, a few microseconds an item at 100k)."""
+        revisions = self.revisions
+        for entry in self.assets.values():
+            heads = entry.heads
+            if len(heads) == 1:  # no conflict (nearly always)
+                head = revisions[heads[0]]
+                if not head.tombstone:
+                    yield entry.asset_id, entry.vault_id, entry.kind, head.changed_ms, False
+            elif not self.is_deleted(entry):
+                yield entry.asset_id, entry.vault_id, entry.kind, self.newest_head(entry).changed_ms, True
 
     def begin_bulk_load(self) -> None:
         """Many ``apply`` calls follow (unlock): defer keeping the ID list sorted and the list orders."""

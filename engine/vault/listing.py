@@ -150,6 +150,22 @@ class ListOrder:
             self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
+    def load(self, rows: Iterable[tuple[bytes, bytes, str, int, bool]]) -> None:
+        """``listed`` for each of many items (asset, vault, kind, change time, conflict): at once
+        into an order that lists nothing yet (the first list after an unlock), else one by one."""
+        by_time = self.by_time
+        if by_time.keys or by_time._sorted or self._by_title is not None:
+            for row in rows:
+                self.listed(*row)
+            return
+        # What ``listed`` does to an empty order, without its calls: the lists are sorted on first
+        # use, and the title order, not built yet, reads every item when it is.
+        keys, conflicted = by_time.keys, self.conflicted
+        for asset_id, vault_id, kind, updated_ms, conflict in rows:
+            keys[asset_id] = (vault_id, kind, (updated_ms, asset_id))
+            if conflict:
+                conflicted.add(asset_id)
+
     def unlisted(self, asset_id: bytes) -> None:
         self.by_time.drop(asset_id)
         self.conflicted.discard(asset_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import itertools
 import os
 import struct
 import sys
@@ -37,6 +38,7 @@ __all__ = [
     "StoredRevisions",
     "holding",
     "held",
+    "keep_list_fields",
 ]
 
 REVISION_TAG = "memories.revision"
@@ -192,6 +194,34 @@ class StoredRevisions:
 
 
 _HOLD_BATCH = 256  # revisions read back per query (holding)
+_LISTED_COUNT = struct.Struct("<H")  # rows in one blob of kept list fields …
+_LISTED_END = struct.Struct("<I")  # … and where each row's packed fields end
+_LISTED_BATCH = 256  # rows per blob: a row's place in it is a small int, which Python shares
+
+
+def keep_list_fields(opened: Iterable[tuple[Revision, dict[str, Any]]]) -> None:
+    """Keep the title and tags of these revisions' just opened summaries for the next list rows
+    (Revision.list_fields): a listing shows them for every item, and otherwise reads each head's
+    signed bytes back from the store and opens its summary again (issue 32). Never for a summary
+    that maps secrets (its rows are masked, and read whole each time).
+
+    Packed together, one bytes object per 256 rows: ~50 bytes a row. One small object per row,
+    made while a listing's rows came and went, kept ~5x its size resident at 100k items (the
+    allocator's arenas stay while any object in them lives)."""
+    rows: list[tuple[Revision, bytes]] = []
+    for rev, summary in opened:
+        if rev._listed is not None or summary.get("secrets"):
+            continue
+        try:
+            rows.append((rev, _pack([summary.get("title", ""), summary.get("tags", [])])))
+        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
+            continue
+    for start in range(0, len(rows), _LISTED_BATCH):
+        part = rows[start : start + _LISTED_BATCH]
+        ends = list(itertools.accumulate(len(packed) for _, packed in part))
+        blob = b"".join([_LISTED_COUNT.pack(len(part)), struct.pack(f"<{len(part)}I", *ends), *(packed for _, packed in part)])
+        for at, (rev, _) in enumerate(part):
+            rev._listed, rev._listed_at = blob, at
 
 
 def holding(revisions: Iterable[Revision], batch: int = _HOLD_BATCH) -> Iterator[Revision]:
@@ -255,6 +285,7 @@ class Revision:
         "_epoch",
         "_kind",
         "_listed",
+        "_listed_at",
         "_parents",
         "_policy",
         "_restored_changed",
@@ -310,7 +341,8 @@ class Revision:
         self._restored_changed = get("restored_changed_ms")
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
-        self._listed: bytes | None = None
+        self._listed: bytes | None = None  # see keep_list_fields
+        self._listed_at = 0
         self.summary_cache = summary_cache
 
     @property
@@ -416,29 +448,23 @@ class Revision:
     @property
     def list_fields(self) -> tuple[Any, Any] | None:
         """(title, tags) of its summary as read once, for list rows (None: not read yet, or the
-        summary maps secrets, whose rows are masked and read whole each time)."""
-        packed = self._listed
-        if packed is None:
+        summary maps secrets, whose rows are masked and read whole each time): see
+        :func:`keep_list_fields`."""
+        blob = self._listed
+        if blob is None:
             return None
-        title, tags = _unpack(packed)
+        at = self._listed_at
+        (count,) = _LISTED_COUNT.unpack_from(blob)
+        start = _LISTED_END.unpack_from(blob, _LISTED_COUNT.size + 4 * (at - 1))[0] if at else 0
+        (end,) = _LISTED_END.unpack_from(blob, _LISTED_COUNT.size + 4 * at)
+        base = _LISTED_COUNT.size + 4 * count
+        title, tags = _unpack(memoryview(blob)[base + start : base + end])
         return title, tags
 
     @property
     def list_fields_kept(self) -> bool:
         """Whether :attr:`list_fields` holds them (without unpacking them)."""
         return self._listed is not None
-
-    def keep_list_fields(self, summary: dict[str, Any]) -> None:
-        """Keep the title and tags of its (just opened) summary, packed, for the next list rows:
-        a listing shows them for every item and otherwise reads each head's signed bytes back
-        from the store and opens its summary again (issue 32: ~80 bytes an item, where the whole
-        summary kept was ~700). Not for a summary that maps secrets (see :meth:`list_fields`)."""
-        if self._listed is not None or summary.get("secrets"):
-            return
-        try:
-            self._listed = _pack([summary.get("title", ""), summary.get("tags", [])])
-        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
-            return
 
     @property
     def summary_kept(self) -> bool:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
 from engine.crypto.keys import new_identity
 from engine.vault.index import AssetIndex
-from engine.vault.revision import REVISION_TAG, NewContent, Revision, build_revision
+from engine.vault.revision import REVISION_TAG, NewContent, Revision, build_revision, keep_list_fields
 
 EPOCH_KEY = b"\x22" * 32
 
@@ -110,13 +110,20 @@ def test_a_body_that_is_not_json_fails_as_before() -> None:
 
 
 def test_list_fields_are_kept_packed_and_not_for_a_summary_with_secrets() -> None:
-    rev = _made().revision
-    assert rev.list_fields is None and not rev.list_fields_kept
-    rev.keep_list_fields({"title": "标题 one", "tags": ["a", "b"], "meta": {}})
-    assert rev.list_fields == ("标题 one", ["a", "b"]) and rev.list_fields_kept
-    other = _made().revision
-    other.keep_list_fields({"title": "t", "tags": [], "secrets": {"pw": b"\x01" * 16}})
-    assert other.list_fields is None
+    revs = [_made().revision for _ in range(300)]  # more than one blob of them
+    assert revs[0].list_fields is None and not revs[0].list_fields_kept
+    summaries: list[dict[str, Any]] = [
+        {"title": f"标题 {i}", "tags": ["a", str(i)] if i % 3 else [], "meta": {}} for i in range(300)
+    ]
+    summaries[5] = {"title": "t", "tags": [], "secrets": {"pw": b"\x01" * 16}}
+    keep_list_fields(zip(revs, summaries, strict=True))
+    for i, rev in enumerate(revs):
+        if i == 5:
+            assert rev.list_fields is None and not rev.list_fields_kept
+        else:
+            assert rev.list_fields == (summaries[i]["title"], summaries[i]["tags"]) and rev.list_fields_kept
+    keep_list_fields([(revs[0], {"title": "another", "tags": []})])  # kept once: the head's own
+    assert revs[0].list_fields == ("标题 0", [])
 
 
 _text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)

@@ -29,7 +29,7 @@ from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision, held
+from engine.vault.revision import Revision, held, keep_list_fields
 
 LIST_BATCH = 256  # list rows whose heads are read back together
 
@@ -305,8 +305,10 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
             # The signed bytes of the heads whose summary is opened, read back in one query for
             # the batch, not one each (issue 32: revisions no longer hold them); none for a row
             # whose title and tags are kept from an earlier read (projections.asset_summary).
+            opened: list[tuple[Revision, dict[str, Any]]] = []
             with held([head for entry in part if _opens_summary(state, entry, head := newest_head(state, entry))]):
-                page.extend(asset_summary(service, state, entry, keep=False) for entry in part)
+                page.extend(asset_summary(service, state, entry, keep=False, opened=opened) for entry in part)
+            keep_list_fields(opened)
     return {"items": page, "total": total, "conflicts": conflicts}
 
 
