@@ -78,6 +78,23 @@ words 0.29/0.29/0.35 s before, 0.35/0.47/0.37 s after (whole commands at load 10
 8.5/6.8 s before, 9.7/10.3 s after: each row's head is read back from the store (one query per
 256 rows, then the AEAD and a decode per row) where its bytes used to be in memory. First sync
 162 s before, 172 s after, the same 185 MB.
+
+list --all linear and unlock + first get (issue 32), the code before (d1962d7) and after (8e6d074)
+run at the same time on the same cached vaults (the store format did not change), load average
+5.8-7.2 on the 2 cores, 10k / 100k: engine CPU from the unlock to the first get's answer (engine
+started and idle first, test KDF) 1.19 / 7.73 s before, 0.66 / 5.30 s after; list --all engine
+CPU first 0.89 / 9.34 s before, 0.71 / 8.35 s after (11.8x: 71 / 83 us a row; in process, 10k of
+the 100k rows cost per row what all 100k do, 9.6 / 9.3 us: what is left is memory latency, not
+work that grows with the vault), again 1.16 / 8.23 s before, 0.21 / 2.05 s after (the rows' title
+and tags kept from the first list); the first --sort title 1.36 / 12.46 s before (the CLI's 30 s
+deadline passed at 100k in another run: one query per summary), 0.12 / 1.01 s after; RSS steady
+591 / 562 MiB and peak 600 / 583 MiB at 100k before / after (the title order and tag sets that
+the first title sort builds add 61 MiB after it, 75 before: 623 / 666 MiB). Where the unlock's
+5.3 s went at 100k (in process, thread CPU at load 7): the rows read and chained during the KDF
+0.66 s, 100k revision rows opened 1.9 s (3.2 s before: zlib checksummed and copied the 32 KiB
+dictionary per row), records decoded 1.1 s, revisions, checks and the item index ~1.5 s. The
+≤ KDF + 1 s goal needs the unlock to stop opening every revision row (a sealed snapshot of the
+item index, like the search index's): not done.
 """
 
 from __future__ import annotations
