@@ -184,6 +184,16 @@ Records = list[dict[str, Any]]
 RevisionGuard = Callable[["VaultCore", Unlocked, bytes, dict[str, Any], str], tuple[dict[str, Any], str]]
 
 
+def _check_key(rev: Revision) -> tuple[Any, ...] | None:
+    """What check_revision's outcome depends on, for a well-formed revision (None otherwise:
+    checked in full, failing where it always did)."""
+    try:
+        key = (rev.vault_id, rev.policy_head, rev.author, rev.epoch, rev.cert)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return key if key[4].__class__ is bytes else None
+
+
 class VaultCore:
     def __init__(self, store_path: Path) -> None:
         self.store_path = store_path
@@ -243,6 +253,7 @@ class VaultCore:
         revisions: list[Revision] = []
         audits: list[dict[str, Any]] = []
         stored = StoredRevisions(store.read_records)
+        passed: set[tuple[Any, ...]] = set()  # check_revision's, for the vaults as they are so far
         try:
             for seq, record in records:
                 kind = record.get("t")
@@ -274,6 +285,7 @@ class VaultCore:
                             raise MemoriesError("store_corrupt", "A vault policy failed verification.")
                         history = earlier.history
                     vaults[vault_id] = VaultKeys(vault_id, str(record["name"]), policy, keys, history, discarded)
+                    passed.clear()  # checked again against the vault as it is now
                     if record.get("default"):
                         default_vault = vault_id
                 elif kind == "revision":
@@ -282,7 +294,7 @@ class VaultCore:
                     rev = _written(written, record, seq) if written else None
                     if rev is None:
                         rev = Revision.from_record(record, seq)
-                    self.check_revision(rev, identity, vaults)
+                    self.check_revision(rev, identity, vaults, passed)
                     # Read back when needed (the signature check reads them in batches): at
                     # 100k notes they were ~85 MiB held from the unlock to the lock.
                     rev.stored(stored)
@@ -326,8 +338,18 @@ class VaultCore:
         return DecodedState(state, revisions, audits)
 
     @staticmethod
-    def check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
-        """Policy, device and certificate checks (the signature is verified in bulk)."""
+    def check_revision(
+        rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys], passed: set[tuple[Any, ...]] | None = None
+    ) -> None:
+        """Policy, device and certificate checks (the signature is verified in bulk).
+
+        ``passed``: the (vault, policy head, author, epoch, certificate) of revisions that passed
+        with these ``vaults``, which decide the outcome alone: a revision like one of them passes
+        without the policy lookup, which hashes each policy of the history (issue 32: an unlock
+        checks every revision, nearly all written under one policy by few devices)."""
+        key = _check_key(rev) if passed is not None else None
+        if passed is not None and key is not None and key in passed:
+            return
         vault = vaults.get(rev.vault_id)
         if vault is None:
             raise SignatureError("revision of an unknown vault")
@@ -340,6 +362,8 @@ class VaultCore:
             raise SignatureError("revision names another epoch than its policy")
         if rev.author == identity.device_pub and rev.cert != identity.certificate_hash:
             raise SignatureError("revision names a different device certificate")
+        if passed is not None and key is not None:
+            passed.add(key)
 
     # -- reading -------------------------------------------------------------------------
     def summary_of(self, state: Unlocked, rev: Revision, *, keep: bool = True) -> dict[str, Any]:
