@@ -396,7 +396,9 @@ def _seal_record(
 
 
 # A commit of at least this many records (an import batch, a restore) seals them on two cores.
-_PARALLEL_SEAL = 512
+# Below a notes import batch (500 notes: 501 records with its audit entry), which at 512 was
+# sealed on one core.
+_PARALLEL_SEAL = 256
 
 
 def _seal_records(
