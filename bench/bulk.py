@@ -32,6 +32,23 @@ round at load 13–14 (loadavg 13.0 12.0 9.4 at the start, 14.2 12.8 10.2 at the
   4.50: 0.37× / 0.39× CPU (1.10× / 1.08× wall). The 1.0× goal is not reached: the engine's
   per-revision work (canonical encoding, three seals and a signature per note, the store's
   sealing of each row) and the search index catching up beside the import are most of it.
+
+Issue 32, fourth pass (imports: JSONL lines decoded in one msgspec pass, revision rows deflated
+with a 4 KiB window of their dictionary, an import's batches say more follow so the catch-up
+waits for the last, a 500-note batch sealed on two cores), ``--before`` the commit before it:
+
+* notes, three rounds at load 5.5–7.3: peer 1.65 CPU-s; after 2.88, before 3.71: 0.57× / 0.45×
+  CPU (1.26× / 0.94× wall). Then, untimed, engine CPU until search was complete: after 4.28,
+  before 3.68 (the index now catches up after the import instead of beside it; in all 7.16
+  against 7.39 CPU-s). Two earlier runs, two rounds at load 8.5–8.9: 0.56× / 0.47× (2.91 /
+  3.50 CPU-s); and the first half of the change, three rounds at load 7.8: 0.49× / 0.42×.
+  Alternating single imports outside the bench (three each, load 7–8): CLI 0.37 → 0.25 CPU-s,
+  engine 2.37–2.96 → 2.06–2.48 CPU-s. The 1.0× goal is not reached: per note the engine
+  still signs once (~78 µs here), deflates a ~940-byte row (~45 µs), seals four times.
+* kdbx, two rounds at load 7.4: peer 1.97 CPU-s; after 6.83, before 8.20: 0.29× / 0.24× CPU;
+  an earlier run at load 8.7 gave 0.23× / 0.24× (7.18 / 6.76): within the noise. Two
+  revisions per login (two signatures, two deflated rows) and the file's Argon2id in the CLI
+  are most of it; the 0.5× goal is not reached.
 """
 
 from __future__ import annotations
