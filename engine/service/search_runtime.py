@@ -113,7 +113,7 @@ class BuildJob:
     backlog: dict[bytes, None] = field(default_factory=dict)
     drained: bool = False  # a catch-up found its backlog empty (under the service lock) and ended
     last_added: float = 0.0  # monotonic time a bulk commit last added to a catch-up's backlog
-    more_follow: bool = False  # the last bulk commit was an import batch that said more follow
+    more_follow: bool = False  # the last commit was an import batch that said more follow
     built: bool = False  # a full build filled its index (under the service lock)
 
     def cancel(self) -> None:
@@ -238,6 +238,11 @@ class SearchRuntime:
                 self.start_build(state, vault_id)  # a policy change invalidates the whole index
                 continue
             assets = dict.fromkeys(r.asset_id for r in revisions if r.vault_id == vault_id)
+            running = self.catch_ups.get(vault_id)
+            if running is not None:
+                # Any commit says whether more of an import follow: an import's last batch may be
+                # too small for the catch-up, and still ends its long wait.
+                running.more_follow = self.more_follow
             if len(assets) >= CATCH_UP_MIN:
                 self._catch_up(state, index, assets)
             else:

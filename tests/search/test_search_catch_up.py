@@ -144,17 +144,20 @@ def test_bulk_deletions_arriving_by_sync_leave_the_index(tmp_path: Path) -> None
 
 def test_an_import_that_says_more_follow_is_indexed_once_its_last_batch_is_in(engine: Engine) -> None:
     """SR-2, issue 32: batches of one import that say ``more`` follow are indexed after the last
-    one (searches meanwhile answer, and say "partial" until then); then every note of every batch
-    is found, each once."""
+    one, here one too small for a catch-up of its own (searches meanwhile answer, and say
+    "partial" until then); then every note of every batch is found, each once."""
     first = _items(COUNT)
     second = [{"title": f"Later {i}", "body": f"后来的 {_word(9_000 + i)}"} for i in range(COUNT)]
+    last = [{"title": "Last", "body": f"最后 {_word(8_000)}"}]
     engine("import_batch", items=first, more=True)
     meanwhile = engine("search", query=_word(0), mode="lexical", wait_ms=0)
     assert meanwhile["partial"] is True or [r["title"] for r in meanwhile["results"]] == ["Bulk 0"]
-    engine("import_batch", items=second)
+    engine("import_batch", items=second, more=True)
+    engine("import_batch", items=last)
     assert _found(engine, _word(0)) == ["Bulk 0"]
     assert _found(engine, _word(9_000 + COUNT - 1)) == [f"Later {COUNT - 1}"]
-    assert engine.wait_ready()["index"]["assets"] == 2 * COUNT
+    assert _found(engine, _word(8_000)) == ["Last"]
+    assert engine.wait_ready()["index"]["assets"] == 2 * COUNT + 1
 
 
 def test_an_import_whose_last_batch_never_comes_is_indexed_all_the_same(engine: Engine) -> None:
