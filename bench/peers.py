@@ -31,6 +31,11 @@ login batches signed on two cores). `--only keepassxc --repeat 1` at load 11–1
 the notes' [[wikilinks]] name no note, so every batch asks the title map): 4.02× the peer's
 time after, 3.58× before; one round at that load does not separate them (in process, the
 engine's CPU for these 10k notes was 3.73 / 4.80 s after and 4.05 / 4.90 s before).
+Issue 32, fourth pass (imports), `--only keepassxc-kdbx --repeat 2`, this tree and the commit
+before it in back-to-back runs, both orders: after then before, 0.22× (load 9.3–10.5) then
+0.37× (7.4–9.3); before then after, 0.23× (5.9–7.0) then 0.34× (6.9–7.3). Whichever ran second
+did better: wall time at these loads does not separate them; bench/bulk.py's CPU seconds
+(0.24× → 0.29× and 0.24× → 0.23× in two runs) do not either, beyond the CLI's share.
 
 Size at rest, 10k notes (issue 32, `--only keepassxc --repeat 1`, the code before and after one
 after the other): ours 40.65 MB before (load 11.6–11.7), 27.23 MB after (load 12.0–12.3), the

@@ -289,9 +289,8 @@ def _kdbx_password(from_stdin: bool, has_keyfile: bool) -> str:
 
 def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path: Path) -> int:
     """Parse and check every entry first; then batches, each one transaction in the engine."""
-    import json
 
-    from engine.moving.entry import check_all, wire
+    from engine.moving.entry import check_all, wire, wire_size
 
     loaded = _load(source, path, args)
     logins, skipped = check_all(loaded)
@@ -308,7 +307,7 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
     size = 0
     batches: list[list[dict[str, Any]]] = []
     for item in items:
-        encoded = len(json.dumps(item, ensure_ascii=False).encode("utf-8"))
+        encoded = wire_size(item)
         if batch and (len(batch) >= BATCH_ENTRIES or size + encoded > BATCH_BYTES):
             batches.append(batch)
             batch, size = [], 0
@@ -319,7 +318,10 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
     show_progress = sys.stderr.isatty() and not ctx.json_output and not args.dry_run
     for number, chunk in enumerate(batches):
         try:
-            result = ctx.request({"op": "login_import_batch", "entries": chunk, "dry_run": args.dry_run}, timeout=600)
+            request: dict[str, Any] = {"op": "login_import_batch", "entries": chunk, "dry_run": args.dry_run}
+            if number < len(batches) - 1:
+                request["more"] = True  # the engine indexes once the last batch is in
+            result = ctx.request(request, timeout=600)
         except MemoriesError as exc:
             done = f"{created} login(s) were committed by earlier batches" if created else "nothing was imported"
             raise MemoriesError(

@@ -109,11 +109,15 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
     show_progress = sys.stderr.isatty() and not ctx.json_output
     if total:
         ctx.client()
+    sent = 0
     for batch in _batches(loaded.notes):
+        sent += len(batch)
         try:
             request: dict[str, Any] = {"op": "import_batch", "items": [note.item for note in batch]}
             if args.vault is not None:
                 request["vault"] = args.vault
+            if sent < total:
+                request["more"] = True  # the engine indexes once the last batch is in
             result = ctx.request(request, timeout=300)
         except MemoriesError as exc:
             raise _stopped(exc, batch, created, skipped, total) from None

@@ -148,6 +148,9 @@ class ImportItem(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class ImportBatch(Request, tag="import_batch"):
     items: Annotated[list[ImportItem], msgspec.Meta(max_length=5000)]
     vault: VaultRef | None = None
+    # More batches of the same import follow: the search index catches up once they are in
+    # (searches say "partial" meanwhile), not beside them.
+    more: bool = False
 
 
 class Export(Request, tag="export"):

@@ -57,6 +57,9 @@ class LoginImportBatch(Request, tag="login_import_batch"):
 
     entries: Annotated[list[LoginEntry], msgspec.Meta(min_length=1, max_length=1000)]
     dry_run: bool = False
+    # More batches of the same import follow (as for ``import_batch``): the search index catches
+    # up once they are in.
+    more: bool = False
 
 
 class LoginSecret(Request, tag="login_secret"):

@@ -56,6 +56,13 @@ CATCH_UP_MIN = 64
 # CATCH_UP_MAX_WAIT at a time, so a steady stream of bulk commits still gets indexed.
 CATCH_UP_QUIET = 0.4
 CATCH_UP_MAX_WAIT = 5.0
+# An import that says more of its batches follow (``import_batch`` with ``more``) is waited for
+# longer: the next batch may take this long to arrive before the catch-up starts anyway (a CLI
+# that died mid-import), and the whole import up to CATCH_UP_IMPORT_MAX_WAIT. A 10k-note import
+# on a loaded machine ran past CATCH_UP_MAX_WAIT and then shared the cores with its own indexing
+# (issue 32); searches meanwhile answer and say "partial", as during any catch-up.
+CATCH_UP_IMPORT_QUIET = 5.0
+CATCH_UP_IMPORT_MAX_WAIT = 120.0
 # Seconds after a build or catch-up has completed its index before its rows join the word
 # postings (engine/search/postings.py; FTS5 ranks meanwhile): that work then stays out of the
 # way of a bulk import's next batches and of the first requests after an unlock.
@@ -80,6 +87,14 @@ def runtime_of(service: Service) -> SearchRuntime:
     return runtime
 
 
+def expect_more_commits(service: Service, more: bool) -> None:
+    """The next commit is an import batch after which ``more`` batches of the same import follow
+    (call under the service lock, before the commit); nothing without the search extension."""
+    runtime = _RUNTIMES.get(service)
+    if runtime is not None:
+        runtime.more_follow = more
+
+
 @dataclass
 class BuildJob:
     state: Unlocked
@@ -98,6 +113,7 @@ class BuildJob:
     backlog: dict[bytes, None] = field(default_factory=dict)
     drained: bool = False  # a catch-up found its backlog empty (under the service lock) and ended
     last_added: float = 0.0  # monotonic time a bulk commit last added to a catch-up's backlog
+    more_follow: bool = False  # the last commit was an import batch that said more follow
     built: bool = False  # a full build filled its index (under the service lock)
 
     def cancel(self) -> None:
@@ -160,6 +176,8 @@ class SearchRuntime:
         self._restore_from: dict[str, Any] | None = None  # taken by the unlock's build
         self._snapshot_job: JobHandle | None = None
         self._snapshot_guard = threading.Lock()
+        # Set by an import batch for its own commit (expect_more_commits), read by _catch_up.
+        self.more_follow = False
         service.before_unlock.append(self._warm_segmenter)
         service.on_unlock.append(self._on_unlock)
         service.on_commit.append(self._on_commit)
@@ -221,6 +239,11 @@ class SearchRuntime:
                 self.start_build(state, vault_id)  # a policy change invalidates the whole index
                 continue
             assets = dict.fromkeys(r.asset_id for r in revisions if r.vault_id == vault_id)
+            running = self.catch_ups.get(vault_id)
+            if running is not None:
+                # Any commit says whether more of an import follow: an import's last batch may be
+                # too small for the catch-up, and still ends its long wait.
+                running.more_follow = self.more_follow
             if len(assets) >= CATCH_UP_MIN:
                 self._catch_up(state, index, assets)
             else:
@@ -643,6 +666,7 @@ class SearchRuntime:
         else:
             job.backlog.update(assets)
         job.last_added = time.monotonic()
+        job.more_follow = self.more_follow
         index.complete = False  # searches answer meanwhile and say "partial"
 
     def _building(self, index: VaultIndex) -> bool:
@@ -650,14 +674,19 @@ class SearchRuntime:
         return job is not None and job.index is index and not job.built and not job.done.is_set()
 
     def _wait_quiet(self, job: BuildJob, context: JobContext) -> bool:
-        """Wait while bulk commits keep adding to ``job`` (at most CATCH_UP_MAX_WAIT); False if cancelled."""
-        deadline = time.monotonic() + CATCH_UP_MAX_WAIT
+        """Wait while bulk commits keep adding to ``job`` (at most CATCH_UP_MAX_WAIT, or
+        CATCH_UP_IMPORT_MAX_WAIT while an import says more follow); False if cancelled."""
+        start = time.monotonic()
         while True:
             now = time.monotonic()
-            wait = min(job.last_added + CATCH_UP_QUIET, deadline) - now
+            if job.more_follow:
+                wait = min(job.last_added + CATCH_UP_IMPORT_QUIET, start + CATCH_UP_IMPORT_MAX_WAIT) - now
+            else:
+                wait = min(job.last_added + CATCH_UP_QUIET, start + CATCH_UP_MAX_WAIT) - now
             if wait <= 0:
                 return True
-            if context.cancelled.wait(wait):
+            # Looked at again at least every CATCH_UP_QUIET: an import's last batch ends the long wait.
+            if context.cancelled.wait(min(wait, CATCH_UP_QUIET)):
                 return False
 
     def _run_catch_up(self, job: BuildJob, context: JobContext) -> None:

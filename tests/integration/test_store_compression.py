@@ -345,3 +345,33 @@ def test_records_written_a_few_at_a_time_get_a_dictionary_once_there_are_enough(
     store, records = _open(path)
     store.close()
     assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(80), *_notes(100, kind="grant-ish")]
+
+
+def test_revision_rows_use_the_dictionary_tail_and_rows_of_the_whole_window_still_read(tmp_path: Path) -> None:
+    """Issue 32: revision and audit rows are compressed with a 4 KiB window (the tail of their
+    dictionary), token rows with the whole 32 KiB; the reader opens both with the same stored
+    dictionary. Rows a store wrote before (a revision compressed with the whole window) read back
+    beside new ones after a reopen, so stores written before keep opening."""
+    path = tmp_path / "store.db"
+    create_store(path, PASSWORD, calibrate(0.01), [{"t": "identity-ish", "n": 0}])
+    store, _ = _open(path)
+    key = store._key()
+    new = store.commit(_notes(80))
+    book = store._kind_dictionaries["revision"]
+    store.close()
+    sample = db.encode_record(_notes(1, 500)[0])
+    window_log = {kind: db._Dictionary(book.seq, book.zdict, kind).compress(sample)[0] >> 4 for kind in ("revision", "audit")}
+    assert window_log == {"revision": 12 - 8, "audit": 12 - 8}
+    assert db._Dictionary(book.seq, book.zdict, "search_tokens").compress(sample)[0] >> 4 == 15 - 8
+    rows = _rows(path)
+    first = max(rows) + 1
+    whole_window = {"revision": db._Dictionary(book.seq, book.zdict)}  # how rows were written before
+    old_style = _notes(20, 80)
+    for i, record in enumerate(old_style):
+        rows[first + i] = db._seal_record(key, record, first + i, frozenset(), whole_window)
+        assert rows[first + i][0] == 6
+    _reseal(path, key, rows)
+    store, records = _open(path)
+    store.close()
+    assert [record for _, record in records] == [{"t": "identity-ish", "n": 0}, *_notes(100)]
+    assert {_rows(path)[s][0] for s in new} == {6}

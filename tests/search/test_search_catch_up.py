@@ -140,3 +140,29 @@ def test_bulk_deletions_arriving_by_sync_leave_the_index(tmp_path: Path) -> None
         on_a.close()
         a.stop()
         b.stop()
+
+
+def test_an_import_that_says_more_follow_is_indexed_once_its_last_batch_is_in(engine: Engine) -> None:
+    """SR-2, issue 32: batches of one import that say ``more`` follow are indexed after the last
+    one, here one too small for a catch-up of its own (searches meanwhile answer, and say
+    "partial" until then); then every note of every batch is found, each once."""
+    first = _items(COUNT)
+    second = [{"title": f"Later {i}", "body": f"后来的 {_word(9_000 + i)}"} for i in range(COUNT)]
+    last = [{"title": "Last", "body": f"最后 {_word(8_000)}"}]
+    engine("import_batch", items=first, more=True)
+    meanwhile = engine("search", query=_word(0), mode="lexical", wait_ms=0)
+    assert meanwhile["partial"] is True or [r["title"] for r in meanwhile["results"]] == ["Bulk 0"]
+    engine("import_batch", items=second, more=True)
+    engine("import_batch", items=last)
+    assert _found(engine, _word(0)) == ["Bulk 0"]
+    assert _found(engine, _word(9_000 + COUNT - 1)) == [f"Later {COUNT - 1}"]
+    assert _found(engine, _word(8_000)) == ["Last"]
+    assert engine.wait_ready()["index"]["assets"] == 2 * COUNT + 1
+
+
+def test_an_import_whose_last_batch_never_comes_is_indexed_all_the_same(engine: Engine) -> None:
+    """SR-2, issue 32: a batch that said more follow, after which nothing came (the importing
+    process died), is indexed anyway: a search that waits finds it, complete."""
+    engine("import_batch", items=_items(COUNT), more=True)
+    assert _found(engine, _word(COUNT - 1)) == [f"Bulk {COUNT - 1}"]
+    assert engine.wait_ready()["index"]["assets"] == COUNT

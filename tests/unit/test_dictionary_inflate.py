@@ -13,10 +13,10 @@ import pytest
 from engine.store.database import _Dictionary, _inflate
 
 
-def _book() -> _Dictionary:
+def _book(kind: str = "") -> _Dictionary:
     rng = random.Random(32)
     zdict = bytes(rng.choice(b'abcdefgh {}":,0123456789') for _ in range(32 * 1024))
-    return _Dictionary(7, zdict)
+    return _Dictionary(7, zdict, kind)
 
 
 def _rows(book: _Dictionary) -> list[bytes]:
@@ -25,9 +25,12 @@ def _rows(book: _Dictionary) -> list[bytes]:
     return [book.compress(plain) for plain in plains]
 
 
-def test_what_zlib_opens_opens_the_same() -> None:
-    book = _book()
+@pytest.mark.parametrize("kind", ["token", "revision"])
+def test_what_zlib_opens_opens_the_same(kind: str) -> None:
+    """Also a revision row's, compressed with a 4 KiB window of the dictionary (its tail)."""
+    book = _book(kind)
     for row in _rows(book):
+        assert row[0] >> 4 == (4 if kind == "revision" else 7)  # the window the header names
         assert book.inflate(row) == _inflate(row, book.zdict) == zlib.decompressobj(zdict=book.zdict).decompress(row)
 
 

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cli.importers import ImportFormatError, check_item, parse_jsonl_line, parse_markdown, read_markdown_note
+from engine.cli.importers import (
+    ImportFormatError,
+    Note,
+    check_item,
+    load_source,
+    parse_jsonl_line,
+    parse_markdown,
+    read_markdown_note,
+)
 from engine.service.requests import ImportItem
 
 
@@ -103,3 +114,61 @@ def test_front_matter_shapes_give_a_valid_note_or_a_typed_error(pairs: list[tupl
         assert str(exc).startswith("x.md")
         return
     msgspec.convert(note.item, type=ImportItem)
+
+
+# -- issue 32: JSONL lines are decoded in one pass (msgspec) when they are valid --------------
+_KEYS = st.sampled_from(["title", "body", "tags", "meta", "colour"])
+_VALUES = st.one_of(
+    st.text(max_size=30),
+    st.lists(st.text(max_size=8), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers()), max_size=2),
+    st.integers(),
+    st.none(),
+)
+_LINES = st.one_of(
+    st.dictionaries(_KEYS, _VALUES).map(lambda obj: json.dumps(obj, ensure_ascii=False).encode("utf-8")),
+    st.fixed_dictionaries({"title": st.text(min_size=1, max_size=20), "body": st.text(max_size=40)}).map(
+        lambda obj: json.dumps(obj, ensure_ascii=bool(len(obj["body"]) % 2)).encode("utf-8")
+    ),
+    st.binary(max_size=80),
+)
+
+
+def _line_the_slow_way(raw: bytes, number: int) -> Note | str | None:
+    """What the checks without the one-pass decoder make of a line: a note, an error, or nothing."""
+    where = f"in.jsonl: line {number}"
+    try:
+        text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError:
+        return f"{where}: not UTF-8 text."
+    try:
+        item = parse_jsonl_line(text, "in.jsonl", number)
+        return check_item(item, where) if item is not None else None
+    except ImportFormatError as exc:
+        return str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, min_size=1, max_size=4), st.booleans())
+def test_jsonl_lines_give_the_notes_and_errors_the_full_checks_give(tmp_path_factory: Any, lines: list[bytes], bom: bool) -> None:
+    """A JSONL file gives the notes (item and encoded size) the line-by-line checks give, or the
+    same typed error naming the same line, whatever its lines hold."""
+    lines = [line.replace(b"\n", b" ").replace(b"\r", b" ") for line in lines]
+    path = tmp_path_factory.mktemp("jsonl") / "in.jsonl"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + b"\n")
+    expected: list[Note] = []
+    error: str | None = None
+    for number, raw in enumerate(lines, start=1):
+        got = _line_the_slow_way((b"\xef\xbb\xbf" if bom and number == 1 else b"") + raw + b"\n", number)
+        if isinstance(got, str):
+            error = got
+            break
+        if got is not None:
+            expected.append(got)
+    try:
+        loaded = load_source(path)
+    except ImportFormatError as exc:
+        assert str(exc) == error
+        return
+    assert error is None
+    assert loaded.notes == expected

@@ -28,6 +28,7 @@ from engine.service.handlers.cards import _current_head, _deliver_otp, _opaque
 from engine.service.handlers.reprompt import guard_reprompt
 from engine.service.memory import gc_paused
 from engine.service.registry import op
+from engine.service.search_runtime import expect_more_commits
 from engine.service.service import Service
 from engine.vault.core import Unlocked
 from engine.vault.credentials import earlier_revisions, prepare_credential, read_credential, secret_of
@@ -176,7 +177,11 @@ def login_import_batch(service: Service, request: lrq.LoginImportBatch, caller: 
     # Bulk work: two or more revisions per entry, most of whose objects live on in the index;
     # the cyclic collector would scan them again and again as the batch grows (issue 32).
     with gc_paused():
-        return _login_import_batch(service, request, caller)
+        expect_more_commits(service, request.more)
+        try:
+            return _login_import_batch(service, request, caller)
+        finally:
+            expect_more_commits(service, False)
 
 
 def _login_import_batch(service: Service, request: lrq.LoginImportBatch, caller: Caller) -> dict[str, Any]:

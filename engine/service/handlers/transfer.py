@@ -12,6 +12,7 @@ from engine.service.handlers.vaults import vault_for
 from engine.service.memory import gc_paused
 from engine.service.projections import asset_summary, content_view
 from engine.service.registry import op
+from engine.service.search_runtime import expect_more_commits
 from engine.service.service import Service
 from engine.vault.revision import Revision, chunk_count, sign_revisions
 
@@ -21,7 +22,11 @@ def import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> d
     # Bulk work that makes ~100 objects per note, most of which live on in the index: the
     # cyclic collector would scan them again and again as the batch grows (issue 32).
     with gc_paused():
-        return _import_batch(service, request, caller)
+        expect_more_commits(service, request.more)
+        try:
+            return _import_batch(service, request, caller)
+        finally:
+            expect_more_commits(service, False)
 
 
 def _import_batch(service: Service, request: rq.ImportBatch, caller: Caller) -> dict[str, Any]:
