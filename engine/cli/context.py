@@ -41,6 +41,7 @@ class Context:
         self.json_output = json_output
         self._paths: Paths | None = None
         self._client: IpcClient | None = None
+        self._hints_refused = False
 
     @classmethod
     def create(cls, home: str | None, json_output: bool) -> Context:
@@ -74,6 +75,20 @@ class Context:
 
     def request(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         return self.client().request(body, timeout=timeout)
+
+    def request_with_hints(self, body: dict[str, Any], hints: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """``body`` plus ``hints``: fields that only help the engine do the same work better (an
+        import's ``more``). An engine started before this Memories was installed refuses a field
+        it does not know before doing anything (``unknown_field``): it then gets the request
+        without them, and so do this command's later requests."""
+        if hints and not self._hints_refused:
+            try:
+                return self.request({**body, **hints}, timeout)
+            except MemoriesError as exc:
+                if exc.code != "unknown_field":
+                    raise
+                self._hints_refused = True
+        return self.request(body, timeout)
 
     def engine_running(self) -> bool:
         try:

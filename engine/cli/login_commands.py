@@ -319,9 +319,8 @@ def cmd_import_moving(ctx: Context, args: argparse.Namespace, source: str, path:
     for number, chunk in enumerate(batches):
         try:
             request: dict[str, Any] = {"op": "login_import_batch", "entries": chunk, "dry_run": args.dry_run}
-            if number < len(batches) - 1:
-                request["more"] = True  # the engine indexes once the last batch is in
-            result = ctx.request(request, timeout=600)
+            hints = {"more": True} if number < len(batches) - 1 else {}  # the engine indexes once the last batch is in
+            result = ctx.request_with_hints(request, hints, timeout=600)
         except MemoriesError as exc:
             done = f"{created} login(s) were committed by earlier batches" if created else "nothing was imported"
             raise MemoriesError(

@@ -116,9 +116,8 @@ def cmd_import(ctx: Context, args: argparse.Namespace) -> int:
             request: dict[str, Any] = {"op": "import_batch", "items": [note.item for note in batch]}
             if args.vault is not None:
                 request["vault"] = args.vault
-            if sent < total:
-                request["more"] = True  # the engine indexes once the last batch is in
-            result = ctx.request(request, timeout=300)
+            # The engine indexes once the last batch is in.
+            result = ctx.request_with_hints(request, {"more": True} if sent < total else {}, timeout=300)
         except MemoriesError as exc:
             raise _stopped(exc, batch, created, skipped, total) from None
         created += result["created"]
