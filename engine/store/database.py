@@ -1084,10 +1084,6 @@ class StoreFile:
             log.warning("stale pack files not removed yet type=%s", type(exc).__name__)
             return 0
 
-    def packed_bytes(self) -> int:
-        """Bytes in pack files (accounting: status, tests)."""
-        return self._packs.bytes_on_disk() if self._packs is not None else 0
-
     def orphan_content(self, limit: int) -> list[int]:
         """Up to ``limit`` content rows that no record read by the last :meth:`load` names
         (``body_seqs`` of any record): what an upload cut short by a crash left behind.

@@ -201,10 +201,3 @@ class PackDir:
             stale = [pack for pack in listed if pack not in keep]
             self.remove(stale)
         return len(stale)
-
-    def bytes_on_disk(self) -> int:
-        total = 0
-        for pack in self.on_disk():
-            with contextlib.suppress(FileNotFoundError):
-                total += (self.path / _name(pack)).stat().st_size
-        return total
