@@ -36,6 +36,9 @@ from engine.errors import MemoriesError
 __all__ = ["ALIGN", "PackDir", "PackWriter", "aligned", "packs_path"]
 
 _NAME = re.compile(r"^([0-9a-f]{16})\.pack$")
+# A sealed chunk is at most 256 KiB and its nonce and tag; a place claiming more was changed, and
+# is refused before anything that large is read.
+MAX_CHUNK = 256 * 1024 + 64
 # Offsets and lengths of direct writes (a page: a multiple of any disk's logical block).
 ALIGN = 4096
 
@@ -156,6 +159,8 @@ class PackDir:
         fds: dict[int, int] = {}
         try:
             for pack, offset, length in places:
+                if not (0 <= pack < 1 << 63 and 0 <= offset < 1 << 62 and 0 <= length <= MAX_CHUNK):
+                    raise MemoriesError("store_corrupt", "A content chunk is missing.")  # a changed place
                 fd = fds.get(pack)
                 if fd is None:
                     try:

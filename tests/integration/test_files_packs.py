@@ -85,10 +85,11 @@ def test_a_large_file_is_one_private_pack_of_sealed_chunks_and_reads_back(vault:
     assert _get(vault, added["id"], tmp_path / "new.out") == hashlib.sha256(changed.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("damage", ["flipped", "cut", "missing"])
+@pytest.mark.parametrize("damage", ["flipped", "cut", "missing", "swapped places", "bad place"])
 def test_a_damaged_pack_is_refused_and_nothing_is_delivered(vault: Cli, tmp_path: Path, damage: str) -> None:
-    """ST-4, HI-2: a flipped byte, a pack cut short or a pack removed: `file get` fails store_corrupt
-    (the chunk's signed digest or its place is checked), leaves no output, and other files still read."""
+    """ST-4, HI-2: a flipped byte, a pack cut short, a pack removed, two chunks' places swapped or a
+    place made impossible: `file get` fails store_corrupt (the chunk's signed digest, its AEAD or
+    its place is checked), leaves no output, and other files still read."""
     source = tmp_path / "big.bin"
     pseudo_random(source, 2 * MIB, b"damage")
     added = vault.ok("file", "add", str(source))
@@ -98,7 +99,17 @@ def test_a_damaged_pack_is_refused_and_nothing_is_delivered(vault: Cli, tmp_path
     vault.stop()
     pack = next(p for p in pack_files(vault) if int(p.stem, 16) == min(int(q.stem, 16) for q in pack_files(vault)))
     data = bytearray(pack.read_bytes())
-    if damage == "flipped":
+    if damage in ("swapped places", "bad place"):  # the rows that say where chunks lie, changed
+        with sqlite3.connect(Paths(vault.home).store) as conn:
+            first, second = conn.execute(
+                "SELECT seq, offset FROM content_packed WHERE pack = ? ORDER BY seq LIMIT 2", (int(pack.stem, 16),)
+            ).fetchall()
+            if damage == "swapped places":
+                conn.execute("UPDATE content_packed SET offset = ? WHERE seq = ?", (second[1], first[0]))
+                conn.execute("UPDATE content_packed SET offset = ? WHERE seq = ?", (first[1], second[0]))
+            else:
+                conn.execute("UPDATE content_packed SET length = ? WHERE seq = ?", (1 << 40, second[0]))  # never allocated
+    elif damage == "flipped":
         data[3 * SEALED + 100] ^= 1
         pack.write_bytes(bytes(data))
     elif damage == "cut":
