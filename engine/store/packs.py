@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import threading
@@ -80,6 +81,16 @@ def _create(target: Path) -> int:
     return os.open(target, flags, 0o600)
 
 
+def _buffered(fd: int) -> bool:
+    """Turn off ``O_DIRECT`` on ``fd``; whether it was on (then the write is worth trying again)."""
+    direct = getattr(os, "O_DIRECT", 0)
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    if not direct or not flags & direct:
+        return False
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~direct)
+    return True
+
+
 class PackWriter:
     """One pack file being appended to by one upload (its writer stage: one thread)."""
 
@@ -99,7 +110,12 @@ class PackWriter:
         start = self.size
         written = 0
         while written < len(batch):  # a short write is resumed where it stopped (a nearly full disk)
-            n = os.pwrite(self._fd, batch[written:], start + written)
+            try:
+                n = os.pwrite(self._fd, batch[written:], start + written)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or not _buffered(self._fd):
+                    raise
+                continue  # a filesystem that took O_DIRECT at open but not this write: through the cache
             if n <= 0:
                 raise OSError(errno.EIO, "short write")
             written += n
