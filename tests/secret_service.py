@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.helpers import require
+from tests.session_bus import session_daemon_command
 
 __all__ = ["secret_service", "KEYRING_PASSWORD"]
 
@@ -56,7 +57,7 @@ def secret_service(user_home: Path) -> Iterator[dict[str, str]]:
         "XDG_RUNTIME_DIR": str(runtime),
     }
     bus = subprocess.Popen(
-        ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+        session_daemon_command(user_home / ".bus"),
         stdout=subprocess.PIPE,
         env={**os.environ, **env},
     )

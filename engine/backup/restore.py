@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +45,7 @@ from engine.crypto.aead import AeadError
 from engine.crypto.chunks import ChunkError, open_chunk
 from engine.crypto.keys import DeviceIdentity, SignatureError, new_identity, verify
 from engine.errors import MemoriesError
+from engine.vault.body_encoding import BodyEncodingError, inflate_body
 from engine.vault.core import VaultCore, VaultKeys
 from engine.vault.policy import Policy, owner_policy, verify_chain
 from engine.vault.revision import Restored, Revision, build_revision, build_streamed_revision, chunk_count, sign_revisions
@@ -58,6 +60,10 @@ RESTORED_FROM = "restored_from"
 # (encoding, deflate set-up, sealing, chaining; opening it again at every unlock) as the rest of
 # the revision's handling; 256 revisions of ~1.4 KB make rows of ~350 KB before deflate.
 _ARCHIVE_BATCH = 256
+# The heads' bodies, opened here to check them, are handed to the index build that follows the
+# restore (Unlocked.opened_bodies) up to this many bytes in all: it then neither reads nor opens
+# them again (issue 32). Beyond it the build reads them from the store, as after any unlock.
+_OPENED_BODIES_BUDGET = 64 * 1024 * 1024  # bytes of memory the kept bodies take
 
 
 def _content(items: Iterator[dict[str, Any]], n: int) -> Iterator[bytes]:
@@ -163,6 +169,7 @@ class _Head:
     body_len: int
     body_digests: list[bytes]
     sealed_summary: list[bytes]
+    body_text: str | None  # the body as opened, if kept for the index build (_OPENED_BODIES_BUDGET)
 
 
 @dataclass
@@ -191,6 +198,15 @@ class Restorer:
     _heads: list[_Head] = field(default_factory=list)
     _first_ms: dict[bytes, int] = field(default_factory=dict)  # asset -> its first revision's time
     _archived: list[dict[str, Any]] = field(default_factory=list)  # the archive batch being filled
+    # The re-signed heads as built (their records are in head_records): the unlock that ends the
+    # restore takes these objects for the rows that hold exactly them instead of decoding again.
+    new_heads: list[Revision] = field(default_factory=list)
+    # Their bodies as opened and checked here, by the new head's revision ID (_OPENED_BODIES_BUDGET),
+    # of the kinds whose bodies the index reads whole (the caller names them; none by default, so
+    # no credential's body is held beyond its check).
+    opened_bodies: dict[bytes, str] = field(default_factory=dict)
+    body_kinds: frozenset[str] = frozenset()
+    _opened_bytes: int = 0
 
     def records(self) -> Iterable[dict[str, Any]]:
         """Every state row of the new store, in order; complete once :meth:`content_rows` is exhausted."""
@@ -337,8 +353,26 @@ class Restorer:
             raise _invalid("a revision's parent is missing")
         archived: list[int] = []
         body_len = 0
+        # Format 2 (issue 32): the chunks hold a compressed body, checked below to inflate to exactly
+        # its signed length, as a merge checks it (a note's stream is held for that, not a file's).
+        compressed = rev.body_z is not None
         context = asset + b"body"
         skip = rev.vault_id in self.left  # verified, not written (--leave-shared)
+        claimed = body.get("body_len")  # checked against the chunks below; here it only bounds what is kept
+        keep = (
+            self.build
+            and head
+            and not skip
+            and not rev.tombstone
+            and rev.kind in self.body_kinds
+            and self._opened_bytes < _OPENED_BODIES_BUDGET
+            # One body at most a sixteenth of it: a str takes up to 4 bytes a character.
+            and claimed.__class__ is int
+            and claimed <= _OPENED_BODIES_BUDGET // 16
+            # A compressed body (format 2) is held inflated: its signed length bounds that.
+            and (rev.body_z is None or rev.body_z <= _OPENED_BODIES_BUDGET // 16)
+        )
+        opened: list[bytes] = []
         for index, chunk in enumerate(chunks):
             if hashlib.sha256(chunk).digest() != digests[index]:
                 raise _invalid("a content chunk does not match its signed digest")
@@ -347,12 +381,20 @@ class Restorer:
             except ChunkError:
                 raise _invalid("a content chunk failed authentication") from None
             body_len += len(plain)
+            if keep or compressed:
+                opened.append(plain)
             if not self.build or skip:
                 continue
             archived.append(self._take())
             yield archived[-1], chunk
         if body_len != body.get("body_len", body_len):
             raise _invalid("a revision's body length does not match")
+        inflated: bytes | None = None
+        if rev.body_z is not None:
+            try:
+                inflated = inflate_body(b"".join(opened), rev.body_z)
+            except BodyEncodingError:
+                raise _invalid("a revision's compressed body does not inflate to its signed length") from None
         if head and not rev.tombstone and n != chunk_count(body_len):  # its chunks become the new head's
             raise _invalid("a revision's body is not cut into chunks as a head's must be")
         known[rev.rev_id] = asset
@@ -371,7 +413,14 @@ class Restorer:
         if len(self._archived) >= _ARCHIVE_BATCH:
             self._close_archive_batch()
         if head:
-            self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary))
+            text = None
+            if keep:
+                try:
+                    text = (inflated if inflated is not None else b"".join(opened)).decode("utf-8")
+                    self._opened_bytes += sys.getsizeof(text)  # what it holds in memory
+                except UnicodeDecodeError:  # left to the store, which says so when it is read
+                    pass
+            self._heads.append(_Head(rev, summary, dek, archived, body_len, digests, sealed_summary, text))
 
     def _close_archive_batch(self) -> None:
         """One ``archived_revisions`` row for the revisions gathered so far. Its own ``body_seqs``
@@ -388,6 +437,7 @@ class Restorer:
         original order of conflict heads (the newest one is the one a summary shows). All are
         laid out first and then signed together on two cores (issue 32)."""
         built: list[Revision] = []
+        texts: list[tuple[Revision, str]] = []
         for head in sorted(self._heads, key=lambda h: (h.rev.changed_ms, h.rev.created_ms)):
             rev = head.rev
             new = self.new_vaults[rev.vault_id]
@@ -407,25 +457,30 @@ class Restorer:
             if not rev.tombstone:
                 # The original data key and sealed chunks, already verified and stored once as the
                 # archived revision's rows: no second copy of the body, and nothing to re-seal.
-                built.append(
-                    build_streamed_revision(
-                        **common,
-                        dek=head.dek,
-                        body_digests=head.body_digests,
-                        body_len=head.body_len,
-                        content_seqs=head.content_seqs,
-                        # The original's sealed summary: the same key, asset and plaintext, opened
-                        # and authenticated above, so it is carried instead of sealed again.
-                        sealed_summary=head.sealed_summary,
-                    )
+                made_head = build_streamed_revision(
+                    **common,
+                    dek=head.dek,
+                    body_digests=head.body_digests,
+                    body_len=head.body_len,
+                    content_seqs=head.content_seqs,
+                    # The original's sealed summary: the same key, asset and plaintext, opened
+                    # and authenticated above, so it is carried instead of sealed again.
+                    sealed_summary=head.sealed_summary,
+                    # The chunks hold what the original's do: a compressed body (format 2) stays one.
+                    body_z=rev.body_z,
                 )
+                built.append(made_head)
+                if head.body_text is not None:
+                    texts.append((made_head, head.body_text))
             else:  # a tombstone head: an empty body
                 made = build_revision(**common, tombstone=True, body=b"", content_seqs=[self._take()])
                 yield from made.content_rows
                 built.append(made.revision)
         self._heads.clear()
-        sign_revisions(self.identity, built)
+        sign_revisions(self.identity, built)  # the revision IDs do not depend on the signatures
+        self.opened_bodies.update((signed_head.rev_id, text) for signed_head, text in texts)
         self.head_records.extend(revision.to_record() for revision in built)
+        self.new_heads.extend(built)
         self.counts["heads"] += len(built)
 
     def _take(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_bytes", "domain_bytes", "decode_canonical", "decode_canonical_flat", "b64e", "b64d"]
+__all__ = ["canonical_bytes", "domain_bytes", "decode_canonical", "decode_canonical_flat", "b64e", "b64d", "unb64_strict"]
 
 
 _STANDARD_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -114,6 +114,11 @@ def _unb64(text: str) -> bytes:
     return binascii.a2b_base64(padded, strict_mode=True)
 
 
+# The bytes of a tagged value's text exactly as the decoders here read them (strict; ValueError
+# when it is not base64url): for a reader that decodes only some fields of a record.
+unb64_strict = _unb64
+
+
 def _restore_bytes(obj: dict[str, Any]) -> Any:
     # object_hook runs per decoded object from C: much faster than walking the tree.
     # Unlock decodes every revision body through here (~9 tagged values each), so this
@@ -130,10 +135,21 @@ def _reject_floats(text: str) -> Any:
 
 
 _decoder = json.JSONDecoder(parse_float=_reject_floats, object_hook=_restore_bytes)
+# The same result in C for records without tagged bytes (a summary: title, tags, metadata),
+# which a listing opens one per row (issue 32). Anything it refuses (a float, a lone surrogate,
+# NaN, …) goes to the decoder above, which accepts or refuses it as it always did.
+_plain_decoder = msgspec.json.Decoder(float_hook=_reject_floats)
 
 
 def decode_canonical(data: bytes) -> Any:
     """Decode canonical JSON, restoring tagged bytes; refuses floats."""
+    # A tagged value's key is "$b", written as is or with a \u escape: either sends it to the
+    # general decoder, whose object hook restores the bytes.
+    if b'"$b"' not in data and b"\\u" not in data:
+        try:
+            return _plain_decoder.decode(data)
+        except msgspec.DecodeError:
+            pass
     return _decoder.decode(data.decode("utf-8"))
 
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.crypto.keys import fingerprint
 from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore
 from engine.vault.index import REV_SHORT, AssetEntry
-from engine.vault.revision import Revision
+from engine.vault.revision import Revision, held, keep_list_fields
 
 __all__ = [
     "BODY_REDACTORS",
     "SUMMARY_REDACTORS",
     "asset_summary",
+    "listed_summaries",
     "newest_head",
     "revision_ref",
     "content_view",
@@ -70,23 +71,63 @@ def newest_head(state: Unlocked, entry: AssetEntry) -> Revision:
     return state.index.newest_head(entry)
 
 
-def asset_summary(service: Service, state: Unlocked, entry: AssetEntry, *, keep: bool = True) -> dict[str, Any]:
-    """An item's list row; ``keep`` False: its decrypted summary is not kept (a page of a listing)."""
+def listed_summaries(service: Service, state: Unlocked, asset_ids: Sequence[bytes]) -> list[dict[str, Any]]:
+    """Title and tags of the summaries the list rows of these items show (their newest live
+    heads'), in order, as the list orders read them (engine/vault/listing.py): kept from an earlier
+    read (Revision.list_fields), else read with the heads' signed bytes read back together (one
+    query, not one each) and kept for the next time; the whole summaries are not kept."""
+    heads = [newest_head(state, state.index.assets[asset_id]) for asset_id in asset_ids]
+    out: list[dict[str, Any] | None] = []
+    unread: list[Revision] = []
+    for head in heads:
+        fields = head.list_fields
+        if fields is None:
+            unread.append(head)
+            out.append(None)
+        else:
+            out.append({"title": fields[0], "tags": fields[1]})
+    if unread:
+        with held([head for head in unread if not head.summary_kept]):
+            read = [service.vault.summary_of(state, head, keep=False) for head in unread]
+        keep_list_fields(zip(unread, read, strict=True))
+        fill = iter(read)
+        out = [summary if summary is not None else next(fill) for summary in out]
+    return [summary for summary in out if summary is not None]
+
+
+def asset_summary(
+    service: Service,
+    state: Unlocked,
+    entry: AssetEntry,
+    *,
+    keep: bool = True,
+    opened: list[tuple[Revision, dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """An item's list row; ``keep`` False: its decrypted summary is not kept (a page of a listing).
+    ``opened``: where to add the head and its summary when the row opened it unmasked (a listing
+    keeps their list fields, engine.vault.revision.keep_list_fields)."""
     newest = newest_head(state, entry)
-    summary = service.vault.summary_of(state, newest, keep=keep)
     # Lists and search results show many items: the redactors (which read every revision's
     # secret map) run only where a protected value can be: a head written after a protection
     # carries the map, a head from a branch that forked before it sits beside another, and a
-    # tombstone carries none.
-    if summary.get("secrets") or len(entry.heads) > 1 or newest.tombstone:
-        summary = visible_summary(service, state, newest)
+    # tombstone carries none. Elsewhere the row shows the head's own title and tags, which a
+    # listing keeps once read (never for a summary with a secret map, keep_list_fields).
+    masked = len(entry.heads) > 1 or newest.tombstone
+    fields = None if masked else newest.list_fields
+    if fields is None:
+        summary = service.vault.summary_of(state, newest, keep=keep)
+        if summary.get("secrets") or masked:
+            summary = visible_summary(service, state, newest)
+        elif opened is not None:
+            opened.append((newest, summary))
+        fields = (summary.get("title", ""), summary.get("tags", []))
     first = state.index.revisions[entry.revisions[0]]
     return {
         "id": entry.asset_id.hex(),
         "short_id": state.index.short_id(entry.asset_id),
         "kind": entry.kind,
-        "title": summary.get("title", ""),
-        "tags": list(summary.get("tags", [])),
+        "title": fields[0],
+        "tags": list(fields[1]),
         "conflict": entry.in_conflict,
         "heads": len(entry.heads),
         # A restored item shows its original times (BK-2), not the restore's (Revision.changed_ms).

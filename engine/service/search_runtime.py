@@ -122,6 +122,7 @@ class BuildStats:
     snapshots_saved: int = 0
     snapshot_bytes: int = 0  # sealed size of the newest snapshot this engine saved or loaded
     token_rows_opened: int = 0  # sealed token-stream rows the builds opened
+    bodies_from_restore: int = 0  # bodies a restore handed over, not read from the store again
 
 
 def _newest_live_head(state: Unlocked, entry: AssetEntry) -> Revision:
@@ -271,6 +272,8 @@ class SearchRuntime:
         if cached is not None:
             return cached.document(entry.asset_id, entry.kind, head.changed_ms)
         # CD-7: a value protected later never reaches the index, even from an old head.
+        if head.rev_id in state.opened_bodies:
+            self.stats.bodies_from_restore += 1  # body_of takes it (Unlocked.opened_bodies)
         body = self._file_text(state, head, summary) if file else visible_body(self.service, state, head)
         if not kept:
             # Kept only while the redactors read it: the index keeps what it shows, and a build
@@ -453,6 +456,7 @@ class SearchRuntime:
             index = job.index
             # Streams of revisions that were not indexed (superseded, excluded) are not needed again.
             self.tokens.clear()
+            state.opened_bodies.clear()  # bodies a restore handed over that no document took
             self.flush_tokens(state)
             job.built = True
             catch_up = self.catch_ups.get(job.vault_id)
@@ -701,7 +705,13 @@ class SearchRuntime:
             heads = [_newest_live_head(state, entry) for entry in entries]
             # The signed bytes of the heads whose summary and body will be opened (no stored token
             # stream carries them), read back in one query for the batch, not one each (issue 32).
-            opened = [h for h, e in zip(heads, entries, strict=True) if e.kind == FILE_KIND or h.rev_id not in self.tokens]
+            # Nor those whose summary is kept and whose body a restore handed over (issue 32).
+            opened = [
+                h
+                for h, e in zip(heads, entries, strict=True)
+                if (e.kind == FILE_KIND or h.rev_id not in self.tokens)
+                and not (h.summary_kept and h.rev_id in state.opened_bodies)
+            ]
             with held(opened):
                 for entry, head in zip(entries, heads, strict=True):
                     asset_id = entry.asset_id

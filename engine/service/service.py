@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -342,19 +342,27 @@ class Service:
             self.lock_now("idle")
 
     # -- loading -------------------------------------------------------------------------
-    def load_state(self, store: StoreFile) -> Unlocked:
-        """Decrypt and authenticate every record; check certificate and policy of each revision."""
+    def load_state(
+        self, store: StoreFile, written: Mapping[bytes, Revision] | None = None, bodies: dict[bytes, str] | None = None
+    ) -> Unlocked:
+        """Decrypt and authenticate every record; check certificate and policy of each revision.
+        ``written``: revisions this engine just stored, by signed bytes (VaultCore.decode);
+        ``bodies``: their bodies, opened and checked already (``Unlocked.opened_bodies``)."""
         with gc_paused(keep=True):
-            return self._load_state(store)
+            return self._load_state(store, written, bodies)
 
-    def _load_state(self, store: StoreFile) -> Unlocked:
+    def _load_state(
+        self, store: StoreFile, written: Mapping[bytes, Revision] | None, bodies: dict[bytes, str] | None
+    ) -> Unlocked:
         # After an integrity failure in this process (a bad signature, or a deferred row that
         # failed its AEAD), every row is opened and every signature checked before answering,
         # until such a full check passes again (see engine/service/integrity.py).
         self.refuse_while_restarting()
         self.held_plaintext = True  # from here on this address space has held decrypted rows
-        decoded = self.vault.decode(store, open_deferred=self.verifier.failed)
+        decoded = self.vault.decode(store, open_deferred=self.verifier.failed, written=written)
         state = decoded.state
+        if bodies:  # before the listeners below start the index build that takes them
+            state.opened_bodies = bodies
         if self.verifier.failed:
             try:
                 verify_all(state.identity, decoded.revisions, decoded.audits)

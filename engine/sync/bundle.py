@@ -35,10 +35,11 @@ from engine.crypto.canonical import canonical_bytes
 from engine.crypto.envelope import seal_envelope
 from engine.errors import MemoriesError
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
-from engine.vault.revision import Revision, holding
+from engine.vault.revision import COMPRESSED_FORMAT_PREFIX, Revision, holding
 
 __all__ = [
     "MAGIC",
+    "carries_compressed_bodies",
     "EPOCH_KEY_PURPOSE",
     "MIN_CHUNK_BYTES",
     "MAX_INVENTORY_IDS",
@@ -253,6 +254,13 @@ def make_bundle(core: VaultCore, state: Unlocked, vault_id: bytes, peer: Invento
                 packer.add({"k": "audit", "signed": signed, "sig": sig, "device": device})
     packer.flush()
     return packer.chunks
+
+
+def carries_compressed_bodies(chunk: bytes) -> bool:
+    """Does this chunk (one of :func:`make_bundle`'s) carry a revision of format 2, whose body is
+    compressed (issue 32)? An engine from before sync protocol 4 refuses such a revision."""
+    items = msgspec.msgpack.decode(chunk[len(MAGIC) :]).get("items", [])
+    return any(item.get("k") == "rev" and bytes(item.get("signed", b"")).startswith(COMPRESSED_FORMAT_PREFIX) for item in items)
 
 
 def _same_user_peer(vault: VaultKeys, state: Unlocked, peer: Inventory) -> bool:

@@ -32,6 +32,7 @@ from engine.errors import MemoriesError
 from engine.sync.bundle import EPOCH_KEY_PURPOSE, MAGIC, PEER_AUDIT_RECORD
 from engine.sync.forks import FORK_RECORD, RESOLUTION_RECORD, Resolution, parse_resolution
 from engine.sync.quarantine import QUARANTINE_RECORD, quarantined_ids
+from engine.vault.body_encoding import max_inflated
 from engine.vault.core import AUDIT_TAG, Actor, Unlocked, VaultCore, VaultKeys
 from engine.vault.index import HIDE_FIELD
 from engine.vault.invite import pinned_user
@@ -238,8 +239,14 @@ _REV_TYPES: dict[str, type | tuple[type, ...]] = {
 
 def _check_shape(rev: Revision) -> None:
     body = rev.body
-    if not isinstance(body, dict) or body.get("v") != 1:
+    # Format 2 (issue 32): the signed version and the body's own agree, and its inflated length is
+    # one a stream of body_len bytes can hold (engine/vault/body_encoding.py); the body itself is
+    # inflated, and checked to be exactly that long, when merge opens it.
+    z = rev.body_z
+    if not isinstance(body, dict) or body.get("v") != (1 if z is None else 2):
         raise ValueError("revision version")
+    if z is not None and not (isinstance(body.get("body_len"), int) and z <= max_inflated(body["body_len"])):
+        raise ValueError("body_z")
     for key, kind in _REV_TYPES.items():
         if not isinstance(body.get(key), kind):
             raise ValueError(key)

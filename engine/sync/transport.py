@@ -18,6 +18,10 @@ room) and the *responder*:
    (both directions at once, so two large bundles cannot deadlock on full socket buffers).
    Under protocol 3 a chunk that shrinks is sent compressed (zlib, ``"z": 1`` in its header,
    inside the sealed envelope); the receiver inflates it to at most a frame's size, or refuses.
+   Only under protocol 4 may a bundle carry revisions of format 2 (note bodies compressed before
+   sealing, issue 32), which an engine from before it refuses as malformed: a side whose bundle
+   holds one, in a session of a lower protocol, ends it (``sync_invalid``, saying to update the
+   peer) before it sends any chunk, so nothing is merged on either side.
    Under protocol 2, a side busy in a long blocking step (inventories, bundles, merge) sends
    ``wait`` every quarter of the per-message deadline, which the receiver skips.
 5. Only after ``done`` is every received chunk merged, one merge per vault with the whole
@@ -92,7 +96,9 @@ __all__ = [
 log = logging.getLogger("memories.sync")
 
 PROTOCOL = 1  # the hello's "v": every engine reads it (see "Versions" above)
-PROTOCOL_MAX = 3  # 2: inventories in pages; 3: bundle chunks compressed (issue 32)
+# 2: inventories in pages; 3: bundle chunks compressed; 4: revisions of format 2, whose bodies are
+# compressed before sealing (issue 32), which an engine before it refuses as malformed
+PROTOCOL_MAX = 4
 CHANNEL_PATH = "/v1/channel"
 RELAY_PATH = "/v1/relay/"
 PURPOSE = "sync"
@@ -534,6 +540,11 @@ async def _exchange(channel: Channel, sealed: _Sealed, local: LocalSide, limits:
             raise _invalid("The peer's full inventories do not answer the vaults that needed them.")
         peer_invs = [replaced.get(_inv_vault(inv) or b"", inv) for inv in peer_invs]
     bundles: list[tuple[bytes, list[bytes]]] = await _busy(channel, sealed, result, limits, local.bundles, peer, peer_invs)
+    if result.protocol < 4 and await _blocking(_any_compressed_body, bundles):
+        raise _invalid(
+            "This device holds notes stored compressed (revision format 2), which the peer cannot read: it runs "
+            "a Memories from before sync protocol 4. Update Memories on the peer; nothing was merged."
+        )
     received: dict[bytes, list[bytes]] = {}
 
     async def send_all() -> None:
@@ -615,6 +626,12 @@ def _inflate_chunk(data: bytes, bound: int) -> bytes:
     if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise _invalid("The peer sent a compressed chunk larger than a frame, cut short, or with bytes after it.")
     return chunk
+
+
+def _any_compressed_body(bundles: list[tuple[bytes, list[bytes]]]) -> bool:
+    from engine.sync.bundle import carries_compressed_bodies  # the CLI imports this module: kept off its path
+
+    return any(carries_compressed_bodies(chunk) for _, chunks in bundles for chunk in chunks)
 
 
 async def _receive(channel: Channel, sealed: _Sealed, result: SessionResult, wait: float) -> tuple[dict[str, Any], bytes]:

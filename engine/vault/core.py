@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,10 +30,17 @@ from engine.vault.index import HIDE_FIELD, AssetEntry, AssetIndex
 from engine.vault.policy import Change, Policy, RemoveMember, RevokeDevice, propose, verify_chain
 from engine.vault.revision import Revision, StoredRevisions, build_revision
 
-__all__ = ["AUDIT_TAG", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
+__all__ = ["AUDIT_TAG", "COMPRESSED_BODY_KINDS", "Actor", "Unlocked", "VaultCore", "VaultKeys", "DecodedState"]
 
 # Domain tag of signed audit entries (also what the background verifier checks).
 AUDIT_TAG = "memories.audit"
+# The kinds whose bodies are deflated before they are sealed (issue 32, revision format 2): what
+# the user writes as text. Compression before encryption lets the stored length tell how much a body
+# repeats itself (SECURITY.md), so not credentials, logins or protected cards (secrets), nor agent
+# transcripts (text from tools and web pages, which someone else may choose, beside whatever the
+# redaction missed: the setting of a compression oracle); not files (streamed and read by chunk),
+# nor device-local configuration. (Spelled here: the vault imports no feature module.)
+COMPRESSED_BODY_KINDS = frozenset({"memory", "note", "knowledge", "brain", "persona"})
 
 
 class Actor(Protocol):
@@ -141,10 +148,27 @@ class Unlocked:
     sealed: SealedRows | None = None
     # Reads a stored revision's signed bytes back from its row: revisions do not keep them (issue 32).
     stored: StoredRevisions | None = None
+    # Bodies a restore has just opened and checked against their signed digests, by revision ID,
+    # each taken once by ``body_of`` (the index build after the restore) instead of reading and
+    # opening its rows again (issue 32). Plaintext held like the index's own; dropped with the state.
+    opened_bodies: dict[bytes, str] = field(default_factory=dict)
 
     @property
     def vault(self) -> VaultKeys:
         return self.vaults[self.default_vault]
+
+
+def _written(written: Mapping[bytes, Revision], record: dict[str, Any], seq: int) -> Revision | None:
+    """The revision of ``written`` this row holds, exactly (signed bytes, signature and content
+    rows), now numbered ``seq``; None if the row holds anything else."""
+    try:
+        rev = written.get(record["signed"])
+    except (KeyError, TypeError):  # malformed: from_record raises the store's own error
+        return None
+    if rev is None or rev.seq not in (0, seq) or rev.signature != record.get("sig") or rev.body_seqs != record.get("body_seqs"):
+        return None
+    rev.seq = seq  # its summary stays kept, as a revision an import commits keeps it
+    return rev
 
 
 @dataclass
@@ -158,6 +182,16 @@ class DecodedState:
 
 Records = list[dict[str, Any]]
 RevisionGuard = Callable[["VaultCore", Unlocked, bytes, dict[str, Any], str], tuple[dict[str, Any], str]]
+
+
+def _check_key(rev: Revision) -> tuple[Any, ...] | None:
+    """What check_revision's outcome depends on, for a well-formed revision (None otherwise:
+    checked in full, failing where it always did)."""
+    try:
+        key = (rev.vault_id, rev.policy_head, rev.author, rev.epoch, rev.cert)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return key if key[4].__class__ is bytes else None
 
 
 class VaultCore:
@@ -197,11 +231,18 @@ class VaultCore:
         self.state = None
 
     # -- loading -------------------------------------------------------------------------
-    def decode(self, store: StoreFile, *, open_deferred: bool = False) -> DecodedState:
+    def decode(
+        self, store: StoreFile, *, open_deferred: bool = False, written: Mapping[bytes, Revision] | None = None
+    ) -> DecodedState:
         """Open and authenticate every row; check policy, device and certificate of each revision.
 
         Ed25519 signatures are verified in bulk by the caller (in the background, or at once
         after an earlier failure); the AEAD and checkpoint chain already authenticated the rows.
+
+        ``written``: revisions this engine has just built and stored, by their signed bytes (a
+        restore's new heads, issue 32). A row whose signed bytes, signature and content rows are
+        those of one of them yields that object instead of decoding the same bytes again; the
+        row itself is opened and authenticated, and the revision checked, like any other.
         """
         # Rows are opened on a helper thread while this loop decodes those already opened.
         loaded, records = store.load_stream(frozenset(self.deferred_kinds), open_deferred=open_deferred)
@@ -212,6 +253,7 @@ class VaultCore:
         revisions: list[Revision] = []
         audits: list[dict[str, Any]] = []
         stored = StoredRevisions(store.read_records)
+        passed: set[tuple[Any, ...]] = set()  # check_revision's, for the vaults as they are so far
         try:
             for seq, record in records:
                 kind = record.get("t")
@@ -243,13 +285,16 @@ class VaultCore:
                             raise MemoriesError("store_corrupt", "A vault policy failed verification.")
                         history = earlier.history
                     vaults[vault_id] = VaultKeys(vault_id, str(record["name"]), policy, keys, history, discarded)
+                    passed.clear()  # checked again against the vault as it is now
                     if record.get("default"):
                         default_vault = vault_id
                 elif kind == "revision":
                     if identity is None:
                         raise MemoriesError("store_corrupt", "A revision precedes the device identity.")
-                    rev = Revision.from_record(record, seq)
-                    self.check_revision(rev, identity, vaults)
+                    rev = _written(written, record, seq) if written else None
+                    if rev is None:
+                        rev = Revision.from_record(record, seq)
+                    self.check_revision(rev, identity, vaults, passed)
                     # Read back when needed (the signature check reads them in batches): at
                     # 100k notes they were ~85 MiB held from the unlock to the lock.
                     rev.stored(stored)
@@ -293,8 +338,18 @@ class VaultCore:
         return DecodedState(state, revisions, audits)
 
     @staticmethod
-    def check_revision(rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys]) -> None:
-        """Policy, device and certificate checks (the signature is verified in bulk)."""
+    def check_revision(
+        rev: Revision, identity: DeviceIdentity, vaults: dict[bytes, VaultKeys], passed: set[tuple[Any, ...]] | None = None
+    ) -> None:
+        """Policy, device and certificate checks (the signature is verified in bulk).
+
+        ``passed``: the (vault, policy head, author, epoch, certificate) of revisions that passed
+        with these ``vaults``, which decide the outcome alone: a revision like one of them passes
+        without the policy lookup, which hashes each policy of the history (issue 32: an unlock
+        checks every revision, nearly all written under one policy by few devices)."""
+        key = _check_key(rev) if passed is not None else None
+        if passed is not None and key is not None and key in passed:
+            return
         vault = vaults.get(rev.vault_id)
         if vault is None:
             raise SignatureError("revision of an unknown vault")
@@ -307,6 +362,8 @@ class VaultCore:
             raise SignatureError("revision names another epoch than its policy")
         if rev.author == identity.device_pub and rev.cert != identity.certificate_hash:
             raise SignatureError("revision names a different device certificate")
+        if passed is not None and key is not None:
+            passed.add(key)
 
     # -- reading -------------------------------------------------------------------------
     def summary_of(self, state: Unlocked, rev: Revision, *, keep: bool = True) -> dict[str, Any]:
@@ -319,6 +376,10 @@ class VaultCore:
 
     def body_of(self, state: Unlocked, rev: Revision) -> str:
         """The signed body as stored. Clients are shown ``projections.visible_body`` instead."""
+        if state.opened_bodies:
+            opened = state.opened_bodies.pop(rev.rev_id, None)
+            if opened is not None:
+                return opened
         store = self.require_store()
         vault = state.vaults[rev.vault_id]
         try:
@@ -395,6 +456,7 @@ class VaultCore:
             body=data,
             content_seqs=seqs,
             unsigned=unsigned,
+            compress=kind in COMPRESSED_BODY_KINDS,
         )
         return built.revision, built.content_rows
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["SortedGroups", "ListOrder", "Key"]
+__all__ = ["SortedGroups", "ListOrder", "Key", "Summaries", "SUMMARY_BATCH"]
 
 # (sort value, asset ID): the ID breaks ties, and its bytes sort as its hex does.
 Key = tuple[Any, bytes]
+# The summaries the list rows of these items show, in the same order.
+Summaries = Callable[[Sequence[bytes]], list[dict[str, Any]]]
+SUMMARY_BATCH = 256  # items whose summaries are asked for together (read back in one query)
 Name = TypeVar("Name", bytes, tuple[bytes, str])
 
 
@@ -147,48 +150,71 @@ class ListOrder:
             self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
+    def load(self, rows: Iterable[tuple[bytes, bytes, str, int, bool]]) -> None:
+        """``listed`` for each of many items (asset, vault, kind, change time, conflict): at once
+        into an order that lists nothing yet (the first list after an unlock), else one by one."""
+        by_time = self.by_time
+        if by_time.keys or by_time._sorted or self._by_title is not None:
+            for row in rows:
+                self.listed(*row)
+            return
+        # What ``listed`` does to an empty order, without its calls: the lists are sorted on first
+        # use, and the title order, not built yet, reads every item when it is.
+        keys, conflicted = by_time.keys, self.conflicted
+        for asset_id, vault_id, kind, updated_ms, conflict in rows:
+            keys[asset_id] = (vault_id, kind, (updated_ms, asset_id))
+            if conflict:
+                conflicted.add(asset_id)
+
     def unlisted(self, asset_id: bytes) -> None:
         self.by_time.drop(asset_id)
         self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
-    def derived(self, summary: Callable[[bytes], dict[str, Any]]) -> tuple[SortedGroups, dict[str, set[bytes]]]:
-        """Title order and tag sets, current; ``summary`` gives the summary an item's list row shows."""
-        if self._by_title is None or self._tagged is None:
-            self._by_title, self._tagged, self._tags_of = SortedGroups(), {}, {}
+    def derived(self, summaries: Summaries) -> tuple[SortedGroups, dict[str, set[bytes]]]:
+        """Title order and tag sets, current; ``summaries`` gives the summaries the list rows of
+        some items show, in their order (asked a batch at a time: the first title sort of a
+        100k-item vault read every summary back from the store one query each, issue 32)."""
+        by_title, tagged = self._by_title, self._tagged
+        if by_title is None or tagged is None:
+            by_title, tagged, self._tags_of = SortedGroups(), {}, {}
+            self._by_title, self._tagged = by_title, tagged
             self._holders = None  # built again from the new title order when next asked for
-            changed: Iterable[bytes] = list(self.by_time.keys)
+            changed: list[bytes] = list(self.by_time.keys)
         else:
-            changed = self._changed
+            changed = list(self._changed)
         titled = self._holders
+        shown: list[tuple[bytes, bytes, str]] = []  # (asset ID, vault ID, kind) of listed items
         for asset_id in changed:
-            if titled is not None and (old := self._by_title.keys.get(asset_id)) is not None:
+            if titled is not None and (old := by_title.keys.get(asset_id)) is not None:
                 _unhold(titled, old[2][0], asset_id)
             for tag in self._tags_of.pop(asset_id, ()):
-                holders = self._tagged[tag]
+                holders = tagged[tag]
                 holders.discard(asset_id)
                 if not holders:
-                    del self._tagged[tag]
+                    del tagged[tag]
             where = self.by_time.keys.get(asset_id)
             if where is None:
-                self._by_title.drop(asset_id)
-                continue
-            fields = summary(asset_id)
-            vault_id, kind, _ = where
-            folded = str(fields.get("title", "")).casefold()
-            self._by_title.put(asset_id, vault_id, kind, folded)
-            if titled is not None:
-                _hold(titled, folded, asset_id)
-            tags = tuple(dict.fromkeys(t for t in fields.get("tags", []) if isinstance(t, str)))
-            self._tags_of[asset_id] = tags
-            for tag in tags:
-                self._tagged.setdefault(tag, set()).add(asset_id)
+                by_title.drop(asset_id)
+            else:
+                shown.append((asset_id, where[0], where[1]))
+        for start in range(0, len(shown), SUMMARY_BATCH):
+            part = shown[start : start + SUMMARY_BATCH]
+            for (asset_id, vault_id, kind), fields in zip(part, summaries([a for a, _, _ in part]), strict=True):
+                folded = str(fields.get("title", "")).casefold()
+                by_title.put(asset_id, vault_id, kind, folded)
+                if titled is not None:
+                    _hold(titled, folded, asset_id)
+                tags = tuple(dict.fromkeys(t for t in fields.get("tags", []) if isinstance(t, str)))
+                self._tags_of[asset_id] = tags
+                for tag in tags:
+                    tagged.setdefault(tag, set()).add(asset_id)
         self._changed = set()
-        return self._by_title, self._tagged
+        return by_title, tagged
 
-    def title_holders(self, summary: Callable[[bytes], dict[str, Any]], folded: str) -> list[bytes]:
+    def title_holders(self, summaries: Summaries, folded: str) -> list[bytes]:
         """The listed items (any vault, any kind) whose case-folded title is ``folded``, current."""
-        by_title, _ = self.derived(summary)
+        by_title, _ = self.derived(summaries)
         if self._holders is None:
             self._holders = {}
             for asset_id, (_, _, (title, _)) in by_title.keys.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import itertools
 import os
 import struct
 import sys
@@ -22,13 +23,16 @@ import msgspec
 
 from engine.crypto.aead import open_sealed, seal
 from engine.crypto.canonical import canonical_bytes, decode_canonical, decode_canonical_flat, domain_bytes
+from engine.crypto.canonical import unb64_strict as _unb64
 from engine.crypto.chunks import open_chunks, seal_chunks
 from engine.crypto.keys import DeviceIdentity, sign, sign_many, verify
 from engine.errors import MemoriesError
+from engine.vault.body_encoding import BodyEncodingError, compress_body, inflate_body
 
 __all__ = [
     "Revision",
     "REVISION_TAG",
+    "COMPRESSED_FORMAT_PREFIX",
     "build_revision",
     "NewContent",
     "Restored",
@@ -36,6 +40,7 @@ __all__ = [
     "StoredRevisions",
     "holding",
     "held",
+    "keep_list_fields",
 ]
 
 REVISION_TAG = "memories.revision"
@@ -47,6 +52,12 @@ def _dek_aad(vault_id: bytes, asset_id: bytes, epoch: int) -> bytes:
 
 
 _PREFIX = REVISION_TAG.encode("ascii") + b"\x00\x01"
+# Format 2 (issue 32): the body is deflated before it is sealed, and ``body_z`` signs its length
+# once inflated (engine/vault/body_encoding.py). A revision without a compressed body stays format
+# 1, readable by every engine; an engine from before format 2 refuses a format-2 revision
+# ("not a version-1 revision"), which is why sync sends them only under protocol 4.
+_PREFIX_Z = REVISION_TAG.encode("ascii") + b"\x00\x02"
+COMPRESSED_FORMAT_PREFIX = _PREFIX_Z
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder().decode
 
@@ -74,6 +85,88 @@ def _need(value: Any, key: str) -> Any:
     if value is _MISSING:
         raise KeyError(key)
     return value
+
+
+class _Tagged(msgspec.Struct, forbid_unknown_fields=True):
+    """A tagged bytes value ``{"$b": "..."}`` (engine/crypto/canonical.py)."""
+
+    b: str = msgspec.field(name="$b")
+
+
+class _Kept(msgspec.Struct):
+    """The fields a revision keeps (see Revision), as they must be typed in a well-formed one;
+    the rest of the body (the sealed summary, the wrapped key, the body digests: most of its
+    bytes) is skipped, not decoded (issue 32: an unlock decodes every revision)."""
+
+    asset: _Tagged
+    vault: _Tagged
+    policy: _Tagged
+    device: _Tagged
+    cert: _Tagged
+    epoch: int
+    kind: str
+    parents: list[_Tagged]
+    tombstone: bool
+    created_ms: int
+    restored_created_ms: int | None = None
+    restored_changed_ms: int | None = None
+    body_z: int | None = None  # format 2's inflated body length (checked by Revision)
+
+
+class _Sealed(msgspec.Struct):
+    """What opening a summary or a body reads from the signed body: the wrapped data key, the
+    sealed summary chunks and the body chunk digests (each absent in a malformed one)."""
+
+    wrapped_key: _Tagged | None = None
+    summary: list[_Tagged] | None = None
+    body: list[_Tagged] | None = None
+
+
+_kept_decoder = msgspec.json.Decoder(_Kept)
+_sealed_decoder = msgspec.json.Decoder(_Sealed)
+# Base64 text -> bytes of the identifiers most revisions share (vault, policy head, device,
+# certificate): decoded once, not once per revision. Bounded like _SHARED.
+_DECODED: dict[str, bytes] = {}
+
+
+def _shared_b64(text: str) -> bytes:
+    kept = _DECODED.get(text)
+    if kept is None:
+        if len(_DECODED) >= _SHARED_MAX:
+            _DECODED.clear()
+        kept = _DECODED[text] = _shared(_unb64(text))
+    return kept
+
+
+def _kept_fields(signed: bytes) -> dict[str, Any] | None:
+    """The kept fields of a well-formed signed body, read without decoding the rest; None when
+    it is not one (the caller then decodes the whole body, as before, and fails where it did).
+
+    Equal to what ``decode_canonical_flat`` gives for these keys: the same JSON, the same types
+    (a value of another type falls back), the same base64 rules (strict; bad text falls back)."""
+    try:
+        kept = _kept_decoder.decode(memoryview(signed)[len(_PREFIX) :])
+        fields = {
+            "asset": _unb64(kept.asset.b),
+            "vault": _shared_b64(kept.vault.b),
+            "policy": _shared_b64(kept.policy.b),
+            "device": _shared_b64(kept.device.b),
+            "cert": _shared_b64(kept.cert.b),
+            "epoch": kept.epoch,
+            "kind": kept.kind,
+            "parents": [_unb64(p.b) for p in kept.parents],
+            "tombstone": kept.tombstone,
+            "created_ms": kept.created_ms,
+        }
+    except (msgspec.DecodeError, ValueError):
+        return None
+    if kept.restored_created_ms is not None:
+        fields["restored_created_ms"] = kept.restored_created_ms
+    if kept.restored_changed_ms is not None:
+        fields["restored_changed_ms"] = kept.restored_changed_ms
+    if kept.body_z is not None:
+        fields["body_z"] = kept.body_z
+    return fields
 
 
 class StoredRevisions:
@@ -112,6 +205,34 @@ class StoredRevisions:
 
 
 _HOLD_BATCH = 256  # revisions read back per query (holding)
+_LISTED_COUNT = struct.Struct("<H")  # rows in one blob of kept list fields …
+_LISTED_END = struct.Struct("<I")  # … and where each row's packed fields end
+_LISTED_BATCH = 256  # rows per blob: a row's place in it is a small int, which Python shares
+
+
+def keep_list_fields(opened: Iterable[tuple[Revision, dict[str, Any]]]) -> None:
+    """Keep the title and tags of these revisions' just opened summaries for the next list rows
+    (Revision.list_fields): a listing shows them for every item, and otherwise reads each head's
+    signed bytes back from the store and opens its summary again (issue 32). Never for a summary
+    that maps secrets (its rows are masked, and read whole each time).
+
+    Packed together, one bytes object per 256 rows: ~50 bytes a row. One small object per row,
+    made while a listing's rows came and went, kept ~5x its size resident at 100k items (the
+    allocator's arenas stay while any object in them lives)."""
+    rows: list[tuple[Revision, bytes]] = []
+    for rev, summary in opened:
+        if rev._listed is not None or summary.get("secrets"):
+            continue
+        try:
+            rows.append((rev, _pack([summary.get("title", ""), summary.get("tags", [])])))
+        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
+            continue
+    for start in range(0, len(rows), _LISTED_BATCH):
+        part = rows[start : start + _LISTED_BATCH]
+        ends = list(itertools.accumulate(len(packed) for _, packed in part))
+        blob = b"".join([_LISTED_COUNT.pack(len(part)), struct.pack(f"<{len(part)}I", *ends), *(packed for _, packed in part)])
+        for at, (rev, _) in enumerate(part):
+            rev._listed, rev._listed_at = blob, at
 
 
 def holding(revisions: Iterable[Revision], batch: int = _HOLD_BATCH) -> Iterator[Revision]:
@@ -174,6 +295,8 @@ class Revision:
         "_device",
         "_epoch",
         "_kind",
+        "_listed",
+        "_listed_at",
         "_parents",
         "_policy",
         "_restored_changed",
@@ -185,6 +308,7 @@ class Revision:
         "_summary",
         "_tombstone",
         "_vault",
+        "_z",
         "rev_id",
         "seq",
     )
@@ -199,14 +323,16 @@ class Revision:
         body: dict[str, Any] | None = None,
         summary_cache: dict[str, Any] | None = None,
     ) -> None:
-        if not signed.startswith(_PREFIX):
-            raise ValueError("not a version-1 revision")
+        if not signed.startswith(_PREFIX) and not signed.startswith(_PREFIX_Z):
+            raise ValueError("not a revision of a known format")
         self._signed: bytes | None = signed
         self._sig: bytes | None = signature
         self._rows: StoredRevisions | None = None
         self.body_seqs = body_seqs
         self.seq = seq
-        fields: Any = body if body is not None else decode_canonical_flat(signed[len(_PREFIX) :])
+        fields: Any = body if body is not None else _kept_fields(signed)
+        if fields is None:
+            fields = decode_canonical_flat(signed[len(_PREFIX) :])
         if fields.__class__ is not dict:
             raise TypeError("a revision body is an object")
         get = fields.get
@@ -225,8 +351,19 @@ class Revision:
         self._created = get("created_ms", _MISSING)
         self._restored_created = get("restored_created_ms")
         self._restored_changed = get("restored_changed_ms")
+        # Only format 2 has a compressed body; a format-1 revision's "body_z", if any, means nothing.
+        # Checked here, so that every reader (sync's shape check, a restore, an unlock) refuses a
+        # format-2 revision without a valid one where it refuses any malformed revision.
+        self._z: int | None = None
+        if signed[len(_PREFIX) - 1] == 2:
+            z = get("body_z")
+            if z.__class__ is not int or z <= 0:
+                raise ValueError("a format-2 revision without a valid body_z")
+            self._z = z
         self.rev_id = hashlib.sha256(signed).digest()
         self._summary: bytes | dict[str, Any] | None = None
+        self._listed: bytes | None = None  # see keep_list_fields
+        self._listed_at = 0
         self.summary_cache = summary_cache
 
     @property
@@ -299,8 +436,8 @@ class Revision:
     def with_body(cls, signed: bytes, signature: bytes, body_seqs: list[int]) -> tuple[Revision, dict[str, Any]]:
         """The revision and its signed body decoded once, for a caller that reads several of the
         body's other fields (a restore: ``body`` decodes again on every read)."""
-        if not signed.startswith(_PREFIX):
-            raise ValueError("not a version-1 revision")
+        if not signed.startswith(_PREFIX) and not signed.startswith(_PREFIX_Z):
+            raise ValueError("not a revision of a known format")
         body = decode_canonical_flat(signed[len(_PREFIX) :])
         return cls(signed, signature, body_seqs, body=body), body
 
@@ -328,6 +465,27 @@ class Revision:
             self._summary = _pack(summary)
         except (TypeError, ValueError, OverflowError):  # a value msgpack cannot hold as it is
             self._summary = summary
+
+    @property
+    def list_fields(self) -> tuple[Any, Any] | None:
+        """(title, tags) of its summary as read once, for list rows (None: not read yet, or the
+        summary maps secrets, whose rows are masked and read whole each time): see
+        :func:`keep_list_fields`."""
+        blob = self._listed
+        if blob is None:
+            return None
+        at = self._listed_at
+        (count,) = _LISTED_COUNT.unpack_from(blob)
+        start = _LISTED_END.unpack_from(blob, _LISTED_COUNT.size + 4 * (at - 1))[0] if at else 0
+        (end,) = _LISTED_END.unpack_from(blob, _LISTED_COUNT.size + 4 * at)
+        base = _LISTED_COUNT.size + 4 * count
+        title, tags = _unpack(memoryview(blob)[base + start : base + end])
+        return title, tags
+
+    @property
+    def list_fields_kept(self) -> bool:
+        """Whether :attr:`list_fields` holds them (without unpacking them)."""
+        return self._listed is not None
 
     @property
     def summary_kept(self) -> bool:
@@ -402,9 +560,29 @@ class Revision:
         signed, signature = self.signed_pair()
         verify(self.author, signed, signature)
 
+    def _sealed_fields(self) -> dict[str, Any]:
+        """What opening its summary or body reads from the signed body (wrapped key, sealed
+        summary, body digests, and the vault, asset and epoch they are bound to), without
+        decoding the rest; the whole body, decoded as before, if it is not well formed."""
+        try:
+            sealed = _sealed_decoder.decode(memoryview(self.signed)[len(_PREFIX) :])
+            if sealed.wrapped_key is None or sealed.summary is None or sealed.body is None:
+                return self.body
+            return {
+                "wrapped_key": _unb64(sealed.wrapped_key.b),
+                "summary": [_unb64(chunk.b) for chunk in sealed.summary],
+                "body": [_unb64(digest.b) for digest in sealed.body],
+                # Read from the same signed bytes when the revision was made.
+                "vault": self.vault_id,
+                "asset": self.asset_id,
+                "epoch": self.epoch,
+            }
+        except (msgspec.DecodeError, ValueError, KeyError):
+            return self.body
+
     def data_key(self, epoch_key: bytes, body: dict[str, Any] | None = None) -> bytes:
         """``body``: this revision's signed body if the caller holds it decoded (:meth:`with_body`)."""
-        return self._data_key(epoch_key, self.body if body is None else body)
+        return self._data_key(epoch_key, self._sealed_fields() if body is None else body)
 
     @staticmethod
     def _data_key(epoch_key: bytes, b: dict[str, Any]) -> bytes:
@@ -415,7 +593,7 @@ class Revision:
         (a listing of every item would otherwise keep every summary until the lock)."""
         cached = self.summary_cache
         if cached is None:
-            b = self.body  # decoded once for both the data key and the summary's chunks
+            b = self._sealed_fields()  # read once for both the data key and the summary's chunks
             return self._open_summary(self._data_key(epoch_key, b), b, keep=keep)
         return cached
 
@@ -424,7 +602,7 @@ class Revision:
         ``body`` as for :meth:`data_key`, ``keep`` as for :meth:`open_summary`."""
         cached = self.summary_cache
         if cached is None:
-            return self._open_summary(dek, self.body if body is None else body, keep=keep)
+            return self._open_summary(dek, self._sealed_fields() if body is None else body, keep=keep)
         return cached
 
     def _open_summary(self, dek: bytes, b: dict[str, Any], *, keep: bool = True) -> dict[str, Any]:
@@ -434,14 +612,26 @@ class Revision:
             self.summary_cache = summary
         return summary
 
-    def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
-        digests = [hashlib.sha256(c).digest() for c in chunks]
-        b = self.body  # decoded once for the digests and the data key
-        if digests != list(b["body"]):
-            from engine.crypto.chunks import ChunkError
+    @property
+    def body_z(self) -> int | None:
+        """Format 2: the body's length once inflated (its chunks hold a zlib stream); else None."""
+        return self._z
 
+    def open_body(self, epoch_key: bytes, chunks: list[bytes]) -> bytes:
+        """The body's plaintext (inflated for format 2); ChunkError when anything does not check."""
+        from engine.crypto.chunks import ChunkError
+
+        digests = [hashlib.sha256(c).digest() for c in chunks]
+        b = self._sealed_fields()  # read once for the digests and the data key
+        if digests != list(b["body"]):
             raise ChunkError("body chunks do not match the signed digests")
-        return open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
+        stream = open_chunks(self._data_key(epoch_key, b), chunks, self.asset_id + b"body")
+        if self._z is None:
+            return stream
+        try:
+            return inflate_body(stream, self._z)
+        except BodyEncodingError as exc:
+            raise ChunkError(str(exc)) from exc
 
     def to_record(self) -> dict[str, Any]:
         signed, signature = self.signed_pair()
@@ -491,12 +681,18 @@ def build_revision(
     content_seqs: list[int],
     restored: Restored | None = None,
     unsigned: bool = False,
+    compress: bool = False,
 ) -> NewContent:
     """Encrypt and sign a new revision. ``content_seqs`` must hold enough row numbers.
 
     ``unsigned``: laid out but not signed yet; the caller signs it with others in one
-    :func:`sign_revisions` before it is stored or shown anywhere."""
+    :func:`sign_revisions` before it is stored or shown anywhere. ``compress``: the body may be
+    deflated before it is sealed (format 2, when that pays; only for bodies without secrets)."""
     dek = os.urandom(32)
+    packed = compress_body(body) if compress and not tombstone else None
+    body_z = None if packed is None else len(body)
+    if packed is not None:
+        body = packed
     body_chunks = seal_chunks(dek, body, asset_id + b"body")
     seqs = content_seqs[: len(body_chunks)]
     if len(seqs) != len(body_chunks):
@@ -518,6 +714,7 @@ def build_revision(
         content_seqs=seqs,
         restored=restored,
         unsigned=unsigned,
+        body_z=body_z,
     )
     return NewContent(revision=revision, content_rows=list(zip(seqs, body_chunks, strict=True)))
 
@@ -551,9 +748,12 @@ def build_streamed_revision(
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
     unsigned: bool = False,
+    body_z: int | None = None,
 ) -> Revision:
     """Sign a revision whose body chunks were sealed one by one with ``dek`` and are already
     written (a streamed file, FI-1). The signed fields are exactly those of :func:`build_revision`.
+    ``body_z``: the chunks hold a compressed body of this length (a restore's copy of a format-2
+    head, whose chunks it names as they are).
 
     ``sealed_summary``: ``summary`` already sealed under ``dek`` for this asset (a restore's
     copy of a head, whose original carries it under the same key and asset: the same sealed
@@ -578,6 +778,7 @@ def build_streamed_revision(
         restored=restored,
         sealed_summary=sealed_summary,
         unsigned=unsigned,
+        body_z=body_z,
     )
 
 
@@ -606,13 +807,15 @@ def _sign_revision(
     restored: Restored | None = None,
     sealed_summary: list[bytes] | None = None,
     unsigned: bool = False,
+    body_z: int | None = None,
 ) -> Revision:
     """The one place the signed revision body is laid out (HI-2), for whole and streamed bodies.
-    ``unsigned``: its signature is left empty, for :func:`sign_revisions` to fill."""
+    ``unsigned``: its signature is left empty, for :func:`sign_revisions` to fill. ``body_z``:
+    format 2, the body chunks hold a zlib stream of a body of this many bytes."""
     if sealed_summary is None:
         sealed_summary = seal_chunks(dek, canonical_bytes(summary), asset_id + b"summary")
     signed: dict[str, Any] = {
-        "v": 1,
+        "v": 1 if body_z is None else 2,
         "vault": vault_id,
         "asset": asset_id,
         "kind": kind,
@@ -628,7 +831,8 @@ def _sign_revision(
         "cert": identity.certificate_hash,
         "created_ms": int(time.time() * 1000),
         **(restored.fields() if restored is not None else {}),
+        **({"body_z": body_z} if body_z is not None else {}),
     }
-    signed_bytes = domain_bytes(REVISION_TAG, 1, signed)
+    signed_bytes = domain_bytes(REVISION_TAG, signed["v"], signed)
     signature = b"" if unsigned else sign(identity.device_key, signed_bytes)
     return Revision(signed_bytes, signature, list(content_seqs), body=signed, summary_cache=summary)

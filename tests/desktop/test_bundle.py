@@ -29,6 +29,7 @@ from desktop.status import TrayState
 from desktop.tray.icons import PALETTE
 from tests.desktop.support import XSession, children_of, stop_process
 from tests.helpers import PASSWORD, TEST_ENV, in_ci, require
+from tests.session_bus import run_session_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "packaging" / "memories-tray.spec"
@@ -231,8 +232,7 @@ def test_bundled_gtk_tray_docks_and_logout_locks(frozen: Frozen, tmp_path: Path)
     out = tmp_path / "tray-gtk.out"
     tray = subprocess.Popen(
         [
-            "dbus-run-session",
-            "--",
+            *run_session_prefix(tmp_path),
             str(frozen.app / "memories-tray"),
             "--home",
             str(frozen.home),

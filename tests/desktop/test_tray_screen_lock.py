@@ -25,12 +25,13 @@ from desktop.tray.screen_lock import lock_reason
 from tests.desktop.support import XSession, stop_process
 from tests.desktop.test_tray_x11 import Tray
 from tests.helpers import Cli, require
+from tests.session_bus import session_daemon_command
 
 LOGIN1 = "/org/freedesktop/login1"
 
 
 @pytest.fixture
-def buses() -> Iterator[tuple[str, str]]:
+def buses(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(session, system): two private dbus-daemons, stopped after the test."""
     require(shutil.which("dbus-daemon") is not None, "dbus-daemon (apt: dbus)")
     procs: list[subprocess.Popen[str]] = []
@@ -38,7 +39,7 @@ def buses() -> Iterator[tuple[str, str]]:
     try:
         for _ in range(2):
             proc = subprocess.Popen(
-                ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+                session_daemon_command(tmp_path / f"bus-{len(procs)}"),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -19,6 +19,7 @@ from desktop.tray.icons import PALETTE
 from engine.config import Paths
 from tests.desktop.support import XSession, stop_process
 from tests.helpers import Cli, require
+from tests.session_bus import run_session_prefix, session_daemon_command
 
 TRAY_REGION_HEIGHT = 48  # trayer's panel (see XSession)
 # How long the tray's probe (`memories status --json`, a child process) may take before the
@@ -66,7 +67,7 @@ class Tray:
         if bus is not None:  # a session bus the test owns (to read the notifications sent on it)
             env["DBUS_SESSION_BUS_ADDRESS"] = bus
         elif backend in ("gtk", "appindicator"):
-            cmd = ["dbus-run-session", "--", *cmd]  # GTK needs a session bus (dunst is activated on it)
+            cmd = [*run_session_prefix(tmp), *cmd]  # GTK needs a session bus (dunst is activated on it)
         self.proc = subprocess.Popen(
             cmd,
             env=env,
@@ -259,7 +260,7 @@ def test_gtk_tray_notifies_once_per_new_ticket(vault: Cli, xsession: XSession, t
     require(importlib.util.find_spec("gi") is not None, "PyGObject in the venv (pip install '.[gtk]')")
     for tool in ("dbus-daemon", "dunst", "dunstctl"):
         require(shutil.which(tool) is not None, f"{tool} (apt: dbus dunst)")
-    bus_proc = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"], stdout=subprocess.PIPE, text=True)
+    bus_proc = subprocess.Popen(session_daemon_command(tmp_path), stdout=subprocess.PIPE, text=True)
     procs: list[subprocess.Popen[Any]] = [bus_proc]
     tray = None
     try:

@@ -281,3 +281,59 @@ def test_argon2_costs_above_the_cap_are_refused_before_any_key_derivation(
     path = _header_only(tmp_path / f"kdf-{name}.backup", kdf)
     for password in (BACKUP_PW, "not the password"):
         _refused(source, path, "key derivation parameters out of range", password)
+
+
+def _device_signed_format_2(source: Source, stream: bytes, body_z: int) -> list[dict[str, Any]]:
+    """A new note's revision of format 2 (issue 32) signed by the source's own device key under its
+    vault's current policy and epoch key, as its own engine would sign it, whose body chunk holds
+    ``stream`` and which signs ``body_z``; with its content item. Keys read from the source's store."""
+    from engine.crypto.chunks import seal_chunks
+    from engine.crypto.keys import DeviceIdentity
+    from engine.store.database import StoreFile
+    from engine.vault.policy import Policy
+    from engine.vault.revision import build_streamed_revision
+    from tests.helpers import PASSWORD
+
+    store = StoreFile.open(source.cli.home / "store.db")
+    try:
+        store.install_master(store.check_password(PASSWORD))
+        records = [record for _, record in store.load().records]
+    finally:
+        store.close()
+    identity = DeviceIdentity.from_record(next(r for r in records if r.get("t") == "identity"))
+    vault = [r for r in records if r.get("t") == "vault" and r.get("default")][-1]
+    policy = Policy.parse(vault["policy"])
+    epoch_key = {int(e["epoch"]): bytes(e["key"]) for e in vault["epoch_keys"]}[policy.epoch]
+    dek, asset = bytes(range(32)), bytes(range(16, 32))
+    (chunk,) = seal_chunks(dek, stream, asset + b"body")
+    rev = build_streamed_revision(
+        identity=identity,
+        vault_id=bytes(vault["vault_id"]),
+        policy_head=policy.head,
+        epoch=policy.epoch,
+        epoch_key=epoch_key,
+        asset_id=asset,
+        kind="memory",
+        parents=[],
+        summary={"title": "compressed", "tags": []},
+        dek=dek,
+        body_digests=[sha256(chunk).digest()],
+        body_len=len(stream),
+        content_seqs=[1],
+        body_z=body_z,
+    )
+    return [{"t": "revision", "signed": rev.signed, "sig": rev.signature, "n": 1, "head": True}, {"t": "content", "data": chunk}]
+
+
+def test_a_compressed_body_that_is_not_its_signed_length_is_refused(source: Source, tmp_path: Path) -> None:
+    """BK-2, issue 32: a note of revision format 2, signed by the vault's own device, whose body
+    stream inflates past its signed length (a bomb) is refused by the one check that inflates it;
+    the same note with its true length verifies."""
+    import zlib
+
+    text = b"the harbor lantern at the Kyoto passport office " * 20
+    honest = _copy(source.items) + _device_signed_format_2(source, zlib.compress(text, 9), len(text))
+    path = _sealed(tmp_path / "format-2.backup", honest)
+    source.cli.ok("backup", "verify", str(path), "--password-stdin", input=BACKUP_PW + "\n")
+    bomb = _copy(source.items) + _device_signed_format_2(source, zlib.compress(bytes(64 * 1024), 9), 100)
+    _refused(source, _sealed(tmp_path / "bomb.backup", bomb), "compressed body does not inflate to its signed length")

@@ -6,6 +6,7 @@ honest state still syncs afterwards. S2 runs the same attacks over the network.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable
 from hashlib import sha256
 from pathlib import Path
@@ -16,12 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.crypto.chunks import seal_chunks
 from engine.errors import MemoriesError
 from engine.sync.bundle import MAGIC
 from engine.sync.forks import forks_for
 from engine.sync.merge import MAX_CHUNK_BYTES, MAX_CHUNKS, MAX_TOTAL_BYTES, merge
 from engine.sync.quarantine import quarantined
-from engine.vault.revision import build_revision
+from engine.vault.revision import build_revision, build_streamed_revision
 from tests.helpers import PASSWORD
 from tests.sync.merge_support import Device, bundle_for, first_device, join, pull, sync, view
 
@@ -282,3 +284,61 @@ def test_arbitrary_bytes_are_sync_invalid(pair: tuple[Device, Device], data: lis
         merge(b.service.vault, b.state, chunks, peer_device=a.device_pub, actor=b.caller)
     assert caught.value.code == "sync_invalid"
     assert b.rows() == before
+
+
+# -- revision format 2: compressed bodies (issue 32) -------------------------------------------------
+
+
+def _format_2_revision(sender: Device, stream: bytes, body_z: int) -> tuple[Any, bytes]:
+    """A revision of format 2 by ``sender``, an authorized device, validly signed and sealed under the
+    vault's epoch key, whose body chunk holds ``stream`` and which signs ``body_z``."""
+    vault = sender.state.vault
+    dek, asset = os.urandom(32), os.urandom(16)
+    (chunk,) = seal_chunks(dek, stream, asset + b"body")
+    rev = build_streamed_revision(
+        identity=sender.state.identity,
+        vault_id=vault.vault_id,
+        policy_head=vault.policy.head,
+        epoch=vault.policy.epoch,
+        epoch_key=vault.current_key,
+        asset_id=asset,
+        kind="memory",
+        parents=[],
+        summary={"title": "compressed"},
+        dek=dek,
+        body_digests=[sha256(chunk).digest()],
+        body_len=len(stream),
+        content_seqs=[1],
+        body_z=body_z,
+    )
+    return rev, chunk
+
+
+@pytest.mark.parametrize(
+    ("stream", "body_z", "sentence"),
+    [
+        # a bomb: 64 KiB of zeros in ~100 bytes, signed as 100 bytes of body
+        (zlib.compress(bytes(64 * 1024), 9), 100, "does not authenticate"),
+        (zlib.compress(b"the harbor lantern " * 40, 9)[:-4], 19 * 40, "does not authenticate"),
+        (zlib.compress(b"the harbor lantern " * 40, 9) + b"more", 19 * 40, "does not authenticate"),
+        # a signed length no stream of this size can hold: malformed before anything is opened
+        (zlib.compress(b"short", 9), 10**6, "malformed"),
+    ],
+)
+def test_a_compressed_body_that_is_not_its_signed_length_is_refused(
+    pair: tuple[Device, Device], stream: bytes, body_z: int, sentence: str
+) -> None:
+    """SY-1, HI-2 (issue 32): an authorized device's revision of format 2 whose body stream inflates
+    past its signed length (a bomb), is cut short, has bytes after it, or signs a length its stream
+    cannot hold is refused whole; nothing is merged, and an honest compressed note syncs after."""
+    a, b = pair
+    rev, chunk = _format_2_revision(b, stream, body_z)
+    items = [
+        {"k": "rev", "signed": rev.signed, "sig": rev.signature, "parts": 1},
+        {"k": "part", "rev": rev.rev_id, "i": 0, "data": chunk},
+    ]
+    err = _refused(a, b, _chunk(b.state.vault.vault_id, items), "sync_rejected" if sentence != "malformed" else "sync_invalid")
+    assert sentence in err.message
+    note = b.put("long note", "the harbor lantern at the Kyoto passport office " * 20)
+    pull(a, b)
+    assert a.do("get", id=note)["body"] == "the harbor lantern at the Kyoto passport office " * 20

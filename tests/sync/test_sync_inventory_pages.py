@@ -70,7 +70,7 @@ def test_a_first_sync_whose_inventories_need_many_pages_converges(pair: tuple[Cl
     token = token_for(a, b)
     with Listener(a, free_port()).start() as listener:
         first = sync(b, listener.url, token, timeout=600)
-        assert first["protocol"] == 3  # 3: bundle chunks compressed (issue 32)
+        assert first["protocol"] == 4  # 3: bundle chunks compressed; 4: compressed note bodies (issue 32)
         assert first["inventory_pages_received"] >= MIN_PAGES, first
         assert first["inventory_pages_sent"] >= MIN_PAGES // 2, first
         assert [v["revisions_added"] for v in first["vaults"]] == [NOTES]
@@ -100,7 +100,7 @@ def test_a_paged_first_sync_through_a_relay_converges(pair: tuple[Cli, Cli], tmp
     for proc, (out, err) in zip((first, second), outs, strict=True):
         assert proc.returncode == 0, f"relay sync failed: {out} {err}"
     results = [json.loads(out) for out, _ in outs]
-    assert all(r["via"] == "relay" and r["protocol"] == 3 for r in results), results
+    assert all(r["via"] == "relay" and r["protocol"] == 4 for r in results), results
     assert max(r["inventory_pages_received"] for r in results) >= MIN_PAGES, results
     _converged(a, b)
     assert len(_items(b)) == NOTES

@@ -13,6 +13,7 @@ tested with real daemons and a real `memories serve`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import zlib
@@ -427,9 +428,10 @@ def test_a_busy_side_keeps_a_protocol_2_peer_waiting_past_the_message_deadline(t
     assert step == "done" and header["t"] == "report" and waits == 2
 
 
-def _chunk_peer(b: Device, a: Device, vmax: int, header: dict[str, Any], data: bytes) -> Script:
+def _chunk_peer(b: Device, a: Device, vmax: int, header: dict[str, Any], data: bytes, sent: list[bytes] | None = None) -> Script:
     """B offering protocol ``vmax``: a true handshake and an empty inventory in one page, then one
-    bundle chunk with ``header`` and ``data``, sealed by B's real keys."""
+    bundle chunk with ``header`` and ``data``, sealed by B's real keys. ``sent``: gets the opened
+    payload of every sealed frame A sends after the handshake."""
     a_exchange = bytes(a.state.identity.exchange_key.public_key)
     key = b.state.identity.device_key
 
@@ -447,7 +449,10 @@ def _chunk_peer(b: Device, a: Device, vmax: int, header: dict[str, Any], data: b
             await pipe.send(seal({"t": "inv_page", "i": index, "n": len(slices)}, page))
         await pipe.send(seal(header, data))
         while True:  # A's pages and chunks, until A ends the session
-            await pipe.recv(30)
+            frame = await pipe.recv(30)
+            if sent is not None:
+                with contextlib.suppress(Exception):  # A's refusal, in clear, is no envelope
+                    sent.append(open_envelope(b.state.identity.exchange_key, frame, purpose=PURPOSE).payload)
 
     return script
 
@@ -481,3 +486,26 @@ def test_a_compressed_chunk_that_is_not_one_bounded_stream_is_refused(
     result = _run(a, _chunk_peer(b, a, vmax, header, data), _BOMB_LIMITS)
     assert isinstance(result, MemoriesError), result
     assert result.code == "sync_invalid" and sentence in result.message, result.message
+
+
+# -- revision format 2 (issue 32: note bodies compressed before sealing) -------------------------------
+
+_LONG_NOTE = "A note long enough to be stored compressed, repeated to be sure. " * 12
+
+
+@pytest.mark.parametrize("vmax", [2, 3])
+def test_a_peer_from_before_protocol_4_is_refused_compressed_notes_by_name(
+    trio: tuple[Device, Device, Device], vmax: int
+) -> None:
+    """SY-4, HI-2 (issue 32): a note stored compressed is a revision of format 2, which an engine from
+    before sync protocol 4 refuses as malformed. A sending one to such a peer ends the session with
+    sync_invalid and a sentence that says to update the peer, before any chunk is sent, so neither
+    side merges anything."""
+    a, b, _ = trio
+    a.put("a long note", _LONG_NOTE)
+    seen: list[bytes] = []
+    peer = _chunk_peer(b, a, vmax, {"t": "done", "chunks": 0}, b"", sent=seen)
+    result = _run(a, peer)
+    assert isinstance(result, MemoriesError), result
+    assert result.code == "sync_invalid" and "before sync protocol 4" in result.message and "Update Memories" in result.message
+    assert not any(b'"t":"chunk"' in frame for frame in seen)

@@ -77,6 +77,12 @@ def compute_vectors() -> dict[str, str]:
     revision_bytes = domain_bytes(REVISION_TAG, 1, revision)
     vectors["revision_id"] = hashlib.sha256(revision_bytes).hexdigest()
     vectors["revision_signature"] = DEVICE.sign(revision_bytes).signature.hex()
+    # Format 2 (issue 32): the body deflated before sealing; version byte and "v" 2, body_z its
+    # inflated length, body_len and the digests those of the stream.
+    compressed = {**revision, "v": 2, "body_z": 4096}
+    compressed_bytes = domain_bytes(REVISION_TAG, 2, compressed)
+    vectors["revision_format2_id"] = hashlib.sha256(compressed_bytes).hexdigest()
+    vectors["revision_format2_signature"] = DEVICE.sign(compressed_bytes).signature.hex()
 
     audit = {
         "v": 1,

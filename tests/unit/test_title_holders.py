@@ -5,6 +5,7 @@ same items, so an import batch may ask it again without a rebuild."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from engine.vault.listing import ListOrder
@@ -17,7 +18,7 @@ def _fresh(titles: dict[bytes, str], places: dict[bytes, tuple[bytes, str]]) -> 
     order = ListOrder()
     for asset_id, (vault_id, kind) in places.items():
         order.listed(asset_id, vault_id, kind, 1, False)
-    order.title_holders(lambda a: {"title": titles[a]}, "")
+    order.title_holders(lambda ids: [{"title": titles[a]} for a in ids], "")
     return order
 
 
@@ -27,8 +28,8 @@ def test_kept_map_equals_a_rebuilt_one_through_renames_and_removals() -> None:
     places: dict[bytes, tuple[bytes, str]] = {}
     kept = ListOrder()
 
-    def summary(asset_id: bytes) -> dict[str, Any]:
-        return {"title": titles[asset_id]}
+    def summary(asset_ids: Sequence[bytes]) -> list[dict[str, Any]]:
+        return [{"title": titles[asset_id]} for asset_id in asset_ids]
 
     ids = [bytes([i]) * 16 for i in range(40)]
     for step in range(400):

@@ -17,6 +17,7 @@ from engine.service.memory import gc_paused
 from engine.service.projections import (
     asset_summary,
     content_view,
+    listed_summaries,
     newest_head,
     revision_ref,
     summary_masker,
@@ -28,7 +29,7 @@ from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
-from engine.vault.revision import Revision, held
+from engine.vault.revision import Revision, held, keep_list_fields
 
 LIST_BATCH = 256  # list rows whose heads are read back together
 
@@ -275,7 +276,7 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
         kinds = [kind for kind in listing.by_time.kinds_in(vault_id) if kind not in hidden]
     order = listing.by_time
     if request.tag is not None or request.sort == "title":
-        by_title, tagged = listing.derived(lambda asset_id: _listed_summary(service, state, asset_id))
+        by_title, tagged = listing.derived(lambda asset_ids: listed_summaries(service, state, asset_ids))
         order = by_title if request.sort == "title" else order
     descending = request.sort == "updated"
     if request.tag is None:
@@ -302,15 +303,20 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
         for start in range(0, len(entries), LIST_BATCH):
             part = entries[start : start + LIST_BATCH]
             # The signed bytes of the heads whose summary is opened, read back in one query for
-            # the batch, not one each (issue 32: revisions no longer hold them).
-            with held([head for entry in part if not (head := newest_head(state, entry)).summary_kept]):
-                page.extend(asset_summary(service, state, entry, keep=False) for entry in part)
+            # the batch, not one each (issue 32: revisions no longer hold them); none for a row
+            # whose title and tags are kept from an earlier read (projections.asset_summary).
+            opened: list[tuple[Revision, dict[str, Any]]] = []
+            with held([head for entry in part if _opens_summary(state, entry, head := newest_head(state, entry))]):
+                page.extend(asset_summary(service, state, entry, keep=False, opened=opened) for entry in part)
+            keep_list_fields(opened)
     return {"items": page, "total": total, "conflicts": conflicts}
 
 
-def _listed_summary(service: Service, state: Unlocked, asset_id: bytes) -> dict[str, Any]:
-    """The summary a list row shows for an item (its newest live head's)."""
-    return service.vault.summary_of(state, newest_head(state, state.index.assets[asset_id]))
+def _opens_summary(state: Unlocked, entry: AssetEntry, head: Revision) -> bool:
+    """Whether the list row of ``entry`` opens its head's summary (see asset_summary)."""
+    if head.summary_kept:
+        return False
+    return len(entry.heads) > 1 or head.tombstone or not head.list_fields_kept
 
 
 @op(rq.Delete, mcp_allowed=True)

@@ -31,6 +31,8 @@ from engine.crypto.canonical import canonical_bytes, decode_canonical
 from engine.crypto.kdf import calibrate
 from engine.crypto.keys import fingerprint
 from engine.errors import MemoriesError
+from engine.files import FILE_KIND
+from engine.search.eligibility import INDEXED_KINDS
 from engine.service import requests_backup as brq
 from engine.service.caller import Caller
 from engine.service.handlers.assets import (
@@ -56,6 +58,9 @@ from engine.vault.revision import Revision, chunk_count, held
 __all__ = ["archive_of"]
 
 _STAGING_PREFIX = ".restore-"
+# The kinds whose bodies the index build reads whole: a restore hands it those it opened (issue
+# 32). Not a file (the index reads a sample of its first chunk, if any) nor a credential.
+_HANDED_BODY_KINDS = INDEXED_KINDS - {FILE_KIND}
 _BATCH_BYTES = 8 * 1024 * 1024
 
 # What a running backup has done so far (revisions done, total), for `backup_progress`.
@@ -192,7 +197,12 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
                 # before any error propagates, so the staging cleanup below sees a finished store.
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-kdf") as pool:
                     empty_store = pool.submit(create_store, staging / "store.db", request.password, kdf, [])
-                    restorer = Restorer(BackupReader(src, request.backup_password), build=True, leave_shared=request.leave_shared)
+                    restorer = Restorer(
+                        BackupReader(src, request.backup_password),
+                        build=True,
+                        leave_shared=request.leave_shared,
+                        body_kinds=_HANDED_BODY_KINDS,
+                    )
                     master = empty_store.result()
                     _build(staging, master, restorer)
             try:
@@ -214,7 +224,9 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
         store = StoreFile.open(target)
         try:
             store.install_master(master)
-            state = service.load_state(store)
+            # The new heads as built and their bodies as opened: the unlock takes those objects
+            # for the rows that hold exactly them, and the index build the bodies (issue 32).
+            state = service.load_state(store, {rev.signed: rev for rev in restorer.new_heads}, restorer.opened_bodies)
         except MemoriesError:
             store.close()
             _unpublish(target)

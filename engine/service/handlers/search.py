@@ -604,6 +604,7 @@ def rag_status(service: Service, request: RagStatus, caller: Caller) -> dict[str
             "token_records_written": stats.token_records_written,
             "documents_segmented": stats.documents_segmented,
             "token_rows_opened": stats.token_rows_opened,
+            "bodies_from_restore": stats.bodies_from_restore,
         },
         # The sealed snapshot of the built index (issue 32): loaded at unlock instead of a rebuild.
         "snapshot": {

@@ -35,7 +35,7 @@ from engine.service.handlers import assets
 from engine.service.handlers.assets import ORDINARY_KINDS
 from engine.service.handlers.cards import link_index
 from engine.service.handlers.vaults import vault_for
-from engine.service.projections import newest_head, visible_body
+from engine.service.projections import listed_summaries, newest_head, visible_body
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.vault.core import Unlocked
@@ -64,7 +64,7 @@ class _Titles:
     def __init__(self, service: Service, state: Unlocked, vault_id: bytes, pending: Iterable[tuple[bytes, str]]) -> None:
         self._state = state
         self._vault_id = vault_id
-        self._summary = lambda asset_id: service.vault.summary_of(state, newest_head(state, state.index.assets[asset_id]))
+        self._summary = lambda asset_ids: listed_summaries(service, state, asset_ids)
         self._listed = state.index.listing
         self._keys = self._listed.derived(self._summary)[0].keys  # kept current by the list order
         # Items of the write in hand are not listed yet; their titles count already.
