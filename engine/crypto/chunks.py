@@ -11,7 +11,7 @@ import os
 import struct
 
 from engine.crypto.aead import NONCE_BYTES, AeadError, open_sealed, seal
-from engine.crypto.libsodium import xchacha_open_into, xchacha_seal_buffer
+from engine.crypto.libsodium import xchacha_open_into, xchacha_seal_buffer, xchacha_seal_into
 
 __all__ = [
     "CHUNK_BYTES",
@@ -19,6 +19,7 @@ __all__ = [
     "open_chunks",
     "seal_chunk",
     "seal_chunk_buffer",
+    "seal_chunk_into",
     "open_chunk",
     "open_chunk_into",
     "ChunkError",
@@ -72,6 +73,13 @@ def seal_chunk_buffer(key: bytes, plaintext: bytes | bytearray | memoryview, con
     """:func:`seal_chunk` without its intermediate copies: the same sealed layout, in a
     ``bytearray``, from any buffer (a view into a received frame). For streamed files."""
     return xchacha_seal_buffer(key, os.urandom(NONCE_BYTES), plaintext, _aad(context, index, total))
+
+
+def seal_chunk_into(
+    key: bytes, plaintext: bytes | bytearray | memoryview, context: bytes, index: int, total: int, out: memoryview
+) -> None:
+    """:func:`seal_chunk_buffer` into ``out`` (the sealed chunk's exact length): a slice of a reused buffer."""
+    xchacha_seal_into(key, os.urandom(NONCE_BYTES), plaintext, _aad(context, index, total), out)
 
 
 def open_chunk_into(key: bytes, sealed: bytes, context: bytes, index: int, total: int, out: memoryview) -> None:

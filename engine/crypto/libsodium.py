@@ -19,6 +19,7 @@ __all__ = [
     "xchacha_open",
     "xchacha_seal",
     "xchacha_seal_buffer",
+    "xchacha_seal_into",
     "xchacha_open_into",
     "RowOpener",
     "ed25519_verify_detached",
@@ -101,6 +102,22 @@ def xchacha_seal_buffer(key: bytes, nonce: bytes, plaintext: bytes | bytearray |
         target + _NONCE, _ffi.NULL, source, len(plaintext), aad, len(aad), _ffi.NULL, nonce, key
     )
     return out
+
+
+def xchacha_seal_into(key: bytes, nonce: bytes, plaintext: bytes | bytearray | memoryview, aad: bytes, out: memoryview) -> None:
+    """:func:`xchacha_seal_buffer` into ``out`` (exactly nonce + plaintext + tag long), e.g. a slice
+    of a buffer reused batch after batch (a file upload's pack writes, issue 32): no allocation."""
+    if len(key) != _KEY or len(nonce) != _NONCE or len(out) != _NONCE + len(plaintext) + _TAG:
+        raise ValueError("the output of a seal is nonce, ciphertext and tag long")
+    if _lib is None:
+        out[:] = nonce + bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(bytes(plaintext), aad, nonce, key)
+        return
+    out[:_NONCE] = nonce
+    target = _ffi.from_buffer(out, require_writable=True)
+    source = _ffi.from_buffer(plaintext)
+    _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
+        target + _NONCE, _ffi.NULL, source, len(plaintext), aad, len(aad), _ffi.NULL, nonce, key
+    )
 
 
 def xchacha_open_into(key: bytes, sealed: bytes, aad: bytes, out: memoryview) -> bool:

@@ -16,6 +16,7 @@ from engine.files.stream import (
     open_file_chunk,
     open_file_chunks,
     text_of_sample,
+    uses_pack,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "open_file_chunk",
     "open_file_chunks",
     "text_of_sample",
+    "uses_pack",
 ]

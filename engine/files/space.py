@@ -32,18 +32,21 @@ def _room(store: StoreFile) -> tuple[int, int]:
     return free, store.reusable_bytes()
 
 
-def upload_need(size: int) -> int:
+def upload_need(size: int, *, packed: bool = False) -> int:
     """Bytes an upload of ``size`` takes, about: the sealed chunks in the store, as much again in
     the write-ahead log up to its usual size after a checkpoint (``JOURNAL_SIZE_LIMIT``), and
     ``FLOOR`` left over. An estimate: the log may grow further while checkpoints lag behind,
-    and then the check before each batch stops the upload in time."""
+    and then the check before each batch stops the upload in time. A ``packed`` upload writes
+    its chunks once, to its pack file, and only their places (a few bytes each) to the log."""
     sealed = size + chunk_count(size) * (NONCE_BYTES + TAG_BYTES)
-    return sealed + min(sealed, JOURNAL_SIZE_LIMIT) + FLOOR
+    return sealed + (0 if packed else min(sealed, JOURNAL_SIZE_LIMIT)) + FLOOR
 
 
-def check_room_for_upload(store: StoreFile, size: int) -> None:
+def check_room_for_upload(store: StoreFile, size: int, *, packed: bool = False) -> None:
     free, reusable = _room(store)
-    need = upload_need(size)
+    need = upload_need(size, packed=packed)
+    if packed:
+        reusable = 0  # a pack is a file of its own
     if free + reusable < need:
         raise MemoriesError(
             "disk_full",
@@ -52,10 +55,13 @@ def check_room_for_upload(store: StoreFile, size: int) -> None:
         )
 
 
-def check_room_for_batch(store: StoreFile, size: int) -> None:
+def check_room_for_batch(store: StoreFile, size: int, *, packed: bool = False) -> None:
     """Before a batch of ``size`` bytes is written: stop while ``FLOOR`` is still free."""
     free, reusable = _room(store)
-    if free + reusable < 2 * size + FLOOR:  # the batch goes to the log, and later to the file
+    # Rows go to the log and later to the file (whose free pages take them); a pack is written
+    # once, beside the store, where free pages inside it are no use.
+    room, need = (free, size + FLOOR) if packed else (free + reusable, 2 * size + FLOOR)
+    if room < need:
         raise MemoriesError(
             "disk_full",
             "The disk holding the vault is filling up, so the upload stopped before it was full; "

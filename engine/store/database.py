@@ -10,6 +10,9 @@ Tables:
   records are compressed first, alone or with their kind's dictionary (issue 32), which is
   itself a sealed state row written before the first row that uses it.
 * ``content`` — content chunks, already sealed by a revision's data key.
+* ``content_packed`` — where the sealed chunks of a file upload lie in a pack file beside the
+  store (engine/store/packs.py, issue 32): row number, pack, offset and length. Content row
+  numbers are shared by both tables; readers of content get the sealed bytes from either.
 * ``checkpoints`` — one sealed row: last sequence number, record count and a hash
   chain over every state row, so dropped, reordered or rolled-back rows are caught.
 * ``snapshot`` — one sealed, compressed blob in 1 MiB chunks (the search index as built,
@@ -50,6 +53,7 @@ from engine.crypto.libsodium import RowOpener
 from engine.crypto.two_cores import map_in_two_halves
 from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
+from engine.store.packs import PackDir, PackWriter, packs_path
 from engine.store.room import ensure_reserve, free_bytes, release_reserve
 
 __all__ = [
@@ -180,9 +184,20 @@ CREATE TABLE state (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 CREATE TABLE content (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 CREATE TABLE checkpoints (id INTEGER PRIMARY KEY CHECK (id = 1), blob BLOB NOT NULL);
 CREATE TABLE snapshot (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE content_packed (seq INTEGER PRIMARY KEY, pack INTEGER NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL);
+CREATE INDEX content_packed_by_pack ON content_packed (pack);
 """
 # Stores made before the snapshot table (issue 32) get it when they are opened.
 _ADD_SNAPSHOT_TABLE = "CREATE TABLE IF NOT EXISTS snapshot (seq INTEGER PRIMARY KEY, blob BLOB NOT NULL)"
+# Stores made before pack files (issue 32) get the table with their first packed upload; until
+# then every content row is in ``content``, as they were written.
+_CONTENT_SEQS = "SELECT seq FROM content WHERE seq <= ? ORDER BY seq"
+_PACKED_SEQS = "SELECT seq FROM content_packed WHERE seq <= ? ORDER BY seq"
+_ADD_PACKED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS content_packed "
+    "(seq INTEGER PRIMARY KEY, pack INTEGER NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS content_packed_by_pack ON content_packed (pack)",
+)
 
 
 def _pragmas(conn: sqlite3.Connection, journal: str) -> None:
@@ -609,6 +624,9 @@ class StoreFile:
     # Whether this store keeps sealed search-index snapshots (issue 32). The hosted PostgreSQL
     # store (engine/store/postgres.py) has no snapshot table; its Center rebuilds the index at unlock.
     keeps_snapshots: ClassVar[bool] = True
+    # Whether a file upload's chunks go to pack files beside the store (issue 32); the hosted
+    # PostgreSQL store keeps them as rows.
+    keeps_packs: ClassVar[bool] = True
 
     path: Path
     conn: sqlite3.Connection
@@ -637,6 +655,10 @@ class StoreFile:
     # Per kind still without a dictionary: how many of its records commits wrote since the unlock,
     # and samples of their plaintext (at most _DICT_BYTES), until there are enough to make one.
     _samples: dict[str, tuple[int, list[bytes]]] = field(default_factory=dict, repr=False)
+    # The pack files beside the store (set by ``open``), and whether its ``content_packed`` table
+    # exists yet (a store made before packs has none until its first packed upload).
+    _packs: PackDir | None = field(default=None, repr=False)
+    _has_packed: bool = field(default=False, repr=False)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -665,6 +687,7 @@ class StoreFile:
             # Checkpoints run on the checkpointer's thread; this connection's own are a backstop.
             conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+            has_packed = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'content_packed'").fetchone()
         except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
             conn.close()
             if is_disk_full(exc, path):
@@ -673,7 +696,14 @@ class StoreFile:
         except MemoriesError:
             conn.close()
             raise
-        return cls(path=path, conn=conn, kdf=kdf, _checkpointer=WalCheckpointer(path))
+        return cls(
+            path=path,
+            conn=conn,
+            kdf=kdf,
+            _checkpointer=WalCheckpointer(path),
+            _packs=PackDir(packs_path(path)),
+            _has_packed=has_packed is not None,
+        )
 
     def close(self) -> None:
         self.wipe()
@@ -727,7 +757,10 @@ class StoreFile:
         return bytes(self.conn.execute("SELECT blob FROM checkpoints WHERE id = 1").fetchone()[0])
 
     def _max_content_seq(self) -> int:
-        return int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0])
+        top = int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content").fetchone()[0])
+        if self._has_packed:
+            top = max(top, int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content_packed").fetchone()[0]))
+        return top
 
     def _write_commit(self, content: Sequence[tuple[int, bytes]], rows: list[tuple[int, bytes]], cp_blob: bytes) -> None:
         """Content rows, state rows and the new checkpoint in one durable transaction."""
@@ -738,9 +771,34 @@ class StoreFile:
             self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
 
     def replica_rows(self, after: int, content_after: int, limit: int) -> dict[str, Any]:
-        """Sealed rows past two cursors, read in one snapshot, for a standby (CT-4; no key needed)."""
+        """Sealed rows past two cursors, read in one snapshot, for a standby (CT-4; no key needed).
+
+        Chunks in pack files travel as the sealed bytes they are: a standby stores them as
+        content rows (packs are this store's layout, not part of what it replicates)."""
         with self._db_lock:
-            return sqlite_replica_rows(self.conn, after, content_after, limit)
+            if not self._has_packed:
+                return sqlite_replica_rows(self.conn, after, content_after, limit)
+            self.conn.execute("BEGIN")
+            try:
+                rows = sqlite_replica_rows(self.conn, after, content_after, limit)
+                places = self.conn.execute(
+                    "SELECT seq, pack, offset, length FROM content_packed WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (content_after, limit),
+                ).fetchall()
+                top = int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM content_packed").fetchone()[0])
+            finally:
+                self.conn.execute("COMMIT")
+        blobs = self._pack_dir().read([(p[1], p[2], p[3]) for p in places])
+        packed = [(int(p[0]), blob) for p, blob in zip(places, blobs, strict=True)]
+        merged = sorted(rows["content"] + packed)[:limit]
+        rows["content"] = merged
+        rows["last_content_seq"] = max(rows["last_content_seq"], top)
+        return rows
+
+    def _pack_dir(self) -> PackDir:
+        if self._packs is None:
+            raise MemoriesError("io_error", "This store keeps no pack files.")
+        return self._packs
 
     def install_master(self, master: bytes) -> None:
         self._master = master
@@ -944,13 +1002,25 @@ class StoreFile:
                 raise MemoriesError("store_corrupt", "A content chunk could not be read.") from exc
 
     def _read_content(self, seqs: Sequence[int]) -> list[bytes]:
-        rows = []
+        rows: list[bytes | None] = []
+        places: list[tuple[int, int, int]] = []
         for seq in seqs:
             row = self.conn.execute("SELECT blob FROM content WHERE seq = ?", (seq,)).fetchone()
+            if row is None and self._has_packed:
+                place = self.conn.execute("SELECT pack, offset, length FROM content_packed WHERE seq = ?", (seq,)).fetchone()
+                if place is not None and all(isinstance(v, int) for v in place):
+                    places.append(place)
+                    rows.append(None)
+                    continue
             if row is None:
                 raise MemoriesError("store_corrupt", "A content chunk is missing.")
             rows.append(bytes(row[0]))
-        return rows
+        if not places:
+            return [row for row in rows if row is not None]
+        # Read while the store's lock is held, like the rows: a discard cannot remove the pack
+        # between finding a chunk's place and reading it.
+        packed = iter(self._pack_dir().read(places))
+        return [row if row is not None else next(packed) for row in rows]
 
     # -- writing ---------------------------------------------------------------------
     def reserve_content(self, count: int) -> list[int]:
@@ -1000,6 +1070,71 @@ class StoreFile:
                 if top > self._cursor.last_content_seq:
                     self._cursor.last_content_seq = top
 
+    def open_pack(self, pack: int) -> PackWriter:
+        """A new pack file for one upload's sealed chunks, numbered by its first content row."""
+        self._key()
+        try:
+            return self._pack_dir().create(pack)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise MemoriesError("disk_full") from exc
+            raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+
+    def write_packed(self, places: Sequence[tuple[int, int, int, int]]) -> None:
+        """Record where chunks written to a pack lie: (content row, pack, offset, length) each.
+
+        Like :meth:`write_content` these rows are not synced on their own: the upload syncs its
+        pack, then the commit that names the rows syncs the log with them in it. Written after
+        their bytes, so a row never names bytes not yet written.
+        """
+        with self._db_lock:
+            self._key()
+            try:
+                if not self._has_packed:
+                    for statement in _ADD_PACKED_TABLE:
+                        self.conn.execute(statement)
+                    self._has_packed = True
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._transaction(64 * len(places)):
+                        self.conn.executemany(
+                            "INSERT INTO content_packed (seq, pack, offset, length) VALUES (?, ?, ?, ?)", places
+                        )
+                finally:
+                    self.conn.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error as exc:
+                if is_disk_full(exc, self.path):
+                    raise MemoriesError("disk_full") from exc
+                raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+            top = max((place[0] for place in places), default=0)
+            with self._content_lock:
+                if top > self._cursor.last_content_seq:
+                    self._cursor.last_content_seq = top
+
+    def remove_pack(self, pack: int) -> None:
+        """Delete an ended upload's pack file once its rows are gone (also one it never got to name)."""
+        with self._db_lock:
+            named = self._has_packed and self.conn.execute("SELECT 1 FROM content_packed WHERE pack = ?", (pack,)).fetchone()
+            if not named and self._packs is not None:
+                self._packs.remove([pack])
+
+    def _named_packs(self) -> set[int]:
+        with self._db_lock:
+            if not self._has_packed:
+                return set()
+            return {int(p) for (p,) in self.conn.execute("SELECT DISTINCT pack FROM content_packed")}
+
+    def sweep_stale_packs(self) -> int:
+        """Remove pack files no row names (a crash before an upload's first rows, or rows swept
+        since) and no upload is writing; how many (the unlock's sweep, engine/service/handlers/files.py)."""
+        if self._packs is None:
+            return 0
+        try:
+            return self._packs.sweep(self._named_packs)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("stale pack files not removed yet type=%s", type(exc).__name__)
+            return 0
+
     def orphan_content(self, limit: int) -> list[int]:
         """Up to ``limit`` content rows that no record read by the last :meth:`load` names
         (``body_seqs`` of any record): what an upload cut short by a crash left behind.
@@ -1009,14 +1144,15 @@ class StoreFile:
         are read.
         """
         referenced, top = self._loaded_refs
+        found: list[int] = []
         with self._db_lock:
-            rows = self.conn.execute("SELECT seq FROM content WHERE seq <= ? ORDER BY seq", (top,))
-            found: list[int] = []
-            for (seq,) in rows:
-                if seq not in referenced:
-                    found.append(seq)
-                    if len(found) >= limit:
-                        break
+            queries = [_CONTENT_SEQS] + ([_PACKED_SEQS] if self._has_packed else [])
+            for query in queries:
+                for (seq,) in self.conn.execute(query, (top,)):
+                    if seq not in referenced:
+                        found.append(seq)
+                        if len(found) >= limit:
+                            return found
             return found
 
     def sweep_orphan_content(self, seqs: Sequence[int]) -> None:
@@ -1056,14 +1192,31 @@ class StoreFile:
         # Without secure_delete: it would overwrite every freed page, writing the rows' size to the
         # log again, which a full disk refuses. Nothing is lost by it: these rows were sealed under
         # a data key that only the upload held in memory (no revision wrapped or signed it), so
-        # their bytes are unreadable to anyone, before and after.
+        # their bytes are unreadable to anyone, before and after. The same holds for their packs.
         self.conn.execute("PRAGMA secure_delete=OFF")
         try:
-            with self._transaction():
-                self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+            self._delete_rows(seqs)
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA secure_delete=ON")
+
+    def _delete_rows(self, seqs: Sequence[int]) -> None:
+        """Delete content rows from both tables; then the pack files no row names any more."""
+        params = [(s,) for s in seqs]
+        packs: set[int] = set()
+        with self._transaction():
+            self.conn.executemany("DELETE FROM content WHERE seq = ?", params)
+            if self._has_packed:
+                for start in range(0, len(seqs), _READ_BATCH):
+                    wanted = json.dumps([int(seq) for seq in seqs[start : start + _READ_BATCH]])
+                    found = self.conn.execute(
+                        "SELECT DISTINCT pack FROM content_packed WHERE seq IN (SELECT value FROM json_each(?))", (wanted,)
+                    )
+                    packs.update(int(p) for (p,) in found)
+                self.conn.executemany("DELETE FROM content_packed WHERE seq = ?", params)
+        if packs and self._packs is not None:
+            left = {int(p) for p in packs if self.conn.execute("SELECT 1 FROM content_packed WHERE pack = ?", (p,)).fetchone()}
+            self._packs.remove(sorted(packs - left))
 
     def erase_content(self, seqs: Sequence[int]) -> None:
         """Delete content rows for good (a notebook the user deleted, AG-13): the freed pages are
@@ -1072,8 +1225,7 @@ class StoreFile:
         with self._db_lock:
             self._key()
             try:
-                with self._transaction():
-                    self.conn.executemany("DELETE FROM content WHERE seq = ?", [(s,) for s in seqs])
+                self._delete_rows(seqs)
             except sqlite3.Error as exc:
                 if is_disk_full(exc, self.path):
                     raise MemoriesError("disk_full") from exc

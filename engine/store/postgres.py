@@ -176,6 +176,7 @@ class PgStoreFile(StoreFile):
     """A store whose rows live in PostgreSQL; the crypto is ``StoreFile``'s own."""
 
     keeps_snapshots = False  # no snapshot table here: the search index is rebuilt at unlock
+    keeps_packs = False  # file chunks stay rows: the database server is the only storage here
 
     pool: Any = None
     # The connection holding the writer's advisory lock for as long as the store is open.

@@ -230,3 +230,50 @@ def test_malformed_members_file_is_refused(tmp_path: Path, content: str) -> None
     with pytest.raises(MemoriesError) as caught:
         Members(path)
     assert caught.value.code == "invalid_input"
+
+
+def test_ct4_chunks_in_pack_files_reach_a_standby_as_rows(tmp_path: Path) -> None:
+    """CT-4, issue 32: a file's chunks in a pack file beside a SQLite primary travel to a standby as
+    the sealed bytes they are, in row order with the rows' chunks and within the batch's limit;
+    the copy holds them as content rows and reads them back."""
+    import mmap
+
+    from engine.store.packs import aligned
+
+    gen = _sqlite(tmp_path)
+    source = next(gen)
+    try:
+        store = source.store
+        store.commit([{"t": "note", "n": 30}], [(1, b"row chunk")])
+        seqs = store.claim_content(3)
+        blobs = [os.urandom(100), os.urandom(5000), os.urandom(50)]
+        batch = mmap.mmap(-1, aligned(sum(len(b) for b in blobs)))
+        places, at = [], 0
+        for seq, blob in zip(seqs, blobs, strict=True):
+            batch[at : at + len(blob)] = blob
+            places.append((seq, seqs[0], at, len(blob)))
+            at += len(blob)
+        writer = store.open_pack(seqs[0])
+        with memoryview(batch) as view:
+            assert writer.append(view) == 0
+        writer.sync()
+        writer.close()
+        store.write_packed(places)
+        store.commit([{"t": "note", "n": 31, "body_seqs": seqs}])
+        assert store.read_content(seqs) == blobs
+
+        first = store.replica_rows(0, 0, 2)
+        assert first["content"] == [(1, b"row chunk"), (seqs[0], blobs[0])]
+        assert first["last_content_seq"] == seqs[-1]
+        target = SqliteTarget(tmp_path / "copy" / "store.db")
+        target.apply(decode_batch(encode_batch(store.replica_rows(0, 0, 100))))
+        target.close()
+        copy = StoreFile.open(tmp_path / "copy" / "store.db")
+        try:
+            copy.install_master(copy.check_password(PASSWORD))
+            assert [r for _, r in copy.load().records] == [r for _, r in store.load().records]
+            assert copy.read_content([1, *seqs]) == [b"row chunk", *blobs]
+        finally:
+            copy.close()
+    finally:
+        gen.close()

@@ -20,14 +20,26 @@ from engine.config import Paths
 from engine.crypto.chunks import CHUNK_BYTES
 from engine.files.stream import FileUpload
 from engine.service.requests_files import CHUNKS_PER_PULL
+from engine.store.packs import packs_path
 from tests.helpers import Cli, raw, raw_error
 
 CHUNK = 256 * 1024
 
 
 def content_rows(cli: Cli) -> int:
+    """The store's content rows: chunks held in rows and chunks whose place in a pack file a row
+    records (issue 32: a file from 1 MiB on goes to a pack file beside the store)."""
     with sqlite3.connect(Paths(cli.home).store) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
+        rows = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'content_packed'").fetchone():
+            rows += int(conn.execute("SELECT COUNT(*) FROM content_packed").fetchone()[0])
+    return rows
+
+
+def pack_files(cli: Cli) -> list[Path]:
+    """The pack files beside the store (engine/store/packs.py)."""
+    folder = packs_path(Paths(cli.home).store)
+    return sorted(folder.glob("*.pack")) if folder.is_dir() else []
 
 
 def wait_for_rows(cli: Cli, count: int) -> None:

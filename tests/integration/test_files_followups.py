@@ -7,7 +7,6 @@ import base64
 import hashlib
 import os
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from engine.config import Paths
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 from tests.helpers import Cli, pid_alive
+from tests.integration.test_files import content_rows, pack_files
 
 CHUNK = 256 * 1024
 
@@ -111,8 +111,7 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
         kept = tmp_path / "kept.bin"
         kept.write_bytes(hashlib.shake_256(b"kept").digest(3 * CHUNK))
         kept_id = cli.ok("file", "add", str(kept))["id"]
-        with sqlite3.connect(Paths(cli.home).store) as conn:
-            before = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
+        before, packs_before = content_rows(cli), pack_files(cli)
         with IpcClient(Paths(cli.home).socket) as client:
             begun = client.request({"op": "file_begin", "size": 64 * CHUNK, "title": "cut short"})
             for index in (0, 16):  # 32 of 64 chunks (8 MiB) are written, then the engine dies
@@ -124,9 +123,8 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
         # file yet: wait until all 32 are, so that the crash leaves a known number behind.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            with sqlite3.connect(Paths(cli.home).store) as conn:
-                if int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before >= 32:
-                    break
+            if content_rows(cli) - before >= 32:
+                break
             time.sleep(0.05)
         pid = cli.daemon_pid()
         assert pid is not None
@@ -134,18 +132,18 @@ def test_orphaned_chunks_of_a_killed_upload_are_swept_at_unlock(tmp_path: Path) 
         deadline = time.monotonic() + 120
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        with sqlite3.connect(Paths(cli.home).store) as conn:
-            orphaned = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0]) - before
+        orphaned = content_rows(cli) - before
         assert orphaned == 32  # the crash left the upload's chunks behind
+        assert len(pack_files(cli)) == len(packs_before) + 1  # in a pack file of its own (16 MiB, issue 32)
         cli.unlock()  # starts a new engine; the unlock starts the sweep in the background
         deadline = time.monotonic() + 120
         while True:
-            with sqlite3.connect(Paths(cli.home).store) as conn:
-                after = int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
-            if after == before or time.monotonic() > deadline:
+            after = content_rows(cli)
+            if (after == before and pack_files(cli) == packs_before) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         assert after == before
+        assert pack_files(cli) == packs_before  # the pack file went with its rows
         out = tmp_path / "kept.out"
         cli.ok("file", "get", kept_id, "-o", str(out))
         assert out.read_bytes() == kept.read_bytes()

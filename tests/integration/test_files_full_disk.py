@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from engine.config import Paths
 from engine.errors import CODES, MemoriesError
 from engine.ipc.client import IpcClient
 from tests.helpers import PASSWORD, Cli, require
-from tests.integration.test_files import pseudo_random
+from tests.integration.test_files import content_rows, pack_files, pseudo_random
 
 MIB = 1 << 20
 CHUNK = 256 * 1024
@@ -64,11 +63,6 @@ def _free(directory: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def _rows(cli: Cli) -> int:
-    with sqlite3.connect(Paths(cli.home).store) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM content").fetchone()[0])
-
-
 def _reads_work(cli: Cli, note: dict[str, str], stored: dict[str, str], out: Path) -> None:
     assert cli.ok("get", note["id"])["body"] == "kept body"
     got = cli.ok("file", "get", stored["id"], "-o", str(out), "--force")
@@ -102,11 +96,11 @@ def test_fi2_a_file_that_does_not_fit_is_refused_before_anything_is_written(
     big = tmp_path / "big.bin"
     with open(big, "wb") as out:
         out.truncate(200 * MIB)  # sparse: it takes no space where the test keeps it
-    rows, free = _rows(cli), _free(disk)
+    rows, free = content_rows(cli), _free(disk)
     error = cli.err("file", "add", str(big))
     assert error["code"] == "disk_full", error
     assert "Adding this file needs about" in error["message"] and "MiB is free; nothing was changed" in error["message"]
-    assert _rows(cli) == rows and cli.ok("file", "list")["total"] == 1
+    assert content_rows(cli) == rows and cli.ok("file", "list")["total"] == 1
     assert _free(disk) >= free - MIB  # nothing of the file was stored
     cli.put("after", "a put still works")
     _reads_work(cli, note, stored, tmp_path / "out.bin")
@@ -129,7 +123,8 @@ def test_fi2_an_upload_cut_short_by_a_full_disk_is_cleaned_up_on_the_full_disk(
     chunks are removed although the disk is still full, reads keep working on the full disk and
     after a restart on it, and once space is freed the same upload and a put work."""
     cli, note, stored = vault_on_disk
-    rows = _rows(cli)
+    rows, packs = content_rows(cli), pack_files(cli)
+    assert len(packs) == 1  # the stored 3 MiB file's (issue 32)
     block = os.urandom(32 * CHUNK)  # one 8 MiB batch
     with IpcClient(Paths(cli.home).socket) as client:
         upload = client.request({"op": "file_begin", "title": "cut short", "size": 24 * MIB})["upload"]
@@ -140,7 +135,8 @@ def test_fi2_an_upload_cut_short_by_a_full_disk_is_cleaned_up_on_the_full_disk(
                 client.request({"op": "file_chunk", "upload": upload, "index": index, "sizes": [CHUNK] * 32, "payload": block})
             client.request({"op": "file_commit", "upload": upload, "sha256": "0" * 64})
     assert stopped.value.code == "disk_full", stopped.value
-    assert _rows(cli) == rows  # removed on the full disk, not at some later unlock
+    assert content_rows(cli) == rows  # removed on the full disk, not at some later unlock
+    assert pack_files(cli) == packs  # the cut-short upload's pack file too
     assert cli.ok("file", "list")["total"] == 1
 
     _reads_work(cli, note, stored, tmp_path / "out.bin")

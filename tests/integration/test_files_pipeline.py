@@ -20,7 +20,7 @@ from engine.config import Paths
 from engine.errors import MemoriesError
 from engine.ipc.client import IpcClient
 from tests.helpers import Cli, raw, raw_error, require
-from tests.integration.test_files import content_rows, pseudo_random
+from tests.integration.test_files import content_rows, pack_files, pseudo_random
 
 MIB = 1 << 20
 CHUNK = 256 * 1024
@@ -38,7 +38,7 @@ def test_a_disk_failure_in_the_writer_is_typed_and_leaves_no_rows(vault: Cli, tm
     pseudo_random(source, 48 * MIB, b"disk")
     pid = vault.daemon_pid()
     assert pid is not None
-    rows, files = content_rows(vault), vault.ok("file", "list")["total"]
+    rows, files, packs = content_rows(vault), vault.ok("file", "list")["total"], len(pack_files(vault))
     # Room for a few batches beyond today's files, not for the whole file.
     limit = max(p.stat().st_size for p in _store_files(vault) if p.exists()) + 20 * MIB
     old = resource.prlimit(pid, resource.RLIMIT_FSIZE)
@@ -53,6 +53,7 @@ def test_a_disk_failure_in_the_writer_is_typed_and_leaves_no_rows(vault: Cli, tm
     # again (here when the next transfer starts), not only at the next unlock's sweep.
     added = vault.ok("file", "add", str(source))
     assert content_rows(vault) == rows + 48 * 4
+    assert len(pack_files(vault)) == packs + 1  # the failed upload's pack went with its rows
     out = tmp_path / "big.out"
     vault.ok("file", "get", added["id"], "-o", str(out))
     assert out.read_bytes() == source.read_bytes()
@@ -63,7 +64,7 @@ def test_a_lock_during_an_upload_discards_every_batch(vault: Cli, tmp_path: Path
     typed error; every chunk it stored is removed and nothing is saved."""
     source = tmp_path / "big.bin"
     pseudo_random(source, 256 * MIB, b"lock")
-    rows, files = content_rows(vault), vault.ok("file", "list")["total"]
+    rows, files, packs = content_rows(vault), vault.ok("file", "list")["total"], pack_files(vault)
     adding = subprocess.Popen(
         vault.command("file", "add", str(source), "--json"), env=vault.environ(), stdout=subprocess.PIPE, text=True
     )
@@ -84,6 +85,7 @@ def test_a_lock_during_an_upload_discards_every_batch(vault: Cli, tmp_path: Path
     # Removed by the lock itself (not by the sweep at the next unlock), and no stage still
     # running at the lock stored a row after the removal.
     assert content_rows(vault) == rows
+    assert pack_files(vault) == packs  # its pack file too (issue 32)
     vault.unlock()
     assert content_rows(vault) == rows
     assert vault.ok("file", "list")["total"] == files
@@ -93,7 +95,7 @@ def test_a_refused_chunk_ends_the_upload_after_the_batches_in_flight(vault: Cli,
     """FI-1, API-8: a chunk request refused while earlier batches are still being sealed and
     stored ends the upload: when the refusal arrives, every row of it is gone (the stages
     finished before the removal) and the handle is dead."""
-    rows = content_rows(vault)
+    rows, packs = content_rows(vault), len(pack_files(vault))
     batch = 32
     block = bytes(range(256)) * (CHUNK * batch // 256)
     with IpcClient(Paths(vault.home).socket, timeout=120) as client:
@@ -104,6 +106,7 @@ def test_a_refused_chunk_ends_the_upload_after_the_batches_in_flight(vault: Cli,
             client.request({"op": "file_chunk", "upload": up, "index": 0, "sizes": [CHUNK], "payload": block[:CHUNK]})
         assert refused.value.code == "invalid_input"
         assert content_rows(vault) == rows
+        assert len(pack_files(vault)) == packs  # the pack the first batch made is gone with its rows
         with pytest.raises(MemoriesError) as gone:
             client.request({"op": "file_commit", "upload": up, "sha256": "0" * 64})
         assert gone.value.code == "not_found"

@@ -6,7 +6,15 @@ import os
 
 import pytest
 
-from engine.crypto.chunks import CHUNK_BYTES, ChunkError, open_chunk, open_chunk_into, seal_chunk, seal_chunk_buffer
+from engine.crypto.chunks import (
+    CHUNK_BYTES,
+    ChunkError,
+    open_chunk,
+    open_chunk_into,
+    seal_chunk,
+    seal_chunk_buffer,
+    seal_chunk_into,
+)
 
 KEY = bytes(range(32))
 CONTEXT = b"\x01" * 16 + b"body"
@@ -45,3 +53,25 @@ def test_opening_into_a_buffer_refuses_what_does_not_authenticate() -> None:
         with pytest.raises(ChunkError):
             open_chunk_into(key, blob, context, index, total, memoryview(out))
         assert out == bytearray(length)  # no plaintext is written when it fails
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000, CHUNK_BYTES])
+def test_a_chunk_sealed_into_a_slice_is_a_sealed_chunk_and_touches_nothing_else(size: int) -> None:
+    """ST-4, issue 32: seal_chunk_into writes the stored layout (it opens with open_chunk) into
+    exactly its slice of a larger reused buffer (a pack batch), with a fresh nonce each time;
+    a slice of the wrong length is refused before anything is written."""
+    plain = os.urandom(size)
+    buffer = bytearray(b"\xaa" * (size + 100))
+    view = memoryview(buffer)
+    seal_chunk_into(KEY, plain, CONTEXT, 3, 7, view[50 : 50 + size + 40])
+    sealed = bytes(buffer[50 : 50 + size + 40])
+    assert open_chunk(KEY, sealed, CONTEXT, 3, 7) == plain
+    assert buffer[:50] == b"\xaa" * 50 and buffer[50 + size + 40 :] == b"\xaa" * 10
+    seal_chunk_into(KEY, plain, CONTEXT, 3, 7, view[50 : 50 + size + 40])
+    assert bytes(buffer[50:74]) != sealed[:24]  # another nonce
+    with pytest.raises(ChunkError):
+        open_chunk(KEY, sealed, CONTEXT, 4, 7)
+    before = bytes(buffer)
+    with pytest.raises(ValueError):
+        seal_chunk_into(KEY, plain, CONTEXT, 3, 7, view[0 : size + 39])
+    assert bytes(buffer) == before

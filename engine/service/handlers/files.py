@@ -36,6 +36,7 @@ from engine.files import (
     open_file_chunk,
     open_file_chunks,
     text_of_sample,
+    uses_pack,
 )
 from engine.files.source import open_client_file
 from engine.files.space import check_room_for_upload
@@ -191,6 +192,12 @@ def _sweep(service: Service) -> None:
             log.info("removed %d orphaned file chunks", len(orphans))
     except MemoriesError as exc:  # the unlock itself succeeded; the next one tries again
         log.warning("orphaned file chunks were not removed: error=%s", exc.code)
+        return
+    # Pack files no row names: an upload a crash cut short before its first rows were written,
+    # or whose rows were just swept (engine/store/packs.py).
+    stale = store.sweep_stale_packs()
+    if stale:
+        log.info("removed %d stale pack files", stale)
 
 
 def _setup(service: Service) -> None:
@@ -266,7 +273,8 @@ def file_begin(service: Service, request: rq.FileBegin, caller: Caller) -> dict[
     with transfers.lock:
         transfers.room()  # first: an ended upload's chunks may be removed now, making room
         if 0 <= request.size <= MAX_FILE_BYTES:  # else FileUpload refuses the size itself
-            check_room_for_upload(service.vault.require_store(), request.size)
+            store = service.vault.require_store()
+            check_room_for_upload(store, request.size, packed=uses_pack(store, request.size))
         source = None
         if request.fd is not None and request.identity is not None:
             source = open_client_file(caller.pid, request.fd, request.identity, request.size)
