@@ -1054,21 +1054,32 @@ class StoreFile:
         """
         with self._db_lock:
             self._key()
+            self._insert_unsynced("INSERT INTO content (seq, blob) VALUES (?, ?)", content, sum(len(blob) for _, blob in content))
+            self._content_written(max((s for s, _ in content), default=0))
+
+    def _insert_unsynced(self, sql: str, rows: Sequence[tuple[Any, ...]], size: int, first: Sequence[str] = ()) -> None:
+        """``rows`` inserted in one transaction that is not synced on its own (see
+        :meth:`write_content`), after the statements ``first``; a failure is ``disk_full`` or
+        ``io_error``."""
+        try:
+            for statement in first:
+                self.conn.execute(statement)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                self.conn.execute("PRAGMA synchronous=NORMAL")
-                try:
-                    with self._transaction(sum(len(blob) for _, blob in content)):
-                        self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
-                finally:
-                    self.conn.execute("PRAGMA synchronous=FULL")
-            except sqlite3.Error as exc:
-                if is_disk_full(exc, self.path):
-                    raise MemoriesError("disk_full") from exc
-                raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
-            top = max((s for s, _ in content), default=0)
-            with self._content_lock:
-                if top > self._cursor.last_content_seq:
-                    self._cursor.last_content_seq = top
+                with self._transaction(size):
+                    self.conn.executemany(sql, rows)
+            finally:
+                self.conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            if is_disk_full(exc, self.path):
+                raise MemoriesError("disk_full") from exc
+            raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+
+    def _content_written(self, top: int) -> None:
+        """The cursor moves past content rows written ahead of their commit."""
+        with self._content_lock:
+            if top > self._cursor.last_content_seq:
+                self._cursor.last_content_seq = top
 
     def open_pack(self, pack: int) -> PackWriter:
         """A new pack file for one upload's sealed chunks, numbered by its first content row."""
@@ -1089,27 +1100,14 @@ class StoreFile:
         """
         with self._db_lock:
             self._key()
-            try:
-                if not self._has_packed:
-                    for statement in _ADD_PACKED_TABLE:
-                        self.conn.execute(statement)
-                    self._has_packed = True
-                self.conn.execute("PRAGMA synchronous=NORMAL")
-                try:
-                    with self._transaction(64 * len(places)):
-                        self.conn.executemany(
-                            "INSERT INTO content_packed (seq, pack, offset, length) VALUES (?, ?, ?, ?)", places
-                        )
-                finally:
-                    self.conn.execute("PRAGMA synchronous=FULL")
-            except sqlite3.Error as exc:
-                if is_disk_full(exc, self.path):
-                    raise MemoriesError("disk_full") from exc
-                raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
-            top = max((place[0] for place in places), default=0)
-            with self._content_lock:
-                if top > self._cursor.last_content_seq:
-                    self._cursor.last_content_seq = top
+            self._insert_unsynced(
+                "INSERT INTO content_packed (seq, pack, offset, length) VALUES (?, ?, ?, ?)",
+                places,
+                64 * len(places),
+                first=() if self._has_packed else _ADD_PACKED_TABLE,  # a store's first packed upload
+            )
+            self._has_packed = True
+            self._content_written(max((place[0] for place in places), default=0))
 
     def remove_pack(self, pack: int) -> None:
         """Delete an ended upload's pack file once its rows are gone (also one it never got to name)."""

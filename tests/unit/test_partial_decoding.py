@@ -21,7 +21,7 @@ from engine.vault.revision import REVISION_TAG, NewContent, Revision, build_revi
 EPOCH_KEY = b"\x22" * 32
 
 
-def _made() -> NewContent:
+def _made(body: bytes = b"the body", *, compress: bool = False) -> NewContent:
     return build_revision(
         identity=new_identity(),
         vault_id=b"\x11" * 16,
@@ -33,8 +33,9 @@ def _made() -> NewContent:
         parents=[b"\x55" * 32, b"\x66" * 32],
         tombstone=False,
         summary={"title": "a title", "tags": ["x"], "meta": {"k": "v"}},
-        body=b"the body",
+        body=body,
         content_seqs=[1],
+        compress=compress,
     )
 
 
@@ -71,21 +72,7 @@ def test_a_compressed_body_revision_reads_its_inflated_length_through_the_partia
     """Format 2 (compressed note bodies) beside the partial reader: a stored revision keeps its
     signed body_z, and its body opens inflated, as from its whole decoded body."""
     body = b"a body that deflates well, " * 200
-    made = build_revision(
-        identity=new_identity(),
-        vault_id=b"\x11" * 16,
-        policy_head=b"\x44" * 32,
-        epoch=3,
-        epoch_key=EPOCH_KEY,
-        asset_id=b"\x33" * 16,
-        kind="memory",
-        parents=[],
-        tombstone=False,
-        summary={"title": "long", "tags": []},
-        body=body,
-        content_seqs=[1],
-        compress=True,
-    )
+    made = _made(body, compress=True)
     assert made.revision.body_z == len(body)  # this body is stored compressed
     rev = Revision(made.revision.signed, made.revision.signature, [1])
     assert rev.body_z == _whole(made.revision.signed).body_z == len(body)
