@@ -1071,9 +1071,7 @@ class StoreFile:
             finally:
                 self.conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
-            if is_disk_full(exc, self.path):
-                raise MemoriesError("disk_full") from exc
-            raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+            raise _write_error(exc, self.path, "The file could not be written; nothing was changed.") from exc
 
     def _content_written(self, top: int) -> None:
         """The cursor moves past content rows written ahead of their commit."""
@@ -1087,9 +1085,7 @@ class StoreFile:
         try:
             return self._pack_dir().create(pack)
         except OSError as exc:
-            if is_disk_full(exc):
-                raise MemoriesError("disk_full") from exc
-            raise MemoriesError("io_error", "The file could not be written; nothing was changed.") from exc
+            raise _write_error(exc, None, "The file could not be written; nothing was changed.") from exc
 
     def write_packed(self, places: Sequence[tuple[int, int, int, int]]) -> None:
         """Record where chunks written to a pack lie: (content row, pack, offset, length) each.
@@ -1225,9 +1221,7 @@ class StoreFile:
             try:
                 self._delete_rows(seqs)
             except sqlite3.Error as exc:
-                if is_disk_full(exc, self.path):
-                    raise MemoriesError("disk_full") from exc
-                raise MemoriesError("io_error", "The store could not be written; nothing was erased.") from exc
+                raise _write_error(exc, self.path, "The store could not be written; nothing was erased.") from exc
             self._truncate_log()
 
     def _truncate_log(self) -> bool:
@@ -1305,9 +1299,7 @@ class StoreFile:
                 finally:
                     self.conn.execute("PRAGMA synchronous=FULL")
             except sqlite3.Error as exc:
-                if is_disk_full(exc, self.path):
-                    raise MemoriesError("disk_full") from exc
-                raise MemoriesError("io_error", "The search snapshot could not be written.") from exc
+                raise _write_error(exc, self.path, "The search snapshot could not be written.") from exc
         return SnapshotRef(snapshot_id, first, len(sealed), digest.digest(), sum(len(b) for b in sealed))
 
     def read_snapshot(self, ref: SnapshotRef) -> bytes:
@@ -1420,9 +1412,7 @@ class StoreFile:
         try:
             self._write_commit(content, rows, cp_blob)
         except sqlite3.Error as exc:
-            if is_disk_full(exc, self.path):
-                raise MemoriesError("disk_full") from exc
-            raise MemoriesError("io_error", "The change could not be written; nothing was changed.") from exc
+            raise _write_error(exc, self.path, "The change could not be written; nothing was changed.") from exc
         except OSError as exc:
             if is_disk_full(exc, self.path):
                 raise MemoriesError("disk_full") from exc
@@ -1514,6 +1504,14 @@ def chain_over(rows: Sequence[tuple[int, bytes]], chain: bytes = _CHAIN_START) -
     for seq, blob in rows:
         chain = _chain_next(chain, seq, blob)
     return chain
+
+
+def _write_error(exc: BaseException, path: Path | None, message: str) -> MemoriesError:
+    """What a failed write says: ``disk_full`` when the disk is full (see :func:`is_disk_full`),
+    otherwise ``io_error`` with ``message``."""
+    if is_disk_full(exc, path):
+        return MemoriesError("disk_full")
+    return MemoriesError("io_error", message)
 
 
 def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:
