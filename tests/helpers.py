@@ -101,6 +101,25 @@ class Cli:
             args += ["--tag", tag]
         return self.ok(*args)
 
+    def lock(self) -> None:
+        """Lock, and wait until the engine has re-executed (ST-12) and serves again.
+
+        The lock answers before the engine closes the store and re-executes; closing checkpoints
+        the write-ahead log into ``store.db``. A test comparing the store's bytes across a lock
+        must wait for that, or it races with the engine's own last write.
+        """
+        restarts = self._restarts()
+        assert self.ok("lock") == {"locked": True}
+        deadline = time.monotonic() + 120
+        while self._restarts() == restarts:  # the engine's log is the event: no other signal crosses the exec
+            assert time.monotonic() < deadline, "the engine did not re-execute after the lock"
+            time.sleep(0.05)
+        assert self.ok("status")["state"] == "locked"
+
+    def _restarts(self) -> int:
+        log = Paths(self.home).log_dir / "engine.log"
+        return log.read_text("utf-8", "replace").count("engine restarted after a lock") if log.exists() else 0
+
     def daemon_pid(self) -> int | None:
         info = self.ok("daemon", "status")
         return int(info["pid"]) if info.get("running") else None

@@ -71,7 +71,7 @@ def test_interrupted_init_does_not_block_retry(cli: Cli) -> None:
 def test_wrong_password_changes_nothing_and_is_throttled(vault: Cli) -> None:
     """Wrong password: typed error, no change, bounded tries per minute."""
     vault.put("n", "b")
-    vault.ok("lock")
+    vault.lock()  # and its re-execution, whose closing of the store is the engine's last write
     store = vault.home / "store.db"
     wal = vault.home / "store.db-wal"
     before = (store.read_bytes(), wal.read_bytes() if wal.exists() else b"")
