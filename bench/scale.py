@@ -111,6 +111,7 @@ item index, like the search index's): not done.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -248,10 +249,22 @@ def cache_dir(count: int) -> Path:
 
 
 def build(count: int, rebuild: bool) -> Path:
-    """The cached pair of homes (a: the vault, b: a second device of it) and the build's figures."""
+    """The cached pair of homes (a: the vault, b: a second device of it) and the build's figures.
+
+    Two benches started at once with the same key (another checkout of the same code, another
+    bench importing this one) take turns: the second waits on the first's lock file and then
+    uses its vault, instead of both removing and renaming the same ``.building`` folder.
+    """
     target = cache_dir(count)
-    if (target / "figures.json").exists() and not rebuild:
-        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes, also if this bench dies
+        if (target / "figures.json").exists() and not rebuild:
+            return target
+        return _build_locked(count, target)
+
+
+def _build_locked(count: int, target: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     work = target.with_name(target.name + ".building")
     shutil.rmtree(work, ignore_errors=True)
