@@ -50,6 +50,7 @@ STATUS_KEYS = frozenset(
         "providers",
         "sync_queue",
         "cloud_delivery",  # CL-5: devices whose cloud writes are not arriving / not taken (counts)
+        "storage",  # issue 32: bytes on disk of the store, its pack files and reserve (sizes any `ls` shows)
         "attention_reasons",  # DT-7: fixed codes (ATTENTION_REASONS below), any other text dropped
         "busy",
         "attention",

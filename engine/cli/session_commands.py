@@ -125,6 +125,9 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
                 f"\ncloud: {delivery.get('not_arriving', 0)} device(s) whose writes are not arriving here, "
                 f"{delivery.get('not_taken', 0)} that have not taken ours (see `memories cloud sync`)"
             )
+        storage = result.get("storage")
+        if storage:  # issue 32: what the vault takes on disk, large files apart
+            text += "\n" + _storage_line(storage)
         latest = {job["name"]: job for job in result.get("jobs", [])}  # oldest first: the last run wins
         for job in result.get("jobs", []):
             if job["state"] == "running":
@@ -142,6 +145,25 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         text += f": {result['reason']['message']}"
     ctx.emit(result, text)
     return 0
+
+
+def _size_text(size: int) -> str:
+    """Binary units, as `file` and `backup` print them: 812 KiB, 24.1 MiB, 1.6 GiB."""
+    if size < 1024 * 1024:
+        return f"{-(-size // 1024)} KiB"
+    if size < 1024**3:
+        return f"{size / 1024**2:.1f} MiB"
+    return f"{size / 1024**3:.1f} GiB"
+
+
+def _storage_line(storage: dict[str, Any]) -> str:
+    """`on disk: 2.9 MiB (store 80 KiB, large files 2.9 MiB in 1 pack)`: the total first, as `du` says it."""
+    line = f"on disk: {_size_text(int(storage['total_bytes']))}"
+    packs = int(storage.get("packs", 0))
+    if packs:
+        files = f"large files {_size_text(int(storage['pack_bytes']))} in {packs} pack{'s' if packs != 1 else ''}"
+        line += f" (store {_size_text(int(storage['store_bytes']))}, {files})"
+    return line
 
 
 def _job_line(job: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from engine.errors import MemoriesError
 
-__all__ = ["ALIGN", "PackDir", "PackWriter", "aligned", "packs_path"]
+__all__ = ["ALIGN", "PackDir", "PackWriter", "aligned", "is_pack_name", "packs_path"]
 
 _NAME = re.compile(r"^([0-9a-f]{16})\.pack$")
 # A sealed chunk is at most 256 KiB and its nonce and tag; a place claiming more was changed, and
@@ -52,6 +52,11 @@ def aligned(size: int) -> int:
 def packs_path(store: Path) -> Path:
     """The folder of ``store``'s pack files (beside it, like its log and reserve)."""
     return store.with_name(store.name + "-packs")
+
+
+def is_pack_name(name: str) -> bool:
+    """Whether ``name`` is a pack file's name (anything else in the folder is not ours)."""
+    return _NAME.match(name) is not None
 
 
 def _name(pack: int) -> str:

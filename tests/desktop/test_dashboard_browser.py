@@ -4,6 +4,7 @@ sees the status, edits a card, and the CLI shows the new revision."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,12 @@ def test_browser_status_edit_and_save(dashboard: Dashboard, module_vault: Cli, t
         await page.wait_for_selector("#status-line[data-state='unlocked'], #status-line[data-state='attention']")
         assert page.url.endswith("/")  # the token left the address bar
         assert await page.text_content("#backend") == "none"
+        # Issue 32: what the vault takes on disk, in the units the CLI prints.
         await _shot(page, tmp_path / "dashboard-status.png")
+        await page.click("#nav-status")
+        await page.wait_for_selector("#status-storage")
+        assert re.fullmatch(r"\d+(\.\d)? (KiB|MiB|GiB)", await page.text_content("#status-storage") or "")
+        await _shot(page, tmp_path / "dashboard-status-page.png")
         await page.click("#nav-cards")
         await page.click(f"#card-list button[data-id='{put['id']}']")
         await page.wait_for_selector("#field-title")

@@ -26,6 +26,7 @@ ALLOWED_KEYS = {
     "providers",
     "sync_queue",
     "cloud_delivery",  # CL-5: two counts
+    "storage",  # issue 32: byte sizes of the store's files (what `ls -l` of the data directory shows)
     "busy",
     "attention",
     "jobs",  # background work (issue 16): names, states and counts only
@@ -56,6 +57,7 @@ def test_unlocked_status_has_counts_and_types_only(vault: Cli) -> None:
     assert all(isinstance(p, str) for p in status["providers"])
     assert set(status["attention_reasons"]) <= REASONS
     assert all(set(job) == JOB_KEYS and isinstance(job["name"], str) for job in status["jobs"])
+    assert all(type(size) is int for size in status["storage"].values())
 
 
 def test_status_not_running_and_uninitialized(cli: Cli) -> None:

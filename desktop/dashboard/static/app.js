@@ -25,6 +25,7 @@ const STATUS_LABELS = {
   providers: "Cloud providers",
   sync_queue: "Sync queue",
   cloud_delivery: "Cloud delivery", // CL-5: not_arriving / not_taken device counts
+  storage: "On disk", // issue 32: the store, its pack files (large files) and the full-disk reserve
 };
 const OPEN_STATES = new Set(["unlocked", "busy", "attention"]);
 // Background jobs by their fixed engine names (desktop/status.py says the same in the tray).
@@ -169,6 +170,7 @@ function renderStatus(data) {
     if (!(key in status)) continue;
     let value = status[key];
     if (key === "cloud_delivery") value = deliveryText(value);
+    else if (key === "storage") value = storageText(value);
     else if (Array.isArray(value)) value = value.length ? value.join(", ") : "none";
     else if (value && typeof value === "object") value = Object.entries(value).map(([k, v]) => k + " " + v).join(", ");
     const dd = el("dd", String(value));
@@ -189,6 +191,22 @@ function renderStatus(data) {
   renderGate(state, data.probe.state);
   // Other pages' scripts follow the status from here (transfer.js: the export's progress).
   document.dispatchEvent(new CustomEvent("memories:status", { detail: data }));
+}
+
+// Sizes in binary units, as the CLI prints them (`memories status`).
+function sizeText(bytes) {
+  if (!Number.isFinite(bytes) || bytes < 0) return "?";
+  if (bytes < 1024 * 1024) return Math.ceil(bytes / 1024) + " KiB";
+  if (bytes < 1024 ** 3) return (bytes / 1024 ** 2).toFixed(1) + " MiB";
+  return (bytes / 1024 ** 3).toFixed(1) + " GiB";
+}
+
+function storageText(storage) {
+  const total = sizeText(Number(storage.total_bytes));
+  const packs = Number.isInteger(storage.packs) ? storage.packs : 0;
+  if (!packs) return total;
+  const files = "large files " + sizeText(Number(storage.pack_bytes)) + " in " + packs + (packs === 1 ? " pack" : " packs");
+  return total + " (store " + sizeText(Number(storage.store_bytes)) + ", " + files + ")";
 }
 
 // DT-7: why the engine asks for attention, from the status's fixed reason codes.

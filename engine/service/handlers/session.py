@@ -15,6 +15,7 @@ from engine.service.memory import refuse_dumps, release_free_memory
 from engine.service.registry import op
 from engine.service.service import Service
 from engine.store.database import StoreFile, create_store
+from engine.store.footprint import footprint
 from engine.vault.policy import owner_policy
 
 
@@ -46,6 +47,8 @@ def desktop_status(service: Service, request: rq.DesktopStatus, caller: Caller) 
         # Background work (issue 16): names, states and counts only (engine/jobs/background.py).
         "jobs": service.background.snapshot(),
     }
+    if service.store.keeps_packs:  # a store of local files (a hosted PostgreSQL store has no size here)
+        status["storage"] = footprint(service.store.path).to_json()
     reasons = {"conflicts"} if state.index.conflict_count else set()
     for contribute in service.status_contributors:
         extra = contribute()
