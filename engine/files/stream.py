@@ -21,7 +21,7 @@ from engine.errors import MemoriesError
 from engine.files.source import identity_of
 from engine.files.space import check_room_for_batch
 from engine.store.database import StoreFile
-from engine.store.packs import PackWriter, aligned
+from engine.store.packs import PACK_MIN_BYTES, PackWriter, aligned
 from engine.vault.core import Unlocked, VaultKeys
 from engine.vault.revision import Revision, build_streamed_revision, chunk_count
 
@@ -46,10 +46,6 @@ MAX_FILE_BYTES = 1 << 40
 # The head of a text file that search indexes (bounded whatever the file's size).
 TEXT_SAMPLE_BYTES = 64 * 1024
 SEALED_OVERHEAD = NONCE_BYTES + TAG_BYTES  # a sealed chunk is nonce || ciphertext || tag
-# Files from this size on are written to a pack file of their own beside the store (issue 32,
-# engine/store/packs.py); smaller ones stay content rows, where a pack file (and the syncs that
-# make its name durable) would cost more than the few chunks it saves SQLite.
-PACK_MIN_BYTES = 1024 * 1024
 
 
 def _write_error(exc: OSError) -> MemoriesError:
@@ -60,7 +56,9 @@ def _write_error(exc: OSError) -> MemoriesError:
 
 
 def uses_pack(store: StoreFile, size: int) -> bool:
-    """Whether an upload of ``size`` bytes goes to a pack file (else content rows)."""
+    """Whether an upload of ``size`` bytes goes to a pack file of its own beside the store (issue
+    32, engine/store/packs.py); smaller ones stay content rows, where a pack file (and the syncs
+    that make its name durable) would cost more than the few chunks it saves SQLite."""
     return store.keeps_packs and size >= PACK_MIN_BYTES
 
 

@@ -53,7 +53,7 @@ from engine.crypto.libsodium import RowOpener
 from engine.crypto.two_cores import map_in_two_halves
 from engine.errors import MemoriesError
 from engine.store.checkpointer import BACKSTOP_PAGES, JOURNAL_SIZE_LIMIT, WalCheckpointer
-from engine.store.packs import PackDir, PackWriter, packs_path
+from engine.store.packs import PACK_MIN_BYTES, PACKED_ROW_MIN, PackDir, PackWriter, packs_path
 from engine.store.room import ensure_reserve, free_bytes, release_reserve
 
 __all__ = [
@@ -763,12 +763,45 @@ class StoreFile:
         return top
 
     def _write_commit(self, content: Sequence[tuple[int, bytes]], rows: list[tuple[int, bytes]], cp_blob: bytes) -> None:
-        """Content rows, state rows and the new checkpoint in one durable transaction."""
-        written = sum(len(b) for _, b in content) + sum(len(b) for _, b in rows) + len(cp_blob)
-        with self._transaction(written):
-            self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
-            self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
-            self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
+        """Content rows, state rows and the new checkpoint in one durable transaction.
+
+        Chunks of large files that arrive whole in one commit (a sync bundle, a cloud object, a
+        restore's batch) go to a pack file, like an upload's (issue 32): written and synced
+        first, then named by rows of this same transaction, so a failure or a crash in between
+        leaves only a pack no row names (removed here, or by the unlock's sweep)."""
+        content, pack, places = self._pack_chunks(content)
+        written = sum(len(b) for _, b in content) + 64 * len(places) + sum(len(b) for _, b in rows) + len(cp_blob)
+        try:
+            with self._transaction(written):
+                self.conn.executemany("INSERT INTO content (seq, blob) VALUES (?, ?)", content)
+                if places:  # a store from before packs has no such table until its first packed chunks
+                    for statement in () if self._has_packed else _ADD_PACKED_TABLE:
+                        self.conn.execute(statement)
+                    self.conn.executemany("INSERT INTO content_packed (seq, pack, offset, length) VALUES (?, ?, ?, ?)", places)
+                self.conn.executemany("INSERT INTO state (seq, blob) VALUES (?, ?)", rows)
+                self.conn.execute("UPDATE checkpoints SET blob = ? WHERE id = 1", (cp_blob,))
+        except BaseException:
+            if pack is not None:
+                self._pack_dir().remove([pack])
+            raise
+        if places:
+            self._has_packed = True
+
+    def _pack_chunks(
+        self, content: Sequence[tuple[int, bytes]]
+    ) -> tuple[Sequence[tuple[int, bytes]], int | None, list[tuple[int, int, int, int]]]:
+        """The rows still to write as rows, the pack written, and the places of what went to it."""
+        if self._packs is None or not self.keeps_packs:
+            return content, None, []
+        chunks = [(seq, blob) for seq, blob in content if len(blob) >= PACKED_ROW_MIN]
+        if sum(len(blob) for _, blob in chunks) < PACK_MIN_BYTES:
+            return content, None, []
+        pack = chunks[0][0]  # named by a row of its own, like an upload's: unique while that row lives
+        places = self._packs.write_whole(pack, [blob for _, blob in chunks])
+        if places is None:
+            return content, None, []
+        kept = [(seq, blob) for seq, blob in content if len(blob) < PACKED_ROW_MIN]
+        return kept, pack, [(seq, pack, offset, length) for (seq, _), (offset, length) in zip(chunks, places, strict=True)]
 
     def replica_rows(self, after: int, content_after: int, limit: int) -> dict[str, Any]:
         """Sealed rows past two cursors, read in one snapshot, for a standby (CT-4; no key needed).
@@ -1411,12 +1444,8 @@ class StoreFile:
         cp_blob = _ROW_VERSION + seal(key, encode_record(checkpoint), _CHECKPOINT_AAD)
         try:
             self._write_commit(content, rows, cp_blob)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:  # OSError: a pack file's write (see _write_commit)
             raise _write_error(exc, self.path, "The change could not be written; nothing was changed.") from exc
-        except OSError as exc:
-            if is_disk_full(exc, self.path):
-                raise MemoriesError("disk_full") from exc
-            raise
         with self._content_lock:  # numbers an upload claimed meanwhile stay claimed
             self._cursor = _Cursor(seq, cursor.count + len(rows), chain, max(last_content, self._cursor.last_content_seq))
         if fresh:  # only once their rows are written: no later row names a dictionary that is not there

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import mmap
 import os
 import re
 import threading
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from engine.errors import MemoriesError
 
-__all__ = ["ALIGN", "PackDir", "PackWriter", "aligned", "is_pack_name", "packs_path"]
+__all__ = ["ALIGN", "PACKED_ROW_MIN", "PACK_MIN_BYTES", "PackDir", "PackWriter", "aligned", "is_pack_name", "packs_path"]
 
 _NAME = re.compile(r"^([0-9a-f]{16})\.pack$")
 # A sealed chunk is at most 256 KiB and its nonce and tag; a place claiming more was changed, and
@@ -42,6 +43,14 @@ _NAME = re.compile(r"^([0-9a-f]{16})\.pack$")
 MAX_CHUNK = 256 * 1024 + 64
 # Offsets and lengths of direct writes (a page: a multiple of any disk's logical block).
 ALIGN = 4096
+# A file from this size on is packed when uploaded (engine/files/stream.py); chunks that arrive
+# whole in one commit (sync, cloud sync, restore) are packed once they add up to as much.
+PACK_MIN_BYTES = 1024 * 1024
+# Such a commit's rows from this size on are the chunks of large files (a full one is 256 KiB
+# sealed); a note's body, a card or a file's short last chunk stays a row of its own.
+PACKED_ROW_MIN = 64 * 1024
+# How much of a commit's chunks is copied into page-aligned memory before it is written.
+_COMMIT_BUFFER = 8 * 1024 * 1024
 
 
 def aligned(size: int) -> int:
@@ -139,6 +148,38 @@ class PackWriter:
         self.folder.writing_ended(self.pack)
 
 
+def _append_all(writer: PackWriter, blobs: Sequence[bytes]) -> list[tuple[int, int]]:
+    """Append ``blobs`` through one reused page-aligned buffer; each one's (offset, length).
+    A blob never straddles two writes: each write is padded to ``ALIGN``, so the next starts
+    on a page (at most a page of zeros per 8 MiB)."""
+    places: list[tuple[int, int]] = []
+    with mmap.mmap(-1, _COMMIT_BUFFER) as buffer:
+        filled = 0
+        pending: list[tuple[int, int]] = []  # (offset in buffer, length) of what the buffer holds
+
+        def flush() -> None:
+            nonlocal filled
+            if not pending:
+                return
+            with memoryview(buffer) as view, view[: aligned(filled)] as batch:
+                buffer[filled : aligned(filled)] = bytes(aligned(filled) - filled)
+                start = writer.append(batch)
+            places.extend((start + at, size) for at, size in pending)
+            pending.clear()
+            filled = 0
+
+        for blob in blobs:
+            if len(blob) > MAX_CHUNK:
+                raise ValueError("a packed chunk is at most MAX_CHUNK long")
+            if filled + len(blob) > _COMMIT_BUFFER:
+                flush()
+            buffer[filled : filled + len(blob)] = blob
+            pending.append((filled, len(blob)))
+            filled += len(blob)
+        flush()
+    return places
+
+
 class PackDir:
     """The pack files of one store: created, read and removed here, never changed in place."""
 
@@ -169,6 +210,26 @@ class PackDir:
             self.writing_ended(pack)
             raise
         return PackWriter(self, pack, fd)
+
+    def write_whole(self, pack: int, blobs: Sequence[bytes]) -> list[tuple[int, int]] | None:
+        """A new pack ``pack`` holding ``blobs`` (a commit's chunks), synced; each one's (offset,
+        length). None, and nothing written, if a pack of that name exists or is being written:
+        the caller keeps the blobs as rows (a leftover from a crash is for the unlock's sweep,
+        and an upload's pack is never replaced under it). OSError as the system gives it, with
+        the file removed."""
+        with self._lock:
+            if pack in self._writing or (self.path / _name(pack)).exists():
+                return None
+        writer = self.create(pack)
+        try:
+            places = _append_all(writer, blobs)
+            writer.sync()
+        except BaseException:
+            writer.close()
+            self.remove([pack])
+            raise
+        writer.close()
+        return places
 
     def writing_ended(self, pack: int) -> None:
         with self._lock:

@@ -351,6 +351,7 @@ def test_a_file_in_a_pack_file_travels_through_the_bucket(
     assert len(pack_files(a)) == 1
     _sync(a)
     _sync(b)
+    assert len(pack_files(b)) == 1  # arrived whole from the bucket, its chunks go to a pack on B as well
     out = tmp_path / "out.bin"
     assert b.ok("file", "get", file_id, "-o", str(out))["sha256"] == sha
     assert hashlib.sha256(out.read_bytes()).hexdigest() == sha

@@ -163,8 +163,9 @@ def test_locking_stops_serving(pair: tuple[Cli, Cli]) -> None:
 
 def test_large_files_sync_both_ways_from_pack_files(pair: tuple[Cli, Cli], tmp_path: Path) -> None:
     """SY-1, HI-2, issue 32: a file stored in a pack file on A (its chunks beside the store, not
-    rows) reaches B byte for byte, and one added on B reaches A; each side's chunks are checked
-    against the signed digests as they arrive, and a second sync moves nothing."""
+    rows) reaches B byte for byte, and one added on B reaches A, each into a pack file of the side
+    that receives it; each side's chunks are checked against the signed digests as they arrive
+    and again as they are read from the pack, and a second sync moves nothing."""
     a, b = pair
     on_a, on_b = tmp_path / "from-a.bin", tmp_path / "from-b.bin"
     sha_a = pseudo_random(on_a, 3 * 1024 * 1024 + 11, b"a")
@@ -175,6 +176,8 @@ def test_large_files_sync_both_ways_from_pack_files(pair: tuple[Cli, Cli], tmp_p
     token = token_for(a, b)
     with Listener(a, free_port()).start() as listener:
         sync(b, listener.url, token)
+        # Arrived whole in a bundle, each file's chunks land in a pack file too, not in rows.
+        assert len(pack_files(a)) == len(pack_files(b)) == 2
         for n, (cli, file_id, sha) in enumerate(((b, file_a, sha_a), (a, file_b, sha_b), (a, file_a, sha_a), (b, file_b, sha_b))):
             out = tmp_path / f"{n}.out"
             assert cli.ok("file", "get", file_id, "-o", str(out))["sha256"] == sha

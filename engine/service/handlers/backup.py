@@ -49,6 +49,7 @@ from engine.service.projections import BODY_REDACTORS, revision_ref, visible_bod
 from engine.service.registry import op
 from engine.service.service import EXTENSIONS, Service
 from engine.store.database import StoreFile, create_store, is_disk_full
+from engine.store.packs import packs_path
 from engine.vault.core import Unlocked
 from engine.vault.credentials import CREDENTIAL_KIND
 from engine.vault.diff import text_projection
@@ -205,6 +206,11 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
                     )
                     master = empty_store.result()
                     _build(staging, master, restorer)
+            # The chunks of large files went to pack files beside the staging store (issue 32):
+            # their folder moves in first, so the store, once linked, never names a missing pack.
+            # A folder already there belongs to no store (there is none: checked above, under the
+            # writer lock), a leftover of an earlier attempt.
+            _publish_packs(staging / "store.db", target)
             try:
                 os.link(staging / "store.db", target)  # the one step that makes the home whole
             except FileExistsError:
@@ -252,10 +258,20 @@ def restore(service: Service, request: brq.Restore, caller: Caller) -> dict[str,
         }
 
 
+def _publish_packs(built: Path, target: Path) -> None:
+    """Move the built store's pack folder beside ``target`` (which has no store yet)."""
+    moved, old = packs_path(built), packs_path(target)
+    shutil.rmtree(old, ignore_errors=True)
+    if moved.is_dir():
+        os.rename(moved, old)
+        _fsync_dir(old.parent)
+
+
 def _unpublish(store: Path) -> None:
     for path in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    shutil.rmtree(packs_path(store), ignore_errors=True)
     _fsync_dir(store.parent)
 
 
