@@ -106,6 +106,20 @@ the first title sort builds add 61 MiB after it, 75 before: 623 / 666 MiB). Wher
 dictionary per row), records decoded 1.1 s, revisions, checks and the item index ~1.5 s. The
 ≤ KDF + 1 s goal needs the unlock to stop opening every revision row (a sealed snapshot of the
 item index, like the search index's): not done.
+
+Unlock + first get, per-row work (issue 32), the code before (4469dcb) and after (70884de) run
+one after the other on the same cached vaults (as measure() does: engine started and idle first,
+unlock, list --limit 1, get), 6 rounds each, load average 7.6-11.6 on the 2 cores, medians
+10k / 100k: engine CPU from the unlock to the first get's answer 0.57 / 3.45 s before, 0.54 /
+3.13 s after (-9% at 100k); to the unlock's answer 0.46 / 3.02 s before, 0.44 / 2.75 s after;
+wall to the first get at 100k 8.9 s before, 7.2 s after (the load moved it most). What went: a
+dictionary-compressed row inflated by a copy of a 32 KiB inflater (a revision row's stream names
+a 4 KiB window: ~1 us of a row's ~11), and a revision's kept fields read into a dict, read back
+key by key and shared again (~1 us of its ~6). The 3.45 s before is below the 5.30 s above (later
+commits, another build of the vault, another load; why exactly was not measured): compare the
+before and after of one run, not figures of different runs. Where the 100k unlock's CPU goes
+now: docs/architecture.md ("Where an unlock's CPU goes"); the rest of the goal needs the unlock
+to stop opening every revision row.
 """
 
 from __future__ import annotations

@@ -257,8 +257,8 @@ _READ_BATCH = 500  # rows per query of ``read_records`` (below SQLite's bound on
 
 class _Dictionary:
     """One kind's compression dictionary (a state row of version 5 at ``seq``), with a compressor
-    primed with it once: each row compresses with a copy of it; and a raw inflater primed with it
-    once: each row opens with a copy of it (see :meth:`inflate`)."""
+    primed with it once: each row compresses with a copy of it; and raw inflaters primed with it
+    once, one per window: each row opens with a copy of one (see :meth:`inflate`)."""
 
     __slots__ = ("_base", "_dict_id", "_raw", "seq", "zdict")
 
@@ -272,14 +272,25 @@ class _Dictionary:
             self._base = zlib.compressobj(
                 _DICT_LEVEL, zlib.DEFLATED, window, _DICT_SMALL_MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, zdict
             )
-        # Raw deflate with the whole dictionary set now: a stream made with a smaller window (the
-        # revision and audit rows') refers only to the dictionary's tail, at the same distances.
-        self._raw = zlib.decompressobj(-15, zdict=zdict)
+        # Raw deflate with the dictionary set now, one inflater per window a stream names (its
+        # header's CINFO): a copy costs its window, and a revision or audit row's stream names
+        # 4 KiB, so copying a 32 KiB inflater per row was most of what copying cost (issue 32:
+        # ~2 us of a row's ~15 at an unlock). zlib keeps the dictionary's tail that fits the
+        # window, which is all such a stream refers to, at the same distances.
+        self._raw: dict[int, zlib._Decompress] = {}  # made on first use (see _inflater)
         self._dict_id = _ADLER.pack(zlib.adler32(zdict))
 
     def compress(self, plain: bytes) -> bytes:
         compressor = self._base.copy()  # zlib serializes copies of one object: safe on two threads
         return compressor.compress(plain) + compressor.flush()
+
+    def _inflater(self, bits: int) -> zlib._Decompress:
+        """The raw inflater of a ``bits`` window with the dictionary set (two threads may both
+        make one at first: either is the same)."""
+        raw = self._raw.get(bits)
+        if raw is None:
+            raw = self._raw[bits] = zlib.decompressobj(-bits, zdict=self.zdict)
+        return raw
 
     def inflate(self, data: bytes) -> bytes:
         """``data`` decompressed with this dictionary; it must be exactly one whole zlib stream.
@@ -293,15 +304,19 @@ class _Dictionary:
         if (
             len(data) < 10
             or data[0] & 0x0F != zlib.DEFLATED
-            or data[0] >> 4 > 7  # the window: at most zlib's 32 KiB, which the raw inflater has
+            or data[0] >> 4 > 7  # the window: at most zlib's 32 KiB
             or (data[0] << 8 | data[1]) % 31
             or not data[1] & 0x20  # FDICT: the stream names a dictionary …
             or data[2:6] != self._dict_id  # … this one
         ):
             return _inflate(data, self.zdict)
         try:
-            inflater = self._raw.copy()  # serialized by zlib like the compressor's copies
-            plain = inflater.decompress(data[6:]) + inflater.flush()
+            # A stream that reaches past the window it names fails here and takes zlib's path,
+            # whose 32 KiB window opens it as it always did: the result is zlib's either way.
+            inflater = self._inflater((data[0] >> 4) + 8).copy()  # serialized by zlib like the compressor's copies
+            # Without a bound on its output, decompress gives all it can: a flush adds nothing
+            # to a stream that ended (eof), and one that did not takes zlib's path below.
+            plain = inflater.decompress(memoryview(data)[6:])
         except zlib.error:
             return _inflate(data, self.zdict)
         if not inflater.eof or inflater.unused_data != _ADLER.pack(zlib.adler32(plain)):
@@ -967,6 +982,7 @@ class StoreFile:
             target=_open_rows, args=(key, parts, opened, stop, dictionaries), name="memories-open-rows", daemon=True
         ).start()
         named: set[int] = set()
+        name = named.add
         try:
             while (chunk := opened.get()) is not None:
                 if isinstance(chunk, _NewerRowVersion):
@@ -985,7 +1001,9 @@ class StoreFile:
                         raise MemoriesError("store_corrupt", "A state row failed authentication.") from exc
                     body_seqs = record.get("body_seqs")
                     if isinstance(body_seqs, list):
-                        named.update(s for s in body_seqs if isinstance(s, int))
+                        for body_seq in body_seqs:  # a loop, not a generator per row (issue 32)
+                            if isinstance(body_seq, int):
+                                name(body_seq)
                     yield seq, record
         finally:
             stop.set()

@@ -138,35 +138,58 @@ def _shared_b64(text: str) -> bytes:
     return kept
 
 
-def _kept_fields(signed: bytes) -> dict[str, Any] | None:
-    """The kept fields of a well-formed signed body, read without decoding the rest; None when
-    it is not one (the caller then decodes the whole body, as before, and fails where it did).
+def _kept_fields(signed: bytes) -> tuple[Any, ...] | None:
+    """The kept fields of a well-formed signed body, read without decoding the rest (asset,
+    vault, policy, device, cert, epoch, kind, parents, tombstone, created_ms, restored_created_ms,
+    restored_changed_ms, body_z: the last three None when absent); None when it is not one (the
+    caller then decodes the whole body, as before, and fails where it did).
 
     Equal to what ``decode_canonical_flat`` gives for these keys: the same JSON, the same types
-    (a value of another type falls back), the same base64 rules (strict; bad text falls back)."""
+    (a value of another type falls back), the same base64 rules (strict; bad text falls back).
+    A tuple the constructor unpacks, not a dict it reads back key by key (issue 32: an unlock
+    builds 100k revisions; the dict and its lookups were a fifth of building one)."""
     try:
         kept = _kept_decoder.decode(memoryview(signed)[len(_PREFIX) :])
-        fields = {
-            "asset": _unb64(kept.asset.b),
-            "vault": _shared_b64(kept.vault.b),
-            "policy": _shared_b64(kept.policy.b),
-            "device": _shared_b64(kept.device.b),
-            "cert": _shared_b64(kept.cert.b),
-            "epoch": kept.epoch,
-            "kind": kept.kind,
-            "parents": [_unb64(p.b) for p in kept.parents],
-            "tombstone": kept.tombstone,
-            "created_ms": kept.created_ms,
-        }
+        return (
+            _unb64(kept.asset.b),
+            _shared_b64(kept.vault.b),
+            _shared_b64(kept.policy.b),
+            _shared_b64(kept.device.b),
+            _shared_b64(kept.cert.b),
+            kept.epoch,
+            kept.kind,
+            [_unb64(p.b) for p in kept.parents],
+            kept.tombstone,
+            kept.created_ms,
+            kept.restored_created_ms,
+            kept.restored_changed_ms,
+            kept.body_z,
+        )
     except (msgspec.DecodeError, ValueError):
         return None
-    if kept.restored_created_ms is not None:
-        fields["restored_created_ms"] = kept.restored_created_ms
-    if kept.restored_changed_ms is not None:
-        fields["restored_changed_ms"] = kept.restored_changed_ms
-    if kept.body_z is not None:
-        fields["body_z"] = kept.body_z
-    return fields
+
+
+def _fields_of(body: Any) -> tuple[Any, ...]:
+    """A whole decoded body's kept fields as :func:`_kept_fields` gives them (a field it lacks:
+    ``_MISSING``, raised as KeyError when read; the optional ones: None)."""
+    if body.__class__ is not dict:
+        raise TypeError("a revision body is an object")
+    get = body.get
+    return (
+        get("asset", _MISSING),
+        _shared(get("vault", _MISSING)),
+        _shared(get("policy", _MISSING)),
+        _shared(get("device", _MISSING)),
+        _shared(get("cert", _MISSING)),
+        get("epoch", _MISSING),
+        get("kind", _MISSING),
+        get("parents", _MISSING),
+        get("tombstone", _MISSING),
+        get("created_ms", _MISSING),
+        get("restored_created_ms"),
+        get("restored_changed_ms"),
+        get("body_z"),
+    )
 
 
 class StoredRevisions:
@@ -330,33 +353,32 @@ class Revision:
         self._rows: StoredRevisions | None = None
         self.body_seqs = body_seqs
         self.seq = seq
-        fields: Any = body if body is not None else _kept_fields(signed)
-        if fields is None:
-            fields = decode_canonical_flat(signed[len(_PREFIX) :])
-        if fields.__class__ is not dict:
-            raise TypeError("a revision body is an object")
-        get = fields.get
-        self._asset = get("asset", _MISSING)
-        self._vault = _shared(get("vault", _MISSING))
-        self._policy = _shared(get("policy", _MISSING))
-        self._device = _shared(get("device", _MISSING))
-        self._cert = _shared(get("cert", _MISSING))
-        self._epoch = get("epoch", _MISSING)
-        kind = get("kind", _MISSING)
+        kept = _kept_fields(signed) if body is None else None
+        if kept is None:
+            kept = _fields_of(decode_canonical_flat(signed[len(_PREFIX) :]) if body is None else body)
+        (
+            self._asset,
+            self._vault,
+            self._policy,
+            self._device,
+            self._cert,
+            self._epoch,
+            kind,
+            parents,
+            self._tombstone,
+            self._created,
+            self._restored_created,
+            self._restored_changed,
+            z,
+        ) = kept
         self._kind = sys.intern(kind) if kind.__class__ is str else kind
-        parents = get("parents", _MISSING)
         # Most revisions have no parent or one: a tuple, and the empty one is shared.
         self._parents = tuple(parents) if parents.__class__ is list else parents
-        self._tombstone = get("tombstone", _MISSING)
-        self._created = get("created_ms", _MISSING)
-        self._restored_created = get("restored_created_ms")
-        self._restored_changed = get("restored_changed_ms")
         # Only format 2 has a compressed body; a format-1 revision's "body_z", if any, means nothing.
         # Checked here, so that every reader (sync's shape check, a restore, an unlock) refuses a
         # format-2 revision without a valid one where it refuses any malformed revision.
         self._z: int | None = None
         if signed[len(_PREFIX) - 1] == 2:
-            z = get("body_z")
             if z.__class__ is not int or z <= 0:
                 raise ValueError("a format-2 revision without a valid body_z")
             self._z = z

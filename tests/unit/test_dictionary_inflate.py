@@ -65,3 +65,22 @@ def test_a_stream_of_another_dictionary_is_refused() -> None:
     book, other = _book(), _Dictionary(8, b"another dictionary" * 100)
     with pytest.raises(ValueError):
         book.inflate(other.compress(b"another dictionary, and more"))
+
+
+def _naming_window(row: bytes, bits: int) -> bytes:
+    """``row`` with a header that names a ``bits`` window (its check bits made right again)."""
+    first = (bits - 8) << 4 | zlib.DEFLATED
+    second = row[1] & 0xE0
+    second |= (31 - (first << 8 | second) % 31) % 31
+    return bytes([first, second]) + row[2:]
+
+
+def test_a_stream_reaching_past_the_window_it_names_opens_as_zlib_opens_it() -> None:
+    """A row's stream opens through the inflater of the window its header names (4 KiB for a
+    revision's: a copy of a 32 KiB one cost more than the rest of copying). A stream that names
+    4 KiB and refers to the dictionary's start anyway opens as zlib opens it: the small inflater
+    fails on it and zlib's own path, whose window is 32 KiB, takes it."""
+    book = _book()
+    row = _naming_window(book.compress(book.zdict[100:900]), 12)
+    assert row[0] >> 4 == 4 and not (row[0] << 8 | row[1]) % 31
+    assert book.inflate(row) == zlib.decompressobj(zdict=book.zdict).decompress(row) == book.zdict[100:900]
