@@ -194,7 +194,16 @@ class PackDir:
         A file of that name can only be a leftover no row names (a crash before its first rows,
         or a store made again beside an old folder: pack numbers are content row numbers not yet
         used), so it is replaced."""
+        writer = self._create(pack, replace=True)
+        assert writer is not None  # replace: a name in use is taken over, never refused
+        return writer
+
+    def _create(self, pack: int, *, replace: bool) -> PackWriter | None:
+        """:meth:`create`; without ``replace``, None if the name is taken or being written
+        (checked and claimed under one lock, so two writers never share a name)."""
         with self._lock:
+            if not replace and pack in self._writing:
+                return None
             self._writing.add(pack)
         try:
             made = not self.path.is_dir()
@@ -202,9 +211,16 @@ class PackDir:
             if made:
                 _fsync_dir(self.path.parent)
             target = self.path / _name(pack)
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            fd = _create(target)
+            if replace:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            try:
+                fd = _create(target)  # O_EXCL: never opens a file that is there
+            except FileExistsError:
+                if replace:
+                    raise
+                self.writing_ended(pack)
+                return None
             _fsync_dir(self.path)
         except BaseException:
             self.writing_ended(pack)
@@ -217,10 +233,9 @@ class PackDir:
         the caller keeps the blobs as rows (a leftover from a crash is for the unlock's sweep,
         and an upload's pack is never replaced under it). OSError as the system gives it, with
         the file removed."""
-        with self._lock:
-            if pack in self._writing or (self.path / _name(pack)).exists():
-                return None
-        writer = self.create(pack)
+        writer = self._create(pack, replace=False)
+        if writer is None:
+            return None
         try:
             places = _append_all(writer, blobs)
             writer.sync()

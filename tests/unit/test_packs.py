@@ -78,3 +78,26 @@ def test_the_sweep_removes_only_packs_no_row_names_and_no_upload_writes(tmp_path
     writing.close()
     assert folder.sweep(lambda: {1}) == 1 and folder.on_disk() == [1]
     assert PackDir(tmp_path / "none").sweep(lambda: set()) == 0  # no folder yet: nothing to do
+
+
+def test_a_commits_pack_never_takes_a_name_in_use(tmp_path: Path) -> None:
+    """A commit's pack (``write_whole``) is refused, writing nothing, while an upload writes a pack
+    of that name or a file of that name is there; otherwise its blobs read back at their places,
+    each 8 MiB piece starting on a page."""
+    folder = PackDir(tmp_path / "packs")
+    upload = folder.create(5)
+    with memoryview(_batch(b"u" * 10)) as view:
+        upload.append(view)
+    assert folder.write_whole(5, [b"c" * 100]) is None
+    upload.close()
+    assert folder.write_whole(5, [b"c" * 100]) is None  # the file is still there
+    assert folder.read([(5, 0, 10)]) == [b"u" * 10]
+    blobs = [bytes([n]) * (MAX_CHUNK - n) for n in range(40)]  # over 8 MiB: two pieces
+    places = folder.write_whole(6, blobs)
+    assert places is not None and [length for _, length in places] == [len(b) for b in blobs]
+    pieces = [offset for (offset, _), (before, length) in zip(places[1:], places, strict=False) if offset != before + length]
+    assert places[0][0] == 0 and len(pieces) == 1 and pieces[0] % ALIGN == 0  # the second piece starts on a page
+    assert folder.read([(6, offset, length) for offset, length in places]) == blobs
+    with pytest.raises(ValueError):
+        folder.write_whole(7, [b"x" * (MAX_CHUNK + 1)])
+    assert 7 not in folder.on_disk()
