@@ -177,7 +177,7 @@ class ListOrder:
         self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
-    def derived(self, summaries: Summaries) -> tuple[TitleOrder, dict[str, set[bytes]]]:
+    def derived(self, summaries: Summaries) -> tuple[TitleOrder, dict[str, list[bytes]]]:
         """Title order and tag sets, current; ``summaries`` gives the summaries the list rows of
         some items show, in their order (asked a batch at a time: the first title sort of a
         100k-item vault read every summary back from the store one query each, issue 32)."""

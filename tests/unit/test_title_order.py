@@ -69,9 +69,7 @@ class Model:
         for vault_id in VAULTS:
             for kinds in (["memory"], ["memory", "brain"], KINDS, ["absent"]):
                 expected = sorted(
-                    (str(f["title"]).casefold(), a)
-                    for a, (v, k, f) in self.items.items()
-                    if v == vault_id and k in kinds
+                    (str(f["title"]).casefold(), a) for a, (v, k, f) in self.items.items() if v == vault_id and k in kinds
                 )
                 ids = [a for _, a in expected]
                 assert order.count(vault_id, kinds) == len(ids)
@@ -84,7 +82,7 @@ class Model:
         for asset_id, (_, _, fields) in self.items.items():
             for tag in fields["tags"]:
                 tagged.setdefault(tag, set()).add(asset_id)
-        assert order.tagged == tagged
+        assert order.tagged == {tag: sorted(holders) for tag, holders in tagged.items()}  # each by ID
         for asset_id, (_, _, fields) in self.items.items():
             assert order.key(asset_id) == (str(fields["title"]).casefold(), asset_id)
 

@@ -278,7 +278,7 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
         kinds = [kind for kind in listing.by_time.kinds_in(vault_id) if kind not in hidden]
     order: SortedGroups | TitleOrder = listing.by_time
     by_title: TitleOrder | None = None
-    tagged: dict[str, set[bytes]] = {}
+    tagged: dict[str, list[bytes]] = {}
     if request.tag is not None or request.sort == "title":
         by_title, tagged = listing.derived(lambda asset_ids: listed_summaries(service, state, asset_ids))
         order = by_title if request.sort == "title" else order
