@@ -177,6 +177,11 @@ class ListOrder:
         self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
+    @property
+    def derived_built(self) -> bool:
+        """Whether the title order and tag sets exist (built by the first list that needed them)."""
+        return self._by_title is not None
+
     def derived(self, summaries: Summaries) -> tuple[TitleOrder, dict[str, list[bytes]]]:
         """Title order and tag sets, current; ``summaries`` gives the summaries the list rows of
         some items show, in their order (asked a batch at a time: the first title sort of a

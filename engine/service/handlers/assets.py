@@ -13,7 +13,7 @@ from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.handlers.vaults import vault_for
-from engine.service.memory import gc_paused
+from engine.service.memory import gc_paused, release_free_memory
 from engine.service.projections import (
     asset_summary,
     content_view,
@@ -280,7 +280,10 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
     by_title: TitleOrder | None = None
     tagged: dict[str, list[bytes]] = {}
     if request.tag is not None or request.sort == "title":
+        first_build = not listing.derived_built
         by_title, tagged = listing.derived(lambda asset_ids: listed_summaries(service, state, asset_ids))
+        if first_build:  # the build's sort keys and summaries are gone: their pages go back too
+            release_free_memory()
         order = by_title if request.sort == "title" else order
     descending = request.sort == "updated"
     # Where each listed item is (vault, kind, and its change-time key): the title order holds the
