@@ -92,8 +92,10 @@ def keep_built() -> None:
     every full collection and freed nothing: one follows each page of a listing (its rows are
     built with the collector paused), ~0.3 s of a second `list --all` at 100k notes and a cost
     per row that grew with the vault (issue 32). Reference counting still frees it as usual;
-    ``release_kept`` (on lock) hands it back."""
+    ``release_kept`` (on lock) hands it back. Garbage cycles are collected first, once (it runs
+    again after each catch-up of the postings): a cycle frozen would stay until the lock."""
     with _pause_lock:
+        gc.collect()
         gc.freeze()
 
 
