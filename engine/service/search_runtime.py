@@ -32,7 +32,7 @@ from engine.search.documents import TOKENS_KIND, Document, Prepared, prepare
 from engine.search.eligibility import INDEXED_KINDS, exclusion_reason
 from engine.search.index import Limits, VaultIndex
 from engine.search.segment import Segmenter
-from engine.service.memory import gc_paused, release_free_memory
+from engine.service.memory import gc_paused, keep_built, release_free_memory
 from engine.service.projections import visible_body
 from engine.service.service import EXTENSIONS, Service, Unlocked
 from engine.store.database import SealedRows, SnapshotRef, decode_record
@@ -812,6 +812,7 @@ class SearchRuntime:
                 with self._postings_guard:  # rows added after their index was passed: once more
                     if not any(index.fts.postings_waiting for index in self.cache.indexes()):
                         self._postings = None
+                        keep_built()  # the index is complete: it lives until the lock
                         return
         except BaseException:
             with self._postings_guard:

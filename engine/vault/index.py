@@ -77,7 +77,7 @@ class AssetIndex:
         self.hidden_assets: dict[bytes, AssetEntry] = {}
         # The orders `list` pages through, updated wherever heads change (issue 20); after a
         # bulk load (unlock) built on first use instead, which keeps that work off the unlock.
-        self._listing = ListOrder()
+        self._listing = ListOrder(head_of=lambda asset_id: self.newest_head(self.assets[asset_id]))
         self._listing_stale = False
 
     def __len__(self) -> int:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
+
+from engine.vault.revision import Revision
+from engine.vault.title_order import TitleOrder
 
 __all__ = ["SortedGroups", "ListOrder", "Key", "Summaries", "SUMMARY_BATCH"]
 
@@ -128,14 +131,17 @@ def _select(everything: list[Key], lists: list[list[Key]], start: int, stop: int
 
 class ListOrder:
     """What `list` reads: listed items by change time (always current), by title and by tag
-    (derived from summaries on first use, then refreshed for the items changed since)."""
+    (derived from summaries on first use, then refreshed for the items changed since).
 
-    def __init__(self) -> None:
+    ``head_of``: the head whose summary a list row shows (AssetIndex.newest_head), which keeps
+    the title and tags a listing read (Revision.list_fields): the title order holds that head,
+    not copies of its fields (engine/vault/title_order.py, issue 32)."""
+
+    def __init__(self, head_of: Callable[[bytes], Revision] | None = None) -> None:
         self.by_time = SortedGroups()
         self.conflicted: set[bytes] = set()  # listed items with more than one head
-        self._by_title: SortedGroups | None = None
-        self._tags_of: dict[bytes, tuple[str, ...]] = {}
-        self._tagged: dict[str, set[bytes]] | None = None
+        self._head_of = head_of
+        self._by_title: TitleOrder | None = None
         self._changed: set[bytes] = set()  # items whose title and tags must be read again
         # Case-folded title -> the listed items holding it (one ID, or a list when several do):
         # what [[wikilinks]] resolve by. Built on first use, then kept current with the title
@@ -171,54 +177,55 @@ class ListOrder:
         self.conflicted.discard(asset_id)
         self._changed.add(asset_id)
 
-    def derived(self, summaries: Summaries) -> tuple[SortedGroups, dict[str, set[bytes]]]:
+    @property
+    def derived_built(self) -> bool:
+        """Whether the title order and tag sets exist (built by the first list that needed them)."""
+        return self._by_title is not None
+
+    def derived(self, summaries: Summaries) -> tuple[TitleOrder, dict[str, list[bytes]]]:
         """Title order and tag sets, current; ``summaries`` gives the summaries the list rows of
         some items show, in their order (asked a batch at a time: the first title sort of a
         100k-item vault read every summary back from the store one query each, issue 32)."""
-        by_title, tagged = self._by_title, self._tagged
-        if by_title is None or tagged is None:
-            by_title, tagged, self._tags_of = SortedGroups(), {}, {}
-            self._by_title, self._tagged = by_title, tagged
+        by_title = self._by_title
+        if by_title is None:
+            by_title = self._by_title = TitleOrder()
             self._holders = None  # built again from the new title order when next asked for
-            changed: list[bytes] = list(self.by_time.keys)
-        else:
-            changed = list(self._changed)
+            by_title.load(self._read(summaries, list(self.by_time.keys)))
+            self._changed = set()
+            return by_title, by_title.tagged
         titled = self._holders
-        shown: list[tuple[bytes, bytes, str]] = []  # (asset ID, vault ID, kind) of listed items
-        for asset_id in changed:
-            if titled is not None and (old := by_title.keys.get(asset_id)) is not None:
-                _unhold(titled, old[2][0], asset_id)
-            for tag in self._tags_of.pop(asset_id, ()):
-                holders = tagged[tag]
-                holders.discard(asset_id)
-                if not holders:
-                    del tagged[tag]
-            where = self.by_time.keys.get(asset_id)
-            if where is None:
-                by_title.drop(asset_id)
-            else:
-                shown.append((asset_id, where[0], where[1]))
-        for start in range(0, len(shown), SUMMARY_BATCH):
-            part = shown[start : start + SUMMARY_BATCH]
-            for (asset_id, vault_id, kind), fields in zip(part, summaries([a for a, _, _ in part]), strict=True):
-                folded = str(fields.get("title", "")).casefold()
-                by_title.put(asset_id, vault_id, kind, folded)
-                if titled is not None:
-                    _hold(titled, folded, asset_id)
-                tags = tuple(dict.fromkeys(t for t in fields.get("tags", []) if isinstance(t, str)))
-                self._tags_of[asset_id] = tags
-                for tag in tags:
-                    tagged.setdefault(tag, set()).add(asset_id)
+        shown: list[bytes] = []  # listed items among the changed
+        for asset_id in self._changed:
+            if titled is not None and asset_id in by_title:
+                _unhold(titled, by_title.title(asset_id), asset_id)
+            by_title.drop(asset_id)
+            if asset_id in self.by_time.keys:
+                shown.append(asset_id)
+        for asset_id, vault_id, kind, fields, head in self._read(summaries, shown):
+            by_title.put(asset_id, vault_id, kind, fields, head)
+            if titled is not None:
+                _hold(titled, by_title.title(asset_id), asset_id)
         self._changed = set()
-        return by_title, tagged
+        return by_title, by_title.tagged
+
+    def _read(
+        self, summaries: Summaries, asset_ids: Sequence[bytes]
+    ) -> Iterator[tuple[bytes, bytes, str, dict[str, Any], Revision | None]]:
+        """(asset, vault, kind, fields its row shows, its head) of each listed item, a batch at a time."""
+        keys, head_of = self.by_time.keys, self._head_of
+        for start in range(0, len(asset_ids), SUMMARY_BATCH):
+            part = asset_ids[start : start + SUMMARY_BATCH]
+            for asset_id, fields in zip(part, summaries(part), strict=True):
+                vault_id, kind, _ = keys[asset_id]
+                yield asset_id, vault_id, kind, fields, head_of(asset_id) if head_of is not None else None
 
     def title_holders(self, summaries: Summaries, folded: str) -> list[bytes]:
         """The listed items (any vault, any kind) whose case-folded title is ``folded``, current."""
         by_title, _ = self.derived(summaries)
         if self._holders is None:
             self._holders = {}
-            for asset_id, (_, _, (title, _)) in by_title.keys.items():
-                _hold(self._holders, title, asset_id)
+            for asset_id in by_title.items():
+                _hold(self._holders, by_title.title(asset_id), asset_id)
         found = self._holders.get(folded)
         if found is None:
             return []

@@ -13,7 +13,7 @@ from engine.errors import MemoriesError
 from engine.service import requests as rq
 from engine.service.caller import Caller
 from engine.service.handlers.vaults import vault_for
-from engine.service.memory import gc_paused
+from engine.service.memory import gc_paused, release_free_memory
 from engine.service.projections import (
     asset_summary,
     content_view,
@@ -29,7 +29,9 @@ from engine.service.service import Service
 from engine.vault.core import Unlocked, VaultCore, VaultKeys
 from engine.vault.diff import text_projection, unified_diff
 from engine.vault.index import AssetEntry
+from engine.vault.listing import SortedGroups
 from engine.vault.revision import Revision, held, keep_list_fields
+from engine.vault.title_order import TitleOrder
 
 LIST_BATCH = 256  # list rows whose heads are read back together
 
@@ -274,24 +276,34 @@ def list_assets(service: Service, request: rq.ListAssets, caller: Caller) -> dic
     else:
         hidden = SECRET_BODY_KINDS | UNLISTED_KINDS
         kinds = [kind for kind in listing.by_time.kinds_in(vault_id) if kind not in hidden]
-    order = listing.by_time
+    order: SortedGroups | TitleOrder = listing.by_time
+    by_title: TitleOrder | None = None
+    tagged: dict[str, list[bytes]] = {}
     if request.tag is not None or request.sort == "title":
+        first_build = not listing.derived_built
         by_title, tagged = listing.derived(lambda asset_ids: listed_summaries(service, state, asset_ids))
+        if first_build:  # the build's sort keys and summaries are gone: their pages go back too
+            release_free_memory()
         order = by_title if request.sort == "title" else order
     descending = request.sort == "updated"
+    # Where each listed item is (vault, kind, and its change-time key): the title order holds the
+    # same items, current after ``derived``.
+    where = listing.by_time.keys
+    wanted = set(kinds)
     if request.tag is None:
         ids = order.page(vault_id, kinds, request.offset, request.limit, descending=descending)
         total = order.count(vault_id, kinds)
-        wanted = set(kinds)
-        conflicts = sum(1 for a in listing.conflicted if (w := order.keys[a])[0] == vault_id and w[1] in wanted)
+        conflicts = sum(1 for a in listing.conflicted if (w := where[a])[0] == vault_id and w[1] in wanted)
     else:
         # Only the items carrying the tag are sorted: the cost follows the matches, not the vault.
-        wanted = set(kinds)
-        keys = [w[2] for a in tagged.get(request.tag, ()) if (w := order.keys[a])[0] == vault_id and w[1] in wanted]
-        keys.sort(reverse=descending)
-        ids = [asset_id for _, asset_id in keys[request.offset : request.offset + request.limit]]
-        total = len(keys)
-        conflicts = sum(1 for _, asset_id in keys if asset_id in listing.conflicted)
+        matched = [a for a in tagged.get(request.tag, ()) if (w := where[a])[0] == vault_id and w[1] in wanted]
+        if by_title is not None and request.sort == "title":
+            matched.sort(key=by_title.key)
+        else:
+            matched.sort(key=lambda a: where[a][2], reverse=descending)
+        ids = matched[request.offset : request.offset + request.limit]
+        total = len(matched)
+        conflicts = sum(1 for asset_id in matched if asset_id in listing.conflicted)
     # A page is up to 10k summaries: without the pause the cyclic collector's full passes over
     # them free nothing (issue 32, `list --all` at 100k notes: 3.2 of 8.8 s of engine CPU, 25x the
     # 10k figure for 10x the notes). The summaries a page decrypts are not kept (issue 32): kept,

@@ -66,7 +66,7 @@ class _Titles:
         self._vault_id = vault_id
         self._summary = lambda asset_ids: listed_summaries(service, state, asset_ids)
         self._listed = state.index.listing
-        self._keys = self._listed.derived(self._summary)[0].keys  # kept current by the list order
+        self._keys = self._listed.by_time.keys  # where each listed item is (vault, kind)
         # Items of the write in hand are not listed yet; their titles count already.
         self._pending: dict[str, list[bytes]] = {}
         for asset_id, title in pending:
