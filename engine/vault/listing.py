@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from engine.vault.revision import Revision
-from engine.vault.title_order import TitleOrder
+from engine.vault.title_order import TitleOrder, rank_window
 
 __all__ = ["SortedGroups", "ListOrder", "Key", "Summaries", "SUMMARY_BATCH"]
 
@@ -80,18 +80,13 @@ class SortedGroups:
     def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
         """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
         self._ensure_sorted()
-        lists = [items for kind in dict.fromkeys(kinds) if (items := self._groups.get((vault_id, kind)))]
-        total = sum(len(items) for items in lists)
-        if descending:  # ranks counted from the end, read ascending, then reversed
-            start, stop = max(0, total - offset - limit), max(0, total - offset)
-        else:
-            start, stop = min(offset, total), min(offset + limit, total)
+        lists, start, stop = rank_window(self._groups, vault_id, kinds, offset, limit, descending=descending)
         if start >= stop:
             return []
         everything = self._vaults[vault_id]
         if len(lists) == 1:
             keys = lists[0][start:stop]
-        elif total == len(everything):  # no other kind in this vault: the vault's list is the answer
+        elif sum(map(len, lists)) == len(everything):  # no other kind in this vault: the vault's list is the answer
             keys = everything[start:stop]
         else:
             keys = _select(everything, lists, start, stop)

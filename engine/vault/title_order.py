@@ -16,12 +16,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from engine.vault.revision import Revision
 
-__all__ = ["TitleOrder", "Read", "folded_title", "tag_names"]
+_Item = TypeVar("_Item")
+
+__all__ = ["TitleOrder", "Read", "folded_title", "rank_window", "tag_names"]
 
 # What one item's summary said, as an order records it when the head does not keep it packed:
 # (vault ID, kind, case-folded title, tags).
@@ -159,22 +161,36 @@ class TitleOrder:
 
     def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
         """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
-        lists = [items for kind in dict.fromkeys(kinds) if (items := self._groups.get((vault_id, kind)))]
-        total = sum(len(items) for items in lists)
-        if descending:  # ranks counted from the end, read ascending, then reversed
-            start, stop = max(0, total - offset - limit), max(0, total - offset)
-        else:
-            start, stop = min(offset, total), min(offset + limit, total)
+        lists, start, stop = rank_window(self._groups, vault_id, kinds, offset, limit, descending=descending)
         if start >= stop:
             return []
         everything = self._vaults[vault_id]
         if len(lists) == 1:
             ids = lists[0][start:stop]
-        elif total == len(everything):  # no other kind in this vault: the vault's list is the answer
+        elif sum(map(len, lists)) == len(everything):  # no other kind in this vault: the vault's list is the answer
             ids = everything[start:stop]
         else:
             ids = _select(everything, lists, start, stop, self.key)
         return ids[::-1] if descending else ids
+
+
+def rank_window(
+    groups: Mapping[tuple[bytes, str], list[_Item]],
+    vault_id: bytes,
+    kinds: Iterable[str],
+    offset: int,
+    limit: int,
+    *,
+    descending: bool,
+) -> tuple[list[list[_Item]], int, int]:
+    """The sorted lists of the vault's ``kinds`` (each kind once) and the ranks [start, stop) of a
+    page among all of them; a descending page counts its ranks from the end, read ascending,
+    then reversed by the caller."""
+    lists = [items for kind in dict.fromkeys(kinds) if (items := groups.get((vault_id, kind)))]
+    total = sum(map(len, lists))
+    if descending:
+        return lists, max(0, total - offset - limit), max(0, total - offset)
+    return lists, min(offset, total), min(offset + limit, total)
 
 
 def _select(

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from engine.config import Paths
 from engine.store.footprint import footprint
@@ -21,14 +18,6 @@ from tests.helpers import Cli
 from tests.integration.test_files import pseudo_random
 
 MIB = 1 << 20
-
-
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[Cli]:
-    cli = Cli(home=tmp_path / "home")
-    cli.init()
-    yield cli
-    cli.stop()
 
 
 def _packs_on_disk(store: Path) -> int:
