@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import expect
 
 from tests.desktop.browser import run_in_browser
 from tests.desktop.support import Dashboard, save_artifact, start_dashboard, stop_process
@@ -290,8 +291,11 @@ def test_links_and_neighbourhood(seeded: dict[str, Any]) -> None:
                 break
             await asyncio.sleep(0.05)
         assert await page.input_value("#field-title") == "Mill visit"
-        # Back to the recipe, then the protected card from its links: a read-only view.
+        # Back to the recipe, then the protected card from its links: a read-only view. The tab
+        # is chosen once the recipe has opened: opening a card selects its Edit tab when the
+        # card arrives, so a click on Links before that is undone (seen under load in CI).
         await page.click(f"#card-list button[data-id='{s['recipe']['id']}']")
+        await expect(page.locator("#field-title")).to_have_value(RECIPE_V3, timeout=30_000)
         await page.click("#tab-links")
         await page.click(f"#links-out button.node[data-id='{s['prot']['id']}']")
         await page.wait_for_selector("#locked:not([hidden])")
