@@ -58,6 +58,7 @@ const view = {
   open: false, // the vault answered (unlocked)
   searchSeq: 0,
   listSeq: 0,
+  tabPicks: 0, // bumped by every tab the user picks: openCard keeps one picked while it loads
   openSeq: 0, // bumped by every open and close: a slower answer for an older open is dropped
 };
 
@@ -750,12 +751,15 @@ function renderVersions(card) {
 async function openCard(id, keepTab) {
   setResult("save-result", "");
   $("confirm-delete").hidden = true;
-  const tab = keepTab ? currentTab() : null;
+  const kept = keepTab ? currentTab() : null;
+  const picks = view.tabPicks;
   try {
     const seq = ++view.openSeq;
     if (!view.kinds.length) await loadKinds();
     const card = await api("/api/cards/" + encodeURIComponent(id));
     if (seq !== view.openSeq) return; // closed, or another item opened, meanwhile
+    // A tab the user picked while this item was opening is the one they want for it.
+    const tab = view.tabPicks !== picks ? currentTab() : kept;
     const spec = view.kinds.find((k) => k.kind === card.kind);
     view.current = { id: card.id, kind: card.kind, revision: card.revision, conflict: card.conflict, shortId: card.short_id };
     $("locked").hidden = true;
@@ -775,7 +779,7 @@ async function openCard(id, keepTab) {
     hideChanged();
     setDirty(false);
     showEditor();
-    if (tab && tab !== "edit") selectTab(tab, false);
+    if (tab && tab !== "edit" && !$("tab-" + tab).hidden) selectTab(tab, false);
   } catch (err) {
     setResult("save-result", err.message, "error");
   }

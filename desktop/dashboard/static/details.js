@@ -42,6 +42,13 @@ function selectTab(name, focus) {
   if (name === "links") loadLinks();
 }
 
+// A tab the user picks (click or arrow keys) counts, so that an item still opening keeps it:
+// opening selects Edit when the item arrives, which would otherwise undo a pick made meanwhile.
+function pickTab(name, focus) {
+  view.tabPicks++;
+  selectTab(name, focus);
+}
+
 function onTabKey(event) {
   const visible = TABS.filter((t) => !$("tab-" + t).hidden);
   const at = visible.indexOf(event.target.id.replace("tab-", ""));
@@ -52,7 +59,7 @@ function onTabKey(event) {
   else if (event.key === "End") next = visible[visible.length - 1];
   if (next) {
     event.preventDefault();
-    selectTab(next, true);
+    pickTab(next, true);
   }
 }
 
@@ -486,7 +493,7 @@ async function followLink(node) {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const tab of TABS) {
-    $("tab-" + tab).addEventListener("click", () => selectTab(tab, false));
+    $("tab-" + tab).addEventListener("click", () => pickTab(tab, false));
     $("tab-" + tab).addEventListener("keydown", onTabKey);
   }
   $("diff-from").addEventListener("change", loadDiff);
