@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -60,24 +59,12 @@ class CheckoutCli(Cli):
     def environ(self) -> dict[str, str]:
         return {**super().environ(), "PYTHONPATH": str(self.root)}
 
-    def run(self, *args: str, input: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args),
-            input=input,
-            stdin=subprocess.DEVNULL if input is None else None,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=self.environ(),
-            cwd=self.root,  # `python -m` puts the working directory first on the path
-        )
-
 
 def measure(root: Path, count: int, cached: Path, work: Path) -> dict[str, float]:
     run = work / f"run-{count}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(cached / "a", run, ignore=shutil.ignore_patterns("run", "engine.lock", "*.sock"))
-    cli = CheckoutCli(home=run, root=root)
+    cli = CheckoutCli(home=run, root=root, cwd=root, timeout=600)
     figures: dict[str, float] = {}
     try:
         _ok(cli, "daemon", "start")

@@ -45,6 +45,10 @@ def require(condition: bool, reason: str) -> None:
 class Cli:
     home: Path
     env: dict[str, str] = field(default_factory=dict)
+    # Where commands run: `python -m` puts the working directory first on the path, so a bench
+    # running another checkout's engine runs it from that checkout (None: the caller's).
+    cwd: Path | None = None
+    timeout: float = 60  # seconds a command may take
 
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "engine.cli", "--home", str(self.home), *args]
@@ -56,7 +60,7 @@ class Cli:
         env.update(self.env)
         return env
 
-    def run(self, *args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, input: str | None = None, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.command(*args),
             input=input,
@@ -64,8 +68,9 @@ class Cli:
             stdin=subprocess.DEVNULL if input is None else None,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=self.timeout if timeout is None else timeout,
             env=self.environ(),
+            cwd=self.cwd,
         )
 
     def ok(self, *args: str, input: str | None = None) -> dict[str, Any]:
