@@ -798,9 +798,11 @@ def merge(
     store = core.require_store()
     seqs = store.reserve_content(sum(len(bundle.parts[rev.rev_id]) for rev in applied))
     content: list[tuple[int, bytes]] = []
+    taken = 0  # an index, not the list re-sliced: that copied the rest per revision (issue 32)
     for rev in applied:
         parts = bundle.parts[rev.rev_id]
-        rev.body_seqs, seqs = seqs[: len(parts)], seqs[len(parts) :]
+        rev.body_seqs = seqs[taken : taken + len(parts)]
+        taken += len(parts)
         content.extend(zip(rev.body_seqs, parts, strict=True))
     # Merging only other devices' audit entries writes no entry of its own: two devices that
     # sync repeatedly would otherwise never run out of new entries to send each other.
