@@ -104,3 +104,48 @@ def test_an_import_in_batches_links_like_one_write_at_a_time(vault: Cli, tmp_pat
     renamed = vault.put("Points at the rename", "[[Renamed]] and [[n10]] and [[N20]] and [[N30]]")
     assert renamed["wikilinks"]["unresolved"] == ["N20", "n10"]  # old title and deleted note: no item
     assert _targets(vault, renamed["id"]) == {"Renamed", "N30"}
+
+
+def test_the_end_of_an_import_links_as_reading_every_note_again(vault: Cli, tmp_path: Path) -> None:
+    """DT-8, issue 32: at the end of an import, a note whose names still resolve as they did is
+    not read again, yet the outcome is what reading it gives. A name that now resolves to a
+    newer item of that title moves its link there; one that resolves to nothing stays reported;
+    and `memories wikilinks` after a lock (nothing remembered) answers the same."""
+    older = vault.put("Dup", "the older one")
+    count = BATCH_ITEMS + 60  # two batches
+    notes = tmp_path / "notes.jsonl"
+    with open(notes, "w", encoding="utf-8") as out:
+        for i in range(count):
+            if i == 0:
+                title, body = "A", "[[Dup]] and [[Later]]"  # Dup is the older one now; Later comes after
+            elif i == 1:
+                title, body = "B", "only [[Nowhere]] here"
+            elif i == count - 2:
+                title, body = "Later", "named before it came"
+            elif i == count - 1:
+                title, body = "Dup", "the newer one"
+            else:
+                title, body = f"N{i}", f"see [[N{i + 1}]]" if i % 5 and i + 1 < count - 2 else "plain"
+            out.write(json.dumps({"title": title, "body": body}) + "\n")
+    result = vault.ok("import", str(notes))
+    assert result["created"] == count
+    assert result["wikilinks"]["unresolved"] == 1  # [[Nowhere]]
+    ids = {n["title"]: n["id"] for n in vault.ok("list", "--all")["items"] if n["title"] != "Dup"}
+    links = vault.ok("card", "connections", ids["A"], "--direction", "out")
+    wikilinked = {e["dst"] for e in links["edges"] if e["rel"] == "wikilink"}
+    assert older["id"] not in wikilinked  # the newest "Dup" wins (SPEC DT-8), as for a fresh write
+    assert _targets(vault, ids["A"]) == {"Dup", "Later"}
+
+    def listed() -> list[tuple[str, list[str]]]:
+        return [(row["title"], row["names"]) for row in vault.ok("wikilinks")["unresolved"]]
+
+    assert listed() == [("B", ["Nowhere"])]
+    before = _wikilink_graph(vault)
+    vault.lock()
+    vault.unlock()
+    assert listed() == [("B", ["Nowhere"])]
+    assert _wikilink_graph(vault) == before
+    # A note changed since it was linked is read again: its new names count.
+    vault.ok("edit", ids["B"], "--body", "now [[A]] and [[Elsewhere]]")
+    assert listed() == [("B", ["Elsewhere"])]
+    assert _targets(vault, ids["B"]) == {"A"}
