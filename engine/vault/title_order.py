@@ -51,6 +51,10 @@ class TitleOrder:
         # tag -> the items carrying it, sorted by ID: a list of the index's IDs (8 bytes an item),
         # not a set (~70 bytes an item at 100k items, issue 32)
         self.tagged: dict[str, list[bytes]] = {}
+        # Items put since the sorted lists were last read, placed in them in one merge when they
+        # are (``_place``): an import puts thousands between two title-sorted listings, and
+        # inserting each into lists of 100k items moved most of each list every time (issue 32).
+        self._unplaced: dict[bytes, None] = {}
 
     def __contains__(self, asset_id: object) -> bool:
         return asset_id in self._held
@@ -80,7 +84,7 @@ class TitleOrder:
         assert fields is not None  # held only when kept, and kept fields are never dropped
         return held.vault_id, held.kind, folded_title(fields[0]), tag_names(fields[1])
 
-    def _place(self, asset_id: bytes) -> tuple[bytes, str]:
+    def _place_of(self, asset_id: bytes) -> tuple[bytes, str]:
         held = self._held[asset_id]
         if isinstance(held, tuple):
             return held[0], held[1]
@@ -114,7 +118,7 @@ class TitleOrder:
         ids = [asset_id for _, asset_id in keys]
         del keys  # the titles go before the lists grow
         for asset_id in ids:
-            vault_id, kind = self._place(asset_id)
+            vault_id, kind = self._place_of(asset_id)
             self._groups.setdefault((vault_id, kind), []).append(asset_id)
             self._vaults.setdefault(vault_id, []).append(asset_id)
         for holders in tagged.values():
@@ -124,8 +128,7 @@ class TitleOrder:
         self.drop(asset_id)
         folded, tags = folded_title(fields.get("title", "")), tag_names(fields.get("tags", []))
         self._held[asset_id] = self._hold(head, vault_id, kind, folded, tags)
-        bisect.insort(self._groups.setdefault((vault_id, kind), []), asset_id, key=self.key)
-        bisect.insort(self._vaults.setdefault(vault_id, []), asset_id, key=self.key)
+        self._unplaced[asset_id] = None
         for tag in tags:
             bisect.insort(self.tagged.setdefault(tag, []), asset_id)
 
@@ -133,8 +136,11 @@ class TitleOrder:
         if asset_id not in self._held:
             return
         vault_id, kind, folded, tags = self.read(asset_id)
-        self._remove(self._groups, (vault_id, kind), asset_id, (folded, asset_id))
-        self._remove(self._vaults, vault_id, asset_id, (folded, asset_id))
+        if asset_id in self._unplaced:
+            del self._unplaced[asset_id]
+        else:
+            self._remove(self._groups, (vault_id, kind), asset_id, (folded, asset_id))
+            self._remove(self._vaults, vault_id, asset_id, (folded, asset_id))
         for tag in tags:
             holders = self.tagged.get(tag)
             if holders is not None:
@@ -155,12 +161,32 @@ class TitleOrder:
         if not items:
             del lists[name]
 
+    def _place(self) -> None:
+        """The items put since the last read, into the sorted lists: each list merged once with
+        its new items, sorted (keys computed for them and for the few items they are compared with)."""
+        if not self._unplaced:
+            return
+        fresh = sorted(self._unplaced, key=self.key)
+        self._unplaced = {}
+        groups: dict[tuple[bytes, str], list[bytes]] = {}
+        vaults: dict[bytes, list[bytes]] = {}
+        for asset_id in fresh:
+            vault_id, kind = self._place_of(asset_id)
+            groups.setdefault((vault_id, kind), []).append(asset_id)
+            vaults.setdefault(vault_id, []).append(asset_id)
+        for group, items in groups.items():
+            self._groups[group] = _merged(self._groups.get(group, []), items, self.key)
+        for vault_id, items in vaults.items():
+            self._vaults[vault_id] = _merged(self._vaults.get(vault_id, []), items, self.key)
+
     # -- queries ------------------------------------------------------------------------------
     def count(self, vault_id: bytes, kinds: Iterable[str]) -> int:
+        self._place()
         return sum(len(self._groups.get((vault_id, kind), ())) for kind in kinds)
 
     def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
         """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
+        self._place()
         lists, start, stop = rank_window(self._groups, vault_id, kinds, offset, limit, descending=descending)
         if start >= stop:
             return []
@@ -172,6 +198,22 @@ class TitleOrder:
         else:
             ids = _select(everything, lists, start, stop, self.key)
         return ids[::-1] if descending else ids
+
+
+def _merged(items: list[bytes], fresh: list[bytes], key: Callable[[bytes], TitleKey]) -> list[bytes]:
+    """``items`` and ``fresh`` (each sorted by ``key``, no item in both) as one sorted list, built
+    once: each fresh item's place found by bisection from the previous one's."""
+    if not items:
+        return fresh
+    merged: list[bytes] = []
+    at = 0
+    for asset_id in fresh:
+        place = bisect.bisect_left(items, key(asset_id), lo=at, key=key)
+        merged += items[at:place]
+        merged.append(asset_id)
+        at = place
+    merged += items[at:]
+    return merged
 
 
 def rank_window(
