@@ -152,9 +152,10 @@ class Unlocked:
     # each taken once by ``body_of`` (the index build after the restore) instead of reading and
     # opening its rows again (issue 32). Plaintext held like the index's own; dropped with the state.
     opened_bodies: dict[bytes, str] = field(default_factory=dict)
-    # What the wikilinks of a note's last linked revision gave, by note ID (handlers/wikilinks.py
-    # ``LinkedNames``): ``wikilinks_sync`` after an import reads again only the notes where a name
-    # now resolves otherwise (issue 32). Link names held like the index's text; dropped with the state.
+    # What the wikilinks of a note that named something not there yet gave, by note ID, until the
+    # sync that ends an import takes it (handlers/wikilinks.py ``LinkedNames``): that sync reads
+    # again only the notes where a name now resolves otherwise (issue 32). Link names, held like
+    # the index's text; dropped with the state.
     linked_names: dict[bytes, Any] = field(default_factory=dict)
 
     @property

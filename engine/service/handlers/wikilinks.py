@@ -67,13 +67,14 @@ class LinkedNames:
     """What one note's wikilinks gave when its revision ``rev_id`` was linked: each name and the
     item it resolved to (None: nothing), the note's wikilink targets afterwards, and what was
     reported. While the note is at that revision, has those links, and every name resolves as
-    it did, linking it again would change and report nothing new: ``wikilinks_sync`` (run over
-    every note of an import at its end) then skips reading its body (issue 32: at 10k notes
-    that named no note, 0.4 s of the import's 4.6 s went to reading every body again)."""
+    it did, linking it again would change and report nothing new: ``wikilinks_sync`` (which an
+    import runs at its end over its notes that named something not there yet) then skips
+    reading its body (issue 32: at 10k notes, half of them naming no note, reading those
+    bodies again was 1.4 s of a 4.6 s import). Kept for such notes only, until that sync."""
 
     rev_id: bytes
     names: tuple[tuple[str, bytes | None], ...]
-    links: frozenset[bytes]
+    links: tuple[bytes, ...]  # sorted
     unresolved: tuple[str, ...]
     attachments: tuple[str, ...]
 
@@ -129,8 +130,8 @@ def _earlier_titles(service: Service, state: Unlocked, asset_id: bytes) -> set[s
     return titles
 
 
-def _wikilink_targets(service: Service, source: bytes) -> frozenset[bytes]:
-    return frozenset(link.dst for link in link_index(service).edges(source, "out") if link.rel == WIKILINK_REL)
+def _wikilink_targets(service: Service, source: bytes) -> tuple[bytes, ...]:
+    return tuple(sorted({link.dst for link in link_index(service).edges(source, "out") if link.rel == WIKILINK_REL}))
 
 
 def _sync_one(
@@ -173,13 +174,13 @@ def _sync_one(
         out.unresolved[source] = unresolved
     if found.attachments:
         out.attachments[source] = found.attachments
-    out.named[source] = LinkedNames(head.rev_id, tuple(names), frozenset(links), tuple(unresolved), tuple(found.attachments))
+    out.named[source] = LinkedNames(head.rev_id, tuple(names), tuple(sorted(links)), tuple(unresolved), tuple(found.attachments))
 
 
 def _still_linked(service: Service, titles: _Titles, head: Revision, out: _Outcome) -> bool:
     """True, with what it reported added to ``out``, when linking ``head`` again would change
     nothing (``LinkedNames``): then its body need not be read."""
-    named = titles.remembered.get(head.asset_id)
+    named = titles.remembered.pop(head.asset_id, None)  # taken once: kept only until then
     if named is None or named.rev_id != head.rev_id or _wikilink_targets(service, head.asset_id) != named.links:
         return False
     if any(titles.resolve(name, head.asset_id) != target for name, target in named.names):
@@ -192,10 +193,14 @@ def _still_linked(service: Service, titles: _Titles, head: Revision, out: _Outco
 
 
 def _remember(state: Unlocked, out: _Outcome) -> None:
-    """Keep what these notes' links gave (``LinkedNames``), within ``MAX_REMEMBERED`` notes."""
+    """Keep what the links of these notes gave (``LinkedNames``) for those that named something
+    not there (yet): the notes an import asks ``wikilinks_sync`` for at its end, which takes
+    each entry once. Within ``MAX_REMEMBERED`` notes."""
     kept = state.linked_names
     for source, named in out.named.items():
-        if source in kept or len(kept) < MAX_REMEMBERED:
+        if not named.unresolved:
+            kept.pop(source, None)
+        elif source in kept or len(kept) < MAX_REMEMBERED:
             kept[source] = named
 
 
@@ -271,7 +276,6 @@ def wikilinks_sync(service: Service, request: rq.WikilinksSync, caller: Caller) 
         touched = sorted({bytes(r[k]) for r in out.records if r["op"] == "add" for k in ("src", "dst")})
         audit = service.vault.audit_record(state, "wikilinks_sync", caller, outcome="ok", assets=touched)
         service.vault.commit(state, [], [], [*out.records, audit])
-    _remember(state, out)
     unresolved = []
     for source, names in out.unresolved.items():
         summary = service.vault.summary_of(state, newest_head(state, state.index.assets[source]))
