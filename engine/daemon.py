@@ -60,6 +60,9 @@ HANDOVER_ENV = "MEMORIES_ENGINE_HANDOVER"
 # How long a lock's re-execution waits for the requests in flight to be answered (a lock
 # cancels the long ones: jobs, sync, job-status waits); the rest are cut off.
 DRAIN_SECONDS = 15.0
+# How long a stop waits for the answers of requests in flight (its own first) before it closes
+# every connection: a request that waits longer (a `search --wait`) is cut, as it always was.
+STOP_ANSWER_SECONDS = 2.0
 
 
 @dataclasses.dataclass
@@ -347,6 +350,8 @@ async def _serve(paths: Paths, inherited: _Inherited | None) -> _Restart | None:
             handover = await server.hand_over(DRAIN_SECONDS)
             restart = _Restart(handover, {}, _kdf_of(service))
         else:
+            # The stop's own answer (and any other in flight) goes out before the connections close.
+            await server.settle(STOP_ANSWER_SECONDS)
             await server.close()
         service.lock_now("shutdown")
         if service.store is not None:

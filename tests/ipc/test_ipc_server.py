@@ -37,6 +37,7 @@ from tests.helpers import require
 
 CANARY = "secret-canary"
 _MEETINGS: dict[str, list[Any]] = {}
+_GATES: dict[str, tuple[threading.Event, asyncio.Event]] = {}
 
 
 async def handler(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
@@ -59,6 +60,12 @@ async def handler(body: dict[str, Any], peer: Peer) -> dict[str, Any]:
         except TimeoutError:
             return {"met": False}
         return {"met": True}
+    if op == "gate":
+        # Entered (the test waits for that), then answers once the test opens the gate.
+        entered, gate = _GATES.setdefault(str(body["key"]), (threading.Event(), asyncio.Event()))
+        entered.set()
+        await gate.wait()
+        return {"opened": True}
     if op == "fail":
         raise MemoriesError(str(body["code"]), "Failed on purpose.")
     if op == "boom":
@@ -618,3 +625,51 @@ def test_arbitrary_bytes_never_crash_the_server(sock_path: Path) -> None:
 
         check()
         echo_ok(sock_path)
+
+
+def test_a_stop_answers_the_requests_in_flight_before_closing(sock_path: Path) -> None:
+    """API-2: ``settle`` lets a request already being served answer before ``close`` cuts the
+    connections (the daemon's stop: the `shutdown` request's own answer was lost once when the
+    engine closed first); one that takes longer than the bound is cut as before."""
+    srv = ServerThread(sock_path).start()
+    try:
+        with raw(sock_path, timeout=30) as client:
+            send_obj(client, make_request(1, {"op": "gate", "key": "answered"}))
+            entered, gate = _GATES.setdefault("answered", (threading.Event(), asyncio.Event()))
+            assert entered.wait(30), "the request never reached the handler"
+            assert srv.server is not None
+            server = srv.server
+
+            async def stop_then_open() -> None:
+                stopping = asyncio.ensure_future(server.settle(60))
+                await asyncio.sleep(0)  # the stop is waiting before the answer exists
+                assert not stopping.done()
+                gate.set()
+                await stopping
+                await server.close()
+
+            srv.run(stop_then_open(), timeout=60)
+            assert recv(client)["result"] == {"opened": True}
+    finally:
+        srv.loop.call_soon_threadsafe(srv.loop.stop)
+        srv.thread.join(5)
+        srv.loop.close()
+    srv = ServerThread(sock_path).start()
+    try:
+        with raw(sock_path, timeout=30) as client:
+            send_obj(client, make_request(2, {"op": "gate", "key": "never"}))
+            entered, _ = _GATES.setdefault("never", (threading.Event(), asyncio.Event()))
+            assert entered.wait(30), "the request never reached the handler"
+            assert srv.server is not None
+            server = srv.server
+
+            async def stop_with_a_short_bound() -> None:
+                await server.settle(0.2)  # the gate never opens: the bound ends the wait
+                await server.close()
+
+            srv.run(stop_with_a_short_bound(), timeout=60)
+            assert_closed(client)
+    finally:
+        srv.loop.call_soon_threadsafe(srv.loop.stop)
+        srv.thread.join(5)
+        srv.loop.close()
