@@ -120,6 +120,17 @@ commits, another build of the vault, another load; why exactly was not measured)
 before and after of one run, not figures of different runs. Where the 100k unlock's CPU goes
 now: docs/architecture.md ("Where an unlock's CPU goes"); the rest of the goal needs the unlock
 to stop opening every revision row.
+
+Imports and first sync (issue 32, fifth pass), on an unloaded machine (load 0.5-1.6, nothing
+else running; vaults rebuilt by each code), 10k / 100k, the commit before (0db2dcb) then this
+one: import notes/s 2,004 / 1,563 (0.78x) -> 3,408 / 3,109 (0.91x: the end-of-import wikilinks
+sync reads only notes whose names now resolve otherwise, and the title order takes an import's
+titles in one merge); first sync 3.09 / 41.66 s (13.5x) -> 2.70 / 27.45 s (10.2x: a merge no
+longer re-slices its reserved row numbers per revision); search complete after the unlock
+0.84 / 6.62 s -> 0.73 / 5.87 s from the unlock's start (2.6 s after its answer at 100k); search
+complete after an import 2.69 / 31.9 s -> 2.65 / 32.2 s (12x: the catch-up's token rows, sealed
+with a 32 KiB-window dictionary, and FTS5's merges); list --all first 9.6x -> 10.3x wall,
+engine CPU 10.1x -> 11.2x; RSS steady / peak at 100k 589 / 596 -> 571 / 593 MiB.
 """
 
 from __future__ import annotations

@@ -300,7 +300,6 @@ def test_links_and_neighbourhood(seeded: dict[str, Any]) -> None:
     run_in_browser(dash.url, scenario)
 
 
-
 def test_a_tab_picked_while_an_item_opens_is_kept(seeded: dict[str, Any]) -> None:
     """DT-5: a tab picked while the next item is still opening (a slow engine, a busy machine)
     is the tab that item opens on; opening no longer undoes the user's click by selecting Edit

@@ -112,7 +112,7 @@ def manager_of(service: Service) -> SyncManager:
 def _totals(state: Unlocked) -> int:
     """Revisions plus policies of every shared vault held here."""
     shared = {v for v in state.vaults if not is_device_only(state, v)}
-    revisions = sum(1 for rev in state.index.revisions.values() if rev.vault_id in shared)
+    revisions = sum(n for (vault_id, _), n in state.index.revision_tally().items() if vault_id in shared)
     policies = sum(len(state.vaults[v].history) for v in shared)
     return revisions + policies
 
@@ -127,7 +127,8 @@ def outbox_count(state: Unlocked) -> int:
         return 0  # nobody to sync with: a single device has no queue
     if not marks:
         shared = {v for v in state.vaults if not is_device_only(state, v)}
-        return sum(1 for rev in state.index.revisions.values() if rev.author == own and rev.vault_id in shared)
+        tally = state.index.revision_tally()
+        return sum(n for (vault_id, author), n in tally.items() if author == own and vault_id in shared)
     return max(0, _totals(state) - int(marks[-1][1]["totals"]))
 
 
