@@ -627,49 +627,38 @@ def test_arbitrary_bytes_never_crash_the_server(sock_path: Path) -> None:
         echo_ok(sock_path)
 
 
+def _stop_while_gated(sock_path: Path, key: str, stop: Any) -> socket.socket:
+    """A client whose request waits in the handler's gate ``key`` while ``stop(server, gate)``
+    runs on the server's loop; the client, to read what it heard."""
+    with running(sock_path) as srv:
+        client = raw(sock_path, timeout=30)
+        send_obj(client, make_request(1, {"op": "gate", "key": key}))
+        entered, gate = _GATES.setdefault(key, (threading.Event(), asyncio.Event()))
+        assert entered.wait(30), "the request never reached the handler"
+        assert srv.server is not None
+        srv.run(stop(srv.server, gate), timeout=60)
+    return client
+
+
 def test_a_stop_answers_the_requests_in_flight_before_closing(sock_path: Path) -> None:
     """API-2: ``settle`` lets a request already being served answer before ``close`` cuts the
     connections (the daemon's stop: the `shutdown` request's own answer was lost once when the
     engine closed first); one that takes longer than the bound is cut as before."""
-    srv = ServerThread(sock_path).start()
-    try:
-        with raw(sock_path, timeout=30) as client:
-            send_obj(client, make_request(1, {"op": "gate", "key": "answered"}))
-            entered, gate = _GATES.setdefault("answered", (threading.Event(), asyncio.Event()))
-            assert entered.wait(30), "the request never reached the handler"
-            assert srv.server is not None
-            server = srv.server
 
-            async def stop_then_open() -> None:
-                stopping = asyncio.ensure_future(server.settle(60))
-                await asyncio.sleep(0)  # the stop is waiting before the answer exists
-                assert not stopping.done()
-                gate.set()
-                await stopping
-                await server.close()
+    async def stop_then_open(server: IpcServer, gate: asyncio.Event) -> None:
+        stopping = asyncio.ensure_future(server.settle(60))
+        await asyncio.sleep(0)  # the stop is waiting before the answer exists
+        assert not stopping.done()
+        gate.set()
+        await stopping
+        await server.close()
 
-            srv.run(stop_then_open(), timeout=60)
-            assert recv(client)["result"] == {"opened": True}
-    finally:
-        srv.loop.call_soon_threadsafe(srv.loop.stop)
-        srv.thread.join(5)
-        srv.loop.close()
-    srv = ServerThread(sock_path).start()
-    try:
-        with raw(sock_path, timeout=30) as client:
-            send_obj(client, make_request(2, {"op": "gate", "key": "never"}))
-            entered, _ = _GATES.setdefault("never", (threading.Event(), asyncio.Event()))
-            assert entered.wait(30), "the request never reached the handler"
-            assert srv.server is not None
-            server = srv.server
+    with _stop_while_gated(sock_path, "answered", stop_then_open) as client:
+        assert recv(client)["result"] == {"opened": True}
 
-            async def stop_with_a_short_bound() -> None:
-                await server.settle(0.2)  # the gate never opens: the bound ends the wait
-                await server.close()
+    async def stop_with_a_short_bound(server: IpcServer, gate: asyncio.Event) -> None:
+        await server.settle(0.2)  # the gate never opens: the bound ends the wait
+        await server.close()
 
-            srv.run(stop_with_a_short_bound(), timeout=60)
-            assert_closed(client)
-    finally:
-        srv.loop.call_soon_threadsafe(srv.loop.stop)
-        srv.thread.join(5)
-        srv.loop.close()
+    with _stop_while_gated(sock_path, "never", stop_with_a_short_bound) as client:
+        assert_closed(client)
