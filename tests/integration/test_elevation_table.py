@@ -91,9 +91,12 @@ def test_device_approve_needs_sudo_with_a_real_request(vault: Cli, tmp_path: Pat
     # A vault of its own (`vault`, not the module's): the sudo below must not reach the table's.
     new = Cli(home=tmp_path / "new")
     approver = vault.ok("whoami")["device_id"]
-    request = new.ok(
-        "device", "request", "--approver", approver, "--name", "laptop", "--password-stdin", input="new device pw 42\n"
-    )
+    try:
+        request = new.ok(
+            "device", "request", "--approver", approver, "--name", "laptop", "--password-stdin", input="new device pw 42\n"
+        )
+    finally:
+        new.stop()  # the request started the new device's engine: not left running after the test
     devices = len(vault.ok("devices")["devices"])
     assert vault.err("device", "approve", request["request"], "--yes")["code"] == "elevation_required"
     assert len(vault.ok("devices")["devices"]) == devices
