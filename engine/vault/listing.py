@@ -11,13 +11,13 @@ date for the items that changed since, through the summary reader the caller pas
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from engine.vault.ranked_pages import ranked_page
 from engine.vault.revision import Revision
-from engine.vault.title_order import TitleOrder, rank_window
+from engine.vault.title_order import TitleOrder
 
 __all__ = ["SortedGroups", "ListOrder", "Key", "Summaries", "SUMMARY_BATCH"]
 
@@ -80,16 +80,7 @@ class SortedGroups:
     def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
         """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
         self._ensure_sorted()
-        lists, start, stop = rank_window(self._groups, vault_id, kinds, offset, limit, descending=descending)
-        if start >= stop:
-            return []
-        everything = self._vaults[vault_id]
-        if len(lists) == 1:
-            keys = lists[0][start:stop]
-        elif sum(map(len, lists)) == len(everything):  # no other kind in this vault: the vault's list is the answer
-            keys = everything[start:stop]
-        else:
-            keys = _select(everything, lists, start, stop)
+        keys = ranked_page(self._groups, self._vaults, vault_id, kinds, offset, limit, descending=descending)
         ids = [asset_id for _, asset_id in keys]
         return ids[::-1] if descending else ids
 
@@ -99,29 +90,6 @@ def _remove(lists: dict[Name, list[Key]], name: Name, key: Key) -> None:
     del items[bisect.bisect_left(items, key)]
     if not items:
         del lists[name]
-
-
-def _select(everything: list[Key], lists: list[list[Key]], start: int, stop: int) -> list[Key]:
-    """Ranks [start, stop) of the merge of ``lists`` (each sorted, every key in ``everything``).
-
-    Binary search over ``everything`` for the first key with exactly ``start`` chosen keys
-    before it (the count grows by at most one per position), then merge from there:
-    O(log² n + page) instead of walking the ``start`` keys before the page.
-    """
-    lo, hi = 0, len(everything)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sum(bisect.bisect_left(items, everything[mid]) for items in lists) >= start:
-            hi = mid
-        else:
-            lo = mid + 1
-    first = everything[lo]
-    size = stop - start
-    heads = []
-    for items in lists:
-        at = bisect.bisect_left(items, first)
-        heads.append(items[at : at + size])
-    return list(itertools.islice(heapq.merge(*heads), size))
 
 
 class ListOrder:

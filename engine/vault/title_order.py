@@ -14,16 +14,13 @@ lock, which drops the item index, drops it all.
 from __future__ import annotations
 
 import bisect
-import heapq
-import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from engine.vault.ranked_pages import ranked_page
 from engine.vault.revision import Revision
 
-_Item = TypeVar("_Item")
-
-__all__ = ["TitleOrder", "Read", "folded_title", "rank_window", "tag_names"]
+__all__ = ["TitleOrder", "Read", "folded_title", "tag_names"]
 
 # What one item's summary said, as an order records it when the head does not keep it packed:
 # (vault ID, kind, case-folded title, tags).
@@ -187,16 +184,7 @@ class TitleOrder:
     def page(self, vault_id: bytes, kinds: Iterable[str], offset: int, limit: int, *, descending: bool) -> list[bytes]:
         """Asset IDs at ranks [offset, offset + limit) of the vault's items of ``kinds``."""
         self._place()
-        lists, start, stop = rank_window(self._groups, vault_id, kinds, offset, limit, descending=descending)
-        if start >= stop:
-            return []
-        everything = self._vaults[vault_id]
-        if len(lists) == 1:
-            ids = lists[0][start:stop]
-        elif sum(map(len, lists)) == len(everything):  # no other kind in this vault: the vault's list is the answer
-            ids = everything[start:stop]
-        else:
-            ids = _select(everything, lists, start, stop, self.key)
+        ids = ranked_page(self._groups, self._vaults, vault_id, kinds, offset, limit, descending=descending, key=self.key)
         return ids[::-1] if descending else ids
 
 
@@ -214,44 +202,3 @@ def _merged(items: list[bytes], fresh: list[bytes], key: Callable[[bytes], Title
         at = place
     merged += items[at:]
     return merged
-
-
-def rank_window(
-    groups: Mapping[tuple[bytes, str], list[_Item]],
-    vault_id: bytes,
-    kinds: Iterable[str],
-    offset: int,
-    limit: int,
-    *,
-    descending: bool,
-) -> tuple[list[list[_Item]], int, int]:
-    """The sorted lists of the vault's ``kinds`` (each kind once) and the ranks [start, stop) of a
-    page among all of them; a descending page counts its ranks from the end, read ascending,
-    then reversed by the caller."""
-    lists = [items for kind in dict.fromkeys(kinds) if (items := groups.get((vault_id, kind)))]
-    total = sum(map(len, lists))
-    if descending:
-        return lists, max(0, total - offset - limit), max(0, total - offset)
-    return lists, min(offset, total), min(offset + limit, total)
-
-
-def _select(
-    everything: Sequence[bytes], lists: list[list[bytes]], start: int, stop: int, key: Callable[[bytes], TitleKey]
-) -> list[bytes]:
-    """Ranks [start, stop) of the merge of ``lists`` (each sorted by ``key``, every item in
-    ``everything``): as engine.vault.listing._select, with keys computed when compared."""
-    lo, hi = 0, len(everything)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        probe = key(everything[mid])
-        if sum(bisect.bisect_left(items, probe, key=key) for items in lists) >= start:
-            hi = mid
-        else:
-            lo = mid + 1
-    first = key(everything[lo])
-    size = stop - start
-    heads = []
-    for items in lists:
-        at = bisect.bisect_left(items, first, key=key)
-        heads.append(items[at : at + size])
-    return list(itertools.islice(heapq.merge(*heads, key=key), size))
