@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from engine.cli.context import Context, UsageError
+from engine.cli.sizes import size_text
 from engine.errors import MemoriesError
 from engine.terminal_text import one_line
 
@@ -297,7 +298,7 @@ def cmd_add(ctx: Context, args: argparse.Namespace) -> int:
             begin["searchable"] = args.searchable
         result = upload(ctx, source, info.st_size, begin, unchanged, _identity(info))
     shown = str(result.get("title", title or ""))
-    ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({_size(result['size'])})")
+    ctx.emit(result, f"{result['short_id']}  {one_line(shown)}  ({size_text(result['size'])})")
     return 0
 
 
@@ -412,22 +413,11 @@ def cmd_get(ctx: Context, args: argparse.Namespace) -> int:
         "sha256": digest,
         "output": str(target),
     }
-    ctx.emit(result, f"wrote {_size(int(opened['size']))} to {target}")
+    ctx.emit(result, f"wrote {size_text(int(opened['size']))} to {target}")
     return 0
 
 
 # -- list, history ---------------------------------------------------------------------------
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if value < 1024 or unit == "GiB":
-            break
-    return f"{value:,.1f} {unit}"
-
-
 def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"op": "file_list"}
     if args.vault is not None:
@@ -437,7 +427,7 @@ def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
     result = ctx.request(body)
     # A column says which files search finds by their text too (issue 27); the rest only by title and tags.
     lines = [
-        f"{one_line(i['short_id'])}  {_size(int(i['size'])):>10}  {'searchable' if i.get('searchable') else '':10}  "
+        f"{one_line(i['short_id'])}  {size_text(int(i['size'])):>10}  {'searchable' if i.get('searchable') else '':10}  "
         f"{one_line(i['title'])}"
         for i in result["items"]
     ]

@@ -8,6 +8,7 @@ import time
 
 from engine.cli.context import Context
 from engine.cli.password import read_password
+from engine.cli.sizes import size_text
 from engine.errors import MemoriesError
 from engine.terminal_text import one_line
 
@@ -147,22 +148,13 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _size_text(size: int) -> str:
-    """Binary units, as `file` and `backup` print them: 812 KiB, 24.1 MiB, 1.6 GiB."""
-    if size < 1024 * 1024:
-        return f"{-(-size // 1024)} KiB"
-    if size < 1024**3:
-        return f"{size / 1024**2:.1f} MiB"
-    return f"{size / 1024**3:.1f} GiB"
-
-
 def _storage_line(storage: dict[str, Any]) -> str:
-    """`on disk: 2.9 MiB (store 80 KiB, large files 2.9 MiB in 1 pack)`: the total first, as `du` says it."""
-    line = f"on disk: {_size_text(int(storage['total_bytes']))}"
+    """`on disk: 2.9 MiB (store 80.0 KiB, large files 2.9 MiB in 1 pack)`: the total first, as `du` says it."""
+    line = f"on disk: {size_text(int(storage['total_bytes']))}"
     packs = int(storage.get("packs", 0))
     if packs:
-        files = f"large files {_size_text(int(storage['pack_bytes']))} in {packs} pack{'s' if packs != 1 else ''}"
-        line += f" (store {_size_text(int(storage['store_bytes']))}, {files})"
+        files = f"large files {size_text(int(storage['pack_bytes']))} in {packs} pack{'s' if packs != 1 else ''}"
+        line += f" (store {size_text(int(storage['store_bytes']))}, {files})"
     return line
 
 
