@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.store.packs import is_pack_name, packs_path
+
 ROOT = Path(__file__).resolve().parents[1]
 VAULT_PW = "bench vault password that is long enough"
 BACKUP_PW = "bench backup password that is long enough"
@@ -68,8 +70,9 @@ def _timed(home: Path, *args: str, stdin: str | None = None) -> tuple[float, dic
 
 def _store_files(home: Path) -> list[Path]:
     """The store and its pack files (issue 32: a large file's chunks lie in a pack beside it)."""
-    packs = home / "store.db-packs"
-    return [home / "store.db", *(sorted(packs.glob("*.pack")) if packs.is_dir() else [])]
+    store = home / "store.db"
+    packs = packs_path(store)
+    return [store, *(sorted(p for p in packs.iterdir() if is_pack_name(p.name)) if packs.is_dir() else [])]
 
 
 def _mib(files: list[Path]) -> float:
