@@ -90,7 +90,6 @@ class _Titles:
         self._summary = lambda asset_ids: listed_summaries(service, state, asset_ids)
         self._listed = state.index.listing
         self._keys = self._listed.by_time.keys  # where each listed item is (vault, kind)
-        self.remembered: dict[bytes, LinkedNames] = state.linked_names
         # Items of the write in hand are not listed yet; their titles count already.
         self._pending: dict[str, list[bytes]] = {}
         for asset_id, title in pending:
@@ -177,10 +176,10 @@ def _sync_one(
     out.named[source] = LinkedNames(head.rev_id, tuple(names), tuple(sorted(links)), tuple(unresolved), tuple(found.attachments))
 
 
-def _still_linked(service: Service, titles: _Titles, head: Revision, out: _Outcome) -> bool:
+def _still_linked(service: Service, state: Unlocked, titles: _Titles, head: Revision, out: _Outcome) -> bool:
     """True, with what it reported added to ``out``, when linking ``head`` again would change
     nothing (``LinkedNames``): then its body need not be read."""
-    named = titles.remembered.pop(head.asset_id, None)  # taken once: kept only until then
+    named: LinkedNames | None = state.linked_names.pop(head.asset_id, None)  # taken once: kept only until then
     if named is None or named.rev_id != head.rev_id or _wikilink_targets(service, head.asset_id) != named.links:
         return False
     if any(titles.resolve(name, head.asset_id) != target for name, target in named.names):
@@ -267,7 +266,7 @@ def wikilinks_sync(service: Service, request: rq.WikilinksSync, caller: Caller) 
         if entry.in_conflict:
             continue  # a note in conflict is linked again once it is resolved (a write)
         head = newest_head(state, entry)
-        if _still_linked(service, titles, head, out):
+        if _still_linked(service, state, titles, head, out):
             continue
         body = visible_body(service, state, head)
         if "[[" in body or _has_wikilinks(service, entry.asset_id):
