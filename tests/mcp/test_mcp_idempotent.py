@@ -30,7 +30,9 @@ def test_a_cancelled_write_retried_is_saved_once(vault: Cli) -> None:
     vault.sudo()
     token = grant(vault, "retry", "read_write")
 
-    async def attempt(client: Any, title: str, timeout: float) -> dict[str, Any]:
+    async def attempt(client: Any, title: str, timeout: float) -> dict[str, Any] | None:
+        """The retry's answer, or None when the engine answered before the client gave up (a
+        fast machine: that try proves nothing, and a shorter one is made)."""
         arguments = {"title": title, "body": "release notes " * 50_000, "tags": ["retry"]}
         try:
             # The client gives up before the engine is done, and cancels the call.
@@ -38,7 +40,7 @@ def test_a_cancelled_write_retried_is_saved_once(vault: Cli) -> None:
         except (MCPError, TimeoutError):
             pass
         else:
-            raise AssertionError("the engine answered before the client gave up")
+            return None
         retried = result_of(await client.call_tool("memory_write", arguments))
         items = _titled(vault, title)
         assert len(items) == 1, f"{len(items)} copies of one write"
@@ -47,12 +49,15 @@ def test_a_cancelled_write_retried_is_saved_once(vault: Cli) -> None:
 
     async def scenario() -> None:
         async with stdio_client(vault, token) as client:
-            # The cancelled call has to reach the engine before the client gives up; on a
-            # loaded machine the server may take longer to pass it on, so give it more time.
-            for number, timeout in enumerate((0.5, 1.0), start=1):
-                if (await attempt(client, f"Cancelled then retried {number}", timeout)).get("replayed") is True:
+            # The cancelled call has to reach the engine before the client gives up, and the
+            # engine must still be saving it then. How long that window lasts depends on the
+            # machine (a loaded one passes the call on later, a quiet one saves it sooner), so
+            # several bounds are tried; each try either proves the replay or proves nothing.
+            for number, timeout in enumerate((1.0, 0.5, 0.25, 0.1, 2.0), start=1):
+                retried = await attempt(client, f"Cancelled then retried {number}", timeout)
+                if retried is not None and retried.get("replayed") is True:
                     return
-            raise AssertionError("no cancelled call reached the engine before it was cancelled")
+            raise AssertionError("no cancelled call reached the engine while it was still saving it")
 
     asyncio.run(scenario())
 
