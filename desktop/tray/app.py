@@ -195,9 +195,12 @@ class TrayApp:
     def _stop_icon(self) -> None:
         for _ in range(QUIT_ATTEMPTS):
             icon = self.icon
-            if icon is not None:
-                with self._icon_lock:
+            # Bounded: a redraw stuck in the toolkit must not hold Quit past its fallback below.
+            if icon is not None and self._icon_lock.acquire(timeout=QUIT_WAIT):
+                try:
                     icon.stop()
+                finally:
+                    self._icon_lock.release()
             if self._stopped.wait(QUIT_WAIT):
                 return
         # The toolkit loop ignored every stop request: Quit must still quit.
