@@ -13,7 +13,6 @@ happens outside the lock, and search answers meanwhile, saying the index is part
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
@@ -549,9 +548,7 @@ class SearchRuntime:
                         # The revision's own ID and time objects instead of the snapshot's equal
                         # copies: ~100 bytes an asset (issue 32).
                         changed_ms = head.changed_ms
-                        known.doc = dataclasses.replace(
-                            doc, rev_id=head.rev_id, updated_ms=changed_ms if changed_ms == doc.updated_ms else doc.updated_ms
-                        )
+                        known.doc = doc.with_revision(head.rev_id, changed_ms if changed_ms == doc.updated_ms else doc.updated_ms)
                 elif any(state.index.revisions[head].seq > watermark for head in entry.heads):
                     changed.append(entry.asset_id)  # new since, or changed (an excluded or truncated one)
             self.stats.from_snapshot = len(restored.assets)

@@ -349,7 +349,7 @@ def test_records_written_a_few_at_a_time_get_a_dictionary_once_there_are_enough(
 
 def test_revision_rows_use_the_dictionary_tail_and_rows_of_the_whole_window_still_read(tmp_path: Path) -> None:
     """Issue 32: revision and audit rows are compressed with a 4 KiB window (the tail of their
-    dictionary), token rows with the whole 32 KiB; the reader opens both with the same stored
+    dictionary) and fixed codes, token rows with the whole 32 KiB; the reader opens both with the same stored
     dictionary. Rows a store wrote before (a revision compressed with the whole window) read back
     beside new ones after a reopen, so stores written before keep opening."""
     path = tmp_path / "store.db"
@@ -363,6 +363,16 @@ def test_revision_rows_use_the_dictionary_tail_and_rows_of_the_whole_window_stil
     window_log = {kind: db._Dictionary(book.seq, book.zdict, kind).compress(sample)[0] >> 4 for kind in ("revision", "audit")}
     assert window_log == {"revision": 12 - 8, "audit": 12 - 8}
     assert db._Dictionary(book.seq, book.zdict, "search_tokens").compress(sample)[0] >> 4 == 15 - 8
+    # Revision and audit rows in blocks of deflate's fixed codes (no code table to build per row at
+    # an unlock), even where codes of their own would be smaller, as zlib's default picks for this
+    # larger record: the first block's type, after the zlib header and the dictionary's ID (BFINAL
+    # is bit 0, BTYPE bits 1-2: 1 fixed, 2 dynamic).
+    larger = db.encode_record({"t": "note", "items": _notes(12, 500)})
+    block_type = {
+        kind: db._Dictionary(book.seq, book.zdict, kind).compress(larger)[6] >> 1 & 0b11
+        for kind in ("revision", "audit", "search_tokens")
+    }
+    assert block_type == {"revision": 1, "audit": 1, "search_tokens": 2}
     rows = _rows(path)
     first = max(rows) + 1
     whole_window = {"revision": db._Dictionary(book.seq, book.zdict)}  # how rows were written before
