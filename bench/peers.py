@@ -77,6 +77,14 @@ search 0.03×, size at rest 15.3×; `import keepassxc` 4.30 s against 1.27 s (0.
 22.5× `tar cf`, restore 3.11 s (160× `tar xf`'s 0.019 s; engine CPU 3.12 s); file add / get of
 64 MiB 3.3× / 4.6× age (fixed costs dominate at this size). bench/bulk.py's notes name no other
 note, so the wikilinks sync is not asked for there: 0.52× → 0.55× of keepassxc-cli's wall time.
+
+Sixth pass (issue 32: revision rows in fixed codes, 16 KiB pages), `--repeat 3` at load 0.5 -> 1.3
+(a machine ~10% slower than the fifth pass's: keepassxc-cli's import took 1.26 s, 1.10 s then):
+import 3.28 s against 1.26 s (2.60x, 0.38x its speed); show / search 0.03x; size at rest 23.40 MB
+(15.2x the 1.54 MB .kdbx); `import keepassxc` 4.91 s against 1.38 s (0.28x); backup 18.4x
+`tar cf`; restore 3.54 s (engine CPU 3.56 s); file add / get of 64 MiB 3.4x / 5.1x age.
+bench/bulk.py --before, three rounds, same run (load 0.5-1.0): notes import 2.58 s after, 2.63 s
+before; restore 3.33 s after, 3.44 s before.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ figures for each and their ratio, through the real CLI and real engines.
     .venv/bin/python bench/scale.py                    # 10k only (a few minutes)
     .venv/bin/python bench/scale.py --notes 100000     # 10k and 100k, with each 100k ÷ 10k ratio
     .venv/bin/python bench/scale.py --notes 100000 --rebuild   # build the cached vaults again
+    .venv/bin/python bench/scale.py --notes 100000 --before DIR   # unlock + first get, A/B against
+                                                                  # another checkout (e.g. git worktree)
 
 Each vault (mixed English/Chinese notes of ~500 characters, two tags each, a link to an earlier
 note) is imported from one JSONL file into device A of a pair (device B joined A before the
@@ -131,6 +133,18 @@ longer re-slices its reserved row numbers per revision); search complete after t
 complete after an import 2.69 / 31.9 s -> 2.65 / 32.2 s (12x: the catch-up's token rows, sealed
 with a 32 KiB-window dictionary, and FTS5's merges); list --all first 9.6x -> 10.3x wall,
 engine CPU 10.1x -> 11.2x; RSS steady / peak at 100k 589 / 596 -> 571 / 593 MiB.
+
+Sixth pass (issue 32: revision and audit rows in deflate's fixed codes, new stores on 16 KiB
+pages), unloaded (load 0.8-1.5), each code on the 100k vault it built: unlock + list + first get
+(`--before`, four rounds, medians) 3.83 -> 3.24 s wall, engine CPU 3.77 -> 3.19 s;
+list --all right after that unlock (beside the background checks) 12.6 -> 11.4 s. Whole runs of
+this bench, one after the other: the code before 3.85 s / CPU 3.81 s, search complete after
+the unlock 6.69 s, list --all first 7.75 s / CPU 5.69 s, store 233.6 MB; fixed codes on 4 KiB
+pages 2.82 / 2.81 s, 5.27 s, 5.54 / 4.09 s, 243.9 MB (rows of ~590 bytes fit six to a page:
+the state table's unused bytes 4.3 -> 11.8 MB); with 16 KiB pages too 3.30 / 3.26 s, 6.10 s,
+7.62 / 5.26 s, 231.7 MB (single runs differ by more than the page size does: the A/B above is
+the figure; reading every state row, or 20k of them by sequence, costs the same on either
+page size).
 """
 
 from __future__ import annotations
@@ -143,6 +157,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -382,11 +397,66 @@ def measure(count: int, cached: Path, work: Path) -> dict[str, float]:
     return figures
 
 
+def _unlock_once(root: Path, cached: Path, work: Path) -> tuple[float, float]:
+    """One unlock + list + first get of ``root``'s engine on a fresh copy of ``cached``, as
+    measure() times it: (wall seconds, the engine's CPU seconds)."""
+    run = work / "unlock-ab"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(cached / "a", run / "a", ignore=shutil.ignore_patterns("run", "engine.lock", "*.sock"))
+    cli = Cli(home=run / "a", env={"PYTHONPATH": str(root)}, cwd=root)
+    try:
+        _ok(cli, "daemon", "start")
+        pid = int(_ok(cli, "daemon", "status")["pid"])
+        _until_idle(pid)
+        cpu_before, start = _cpu(pid), time.perf_counter()
+        cli.unlock()
+        _ok(cli, "get", _ok(cli, "list", "--limit", "1")["items"][0]["short_id"])
+        return time.perf_counter() - start, _cpu(pid) - cpu_before
+    finally:
+        cli.stop()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def compare_unlock(count: int, before: Path, rounds: int) -> None:
+    """Unlock + list + first get, this tree against the checkout ``before``, each on the vault its
+    own code built (its cache; built first if missing), interleaved A/B/B/A, medians."""
+    found = subprocess.run(
+        [sys.executable, "-c", f"from bench.scale import build; print(build({count}, False))"],
+        cwd=before,
+        env={**os.environ, "PYTHONPATH": str(before)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    trees = {"after": (ROOT, build(count, False)), "before": (before, Path(found.stdout.strip().splitlines()[-1]))}
+    figures: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
+    print(f"unlock + list + first get of {count:,} notes, {rounds} rounds (load {os.getloadavg()[0]:.1f})", flush=True)
+    with tempfile.TemporaryDirectory(prefix="memories-bench-scale-") as tmp:
+        for n in range(rounds):
+            for label in list(trees) if n % 2 == 0 else list(trees)[::-1]:
+                wall, cpu = _unlock_once(*trees[label], Path(tmp))
+                figures[label].append((wall, cpu))
+                print(f"  {label:6s} {wall:6.3f} s wall  {cpu:6.3f} s engine CPU", flush=True)
+    medians = {label: [statistics.median(f[i] for f in rows) for i in (0, 1)] for label, rows in figures.items()}
+    for label, (wall, cpu) in medians.items():
+        print(f"{label:6s} median {wall:6.3f} s wall  {cpu:6.3f} s engine CPU")
+    (after_wall, after_cpu), (before_wall, before_cpu) = medians["after"], medians["before"]
+    print(f"after / before: {after_wall / before_wall:.2f}x wall, {after_cpu / before_cpu:.2f}x CPU")
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notes", type=int, default=BASE, help=f"the larger vault (with {BASE:,} as the base of ratios)")
     parser.add_argument("--rebuild", action="store_true", help="build the cached vaults again")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout: only unlock + list + first get at --notes, both trees interleaved"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of --before (each tree once a round)")
     args = parser.parse_args()
+    if args.before is not None:
+        compare_unlock(args.notes, args.before.resolve(), args.rounds)
+        return
     sizes = sorted({BASE, args.notes})
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     cached = {size: build(size, args.rebuild) for size in sizes}
