@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from engine.config import resolve_home
 
@@ -115,10 +115,9 @@ def run_tray(home: Path, args: argparse.Namespace, explicit_home: bool = True) -
         print(f"memories-tray: {exc}; without a tray, `memories dashboard` serves the same page", file=sys.stderr)
         return 1
     _leave(code, verbose=args.verbose)
-    return code  # not reached
 
 
-def _leave(code: int, verbose: bool) -> None:
+def _leave(code: int, verbose: bool) -> NoReturn:
     """End the tray process now that the tray is done (the vault locked, the data home released).
 
     The interpreter's own exit waits for every thread it knows of and runs the toolkits' exit

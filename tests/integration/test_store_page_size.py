@@ -72,7 +72,7 @@ def test_a_store_with_4_kib_pages_made_before_keeps_them_and_works(tmp_path: Pat
     finally:
         conn.close()
     assert _page_size(path) == 4096
-    store, records = _reopen(path)
+    store, _ = _reopen(path)
     store.commit(_records(50, 50))
     store.close()
     assert _page_size(path) == 4096
